@@ -1,0 +1,1 @@
+"""Pricing (provider token formulas, price sheets), the NSGA-II budget planner and planning reports."""

@@ -1,0 +1,1 @@
+"""The mmtok command line: thin commands over the library."""

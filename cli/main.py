@@ -1,0 +1,29 @@
+"""The ``mmtok`` command: a Typer app whose commands are thin wrappers over the library."""
+
+from __future__ import annotations
+
+import typer
+from mmtok.cli.demo import demo
+from mmtok.cli.inspect import inspect
+
+app = typer.Typer(
+    name="mmtok",
+    help="Count, price, shrink and plan the tokens of images, audio, video and text.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command()(inspect)
+app.command()(demo)
+
+
+@app.command()
+def version() -> None:
+    """Print the installed mmtok version."""
+    import mmtok
+
+    typer.echo(mmtok.__version__)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""Metrics (Fréchet distance, WER, LLM judge), batch evaluation runs and benchmarks."""

@@ -1,0 +1,70 @@
+"""mmtok: count, price, shrink and plan the tokens of multimodal model inputs.
+
+Heavy parts (torch models, metrics) are imported on first use, so ``import mmtok`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from mmtok.errors import (
+    CheckpointError,
+    ConfigError,
+    EvalError,
+    MediaError,
+    MmtokError,
+    PriceError,
+    TokenError,
+    TruncationError,
+)
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "load": "mmtok.media",
+    "scan": "mmtok.media",
+    "iter_files": "mmtok.media",
+    "resample": "mmtok.media",
+    "Image": "mmtok.media",
+    "Audio": "mmtok.media",
+    "Video": "mmtok.media",
+    "Text": "mmtok.media",
+    "MAX_IMAGE_PIXELS": "mmtok.media",
+    "TokenSequence": "mmtok.tokens",
+    "save_sequences": "mmtok.tokens",
+    "load_sequences": "mmtok.tokens",
+    "list_tokenizers": "mmtok.registry",
+    "get_tokenizer": "mmtok.registry",
+    "list_models": "mmtok.registry",
+    "get_model": "mmtok.registry",
+    "add_config_dir": "mmtok.registry",
+    "sample_path": "mmtok.samples",
+    "list_samples": "mmtok.samples",
+}
+
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "EvalError",
+    "MediaError",
+    "MmtokError",
+    "PriceError",
+    "TokenError",
+    "TruncationError",
+    "__version__",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mmtok' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

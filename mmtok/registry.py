@@ -1,0 +1,195 @@
+"""Models by name: ``models/configs/*.toml`` is the registry.
+
+Each config file names one model and the class that builds it::
+
+    name = "vq-clip-tiny"
+    kind = "tokenizer"                      # tokenizer | teacher | backbone | critic
+    modality = "image"
+    class = "mmtok.models.vq:VQTokenizer"   # imported only when the model is asked for
+    weights = "../weights/vq-clip-tiny"     # optional: a save_pretrained() folder, relative to this file
+    description = "..."
+    [options]                               # optional keyword arguments for the class
+
+Config folders are searched in order: the shipped ``models/configs``, then each folder in ``MMTOK_CONFIG_PATH``
+(``os.pathsep``-separated), then folders added with :func:`add_config_dir`; a later definition of a name wins.
+Reading the registry imports no model code, so ``list_tokenizers()`` is instant.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mmtok.errors import ConfigError
+
+KINDS = ("tokenizer", "teacher", "backbone", "critic")
+_extra_dirs: list[Path] = []
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    name: str
+    kind: str
+    class_path: str  # "package.module:ClassName"
+    source: Path  # the config file
+    modality: str | None = None
+    weights: Path | None = None
+    description: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def load_class(self) -> type:
+        return import_class(self.class_path, where=str(self.source))
+
+    def build(self, **options: Any) -> Any:
+        """Instantiate: ``from_pretrained(weights)`` when the entry has weights, else the class's constructor."""
+        cls = self.load_class()
+        merged = {**self.options, **options}
+        if self.weights is not None:
+            if not self.weights.exists():
+                raise ConfigError(f"{self.source}: weights folder {self.weights} does not exist")
+            return cls.from_pretrained(self.weights, **merged)
+        return cls(**merged)
+
+
+def add_config_dir(path: str | os.PathLike[str]) -> None:
+    """Make the ``*.toml`` configs in ``path`` part of the registry for this process."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ConfigError(f"{folder}: config folder does not exist")
+    if folder not in _extra_dirs:
+        _extra_dirs.append(folder)
+
+
+def config_dirs() -> list[Path]:
+    builtin = Path(str(resources.files("mmtok.models") / "configs"))
+    env = [Path(p) for p in os.environ.get("MMTOK_CONFIG_PATH", "").split(os.pathsep) if p]
+    return [builtin, *env, *_extra_dirs]
+
+
+def read_config(path: str | os.PathLike[str]) -> RegistryEntry:
+    """Parse one registry config file, with errors that name the file and the field."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read config: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    known = {"name", "kind", "class", "modality", "weights", "description", "options"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+    for key in ("name", "kind", "class"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise ConfigError(f"{path}: '{key}' is required and must be a non-empty string")
+    if data["kind"] not in KINDS:
+        raise ConfigError(f"{path}: kind must be one of {', '.join(KINDS)}, got {data['kind']!r}")
+    if ":" not in data["class"]:
+        raise ConfigError(f"{path}: class must look like 'package.module:ClassName', got {data['class']!r}")
+    options = data.get("options", {})
+    if not isinstance(options, dict):
+        raise ConfigError(f"{path}: [options] must be a table")
+    weights = (path.parent / data["weights"]).resolve() if data.get("weights") else None
+    return RegistryEntry(
+        name=data["name"],
+        kind=data["kind"],
+        class_path=data["class"],
+        source=path,
+        modality=data.get("modality"),
+        weights=weights,
+        description=data.get("description", ""),
+        options=options,
+    )
+
+
+def entries() -> dict[str, RegistryEntry]:
+    """All registered models by name (later config folders override earlier ones)."""
+    found: dict[str, RegistryEntry] = {}
+    for folder in config_dirs():
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.toml")):
+                entry = read_config(path)
+                found[entry.name] = entry
+    return found
+
+
+def list_models(kind: str | None = None, modality: str | None = None) -> list[RegistryEntry]:
+    return [
+        e
+        for e in sorted(entries().values(), key=lambda e: e.name)
+        if (kind is None or e.kind == kind) and (modality is None or e.modality == modality)
+    ]
+
+
+def list_tokenizers(modality: str | None = None) -> list[str]:
+    """Names of the registered tokenizers (optionally of one modality)."""
+    return [e.name for e in list_models("tokenizer", modality)]
+
+
+def get_entry(name: str, kind: str | None = None) -> RegistryEntry:
+    known = entries()
+    candidates = {n: e for n, e in known.items() if kind is None or e.kind == kind}
+    if name in candidates:
+        return candidates[name]
+    what = kind or "model"
+    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    available = ", ".join(sorted(candidates)) or "none registered"
+    raise ConfigError(f"unknown {what} {name!r}{hint} (available: {available})")
+
+
+def get_model(name_or_path: str | os.PathLike[str], kind: str | None = None, **options: Any) -> Any:
+    """A model by registry name, by ``.toml`` config path, or by ``save_pretrained()`` folder."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" and path.is_file():
+        entry = read_config(path)
+        _check_kind(entry.kind, kind, str(path))
+        return entry.build(**options)
+    if path.is_dir():
+        return _from_folder(path, kind, **options)
+    entry = get_entry(str(name_or_path), kind)
+    return entry.build(**options)
+
+
+def get_tokenizer(name_or_path: str | os.PathLike[str], **options: Any) -> Any:
+    """A tokenizer by registry name (``mmtok.list_tokenizers()``), config path or pretrained folder."""
+    return get_model(name_or_path, kind="tokenizer", **options)
+
+
+def _from_folder(path: Path, kind: str | None, **options: Any) -> Any:
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ConfigError(f"{path}: not a pretrained model folder (no config.json)")
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{config_file}: cannot read: {e}") from None
+    class_path = config.get("class")
+    if not isinstance(class_path, str):
+        raise ConfigError(f"{config_file}: missing 'class' (which model class wrote this folder?)")
+    _check_kind(config.get("kind"), kind, str(config_file))
+    return import_class(class_path, where=str(config_file)).from_pretrained(path, **options)
+
+
+def _check_kind(actual: str | None, wanted: str | None, where: str) -> None:
+    if wanted is not None and actual is not None and actual != wanted:
+        raise ConfigError(f"{where}: is a {actual}, not a {wanted}")
+
+
+def import_class(class_path: str, where: str) -> type:
+    module_name, _, attr = class_path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"{where}: cannot import {module_name!r} for class {class_path!r}: {e}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"{where}: module {module_name!r} has no {attr!r}") from None

@@ -1,0 +1,205 @@
+"""``TokenSequence``: what every tokenizer produces and every consumer (truncator, pricing, backbone) reads.
+
+A sequence holds per-token tensors that all share the first dimension N (``len(seq)``):
+
+- ``ids``         int64 ``[N]`` or ``[N, C]`` (C codebooks, e.g. residual VQ), optional
+- ``embeddings``  float ``[N, D]``, optional (at least one of ids / embeddings is present)
+- ``times``       float64 ``[N]`` seconds, for audio and video tokens
+- ``positions``   int64 ``[N]``, index of each token in its original sequence or grid (row-major); absent means
+                  ``arange(N)``. Truncation keeps it, so a pruned image still knows where its tokens were.
+
+and sequence-level fields: ``modality``, ``grid`` (h, w of an image's token grid), ``tokenizer`` (name) and
+``meta`` (JSON-serialisable). Files are safetensors: the tensors by name plus a JSON header under the
+``"mmtok"`` metadata key. A shard file holds many sequences under ``"<key>/<tensor>"`` names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mmtok.errors import TokenError
+
+FORMAT = "mmtok.TokenSequence"
+FORMAT_VERSION = 1
+MODALITIES = ("image", "audio", "video", "text")
+_TENSOR_FIELDS = ("ids", "embeddings", "times", "positions")
+
+
+@dataclass(frozen=True, eq=False)
+class TokenSequence:
+    modality: str
+    ids: torch.Tensor | None = None
+    embeddings: torch.Tensor | None = None
+    times: torch.Tensor | None = None
+    positions: torch.Tensor | None = None
+    grid: tuple[int, int] | None = None
+    tokenizer: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.modality not in MODALITIES:
+            raise TokenError(f"modality must be one of {', '.join(MODALITIES)}, got {self.modality!r}")
+        if self.ids is None and self.embeddings is None:
+            raise TokenError("a TokenSequence needs ids, embeddings, or both")
+        n = len(self)
+        ids, emb = self.ids, self.embeddings
+        if ids is not None and (ids.ndim not in (1, 2) or ids.is_floating_point() or ids.is_complex()):
+            raise TokenError(f"ids must be an integer tensor [N] or [N, C], got {ids.dtype} {tuple(ids.shape)}")
+        if emb is not None and (emb.ndim != 2 or not emb.is_floating_point()):
+            raise TokenError(f"embeddings must be a float tensor [N, D], got {emb.dtype} {tuple(emb.shape)}")
+        for name in _TENSOR_FIELDS:
+            tensor = getattr(self, name)
+            if tensor is not None and tensor.shape[0] != n:
+                raise TokenError(f"{name} has {tensor.shape[0]} rows but the sequence has {n} tokens")
+        for name in ("times", "positions"):
+            tensor = getattr(self, name)
+            if tensor is not None and tensor.ndim != 1:
+                raise TokenError(f"{name} must be one-dimensional [N], got {tuple(tensor.shape)}")
+        if self.grid is not None:
+            if len(self.grid) != 2 or min(self.grid) <= 0:
+                raise TokenError(f"grid must be (rows, cols) > 0, got {self.grid}")
+            object.__setattr__(self, "grid", (int(self.grid[0]), int(self.grid[1])))
+
+    def __len__(self) -> int:
+        source = self.ids if self.ids is not None else self.embeddings
+        return int(source.shape[0])
+
+    def __repr__(self) -> str:
+        parts = [f"modality={self.modality!r}", f"tokens={len(self)}"]
+        if self.ids is not None:
+            parts.append(f"ids={tuple(self.ids.shape)}")
+        if self.embeddings is not None:
+            parts.append(f"embeddings={tuple(self.embeddings.shape)}")
+        if self.grid is not None:
+            parts.append(f"grid={self.grid}")
+        if self.tokenizer:
+            parts.append(f"tokenizer={self.tokenizer!r}")
+        return f"TokenSequence({', '.join(parts)})"
+
+    @property
+    def token_positions(self) -> torch.Tensor:
+        """Positions of the tokens in the original sequence (``arange(N)`` when never truncated)."""
+        return self.positions if self.positions is not None else torch.arange(len(self))
+
+    def select(self, index: torch.Tensor, **meta: Any) -> TokenSequence:
+        """The tokens at ``index`` (int indices or a bool mask), positions and times kept; ``meta`` merged in."""
+        if index.dtype == torch.bool:
+            index = index.nonzero().flatten()
+        index = index.to(torch.long)
+        picked = {name: getattr(self, name)[index] for name in _TENSOR_FIELDS if getattr(self, name) is not None}
+        picked["positions"] = self.token_positions[index]
+        return replace(self, **picked, meta={**self.meta, **meta})
+
+    def to(self, device: torch.device | str) -> TokenSequence:
+        moved = {name: getattr(self, name).to(device) for name in _TENSOR_FIELDS if getattr(self, name) is not None}
+        return replace(self, **moved)
+
+    # ------------------------------------------------------------------------------------------------- files
+    def _header(self) -> dict[str, Any]:
+        header = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "modality": self.modality,
+            "grid": list(self.grid) if self.grid else None,
+            "tokenizer": self.tokenizer,
+            "meta": self.meta,
+        }
+        try:
+            json.dumps(header)
+        except TypeError as e:
+            raise TokenError(f"meta must be JSON-serialisable: {e}") from None
+        return header
+
+    def _tensors(self, prefix: str = "") -> dict[str, torch.Tensor]:
+        return {
+            prefix + name: getattr(self, name).detach().cpu().contiguous()
+            for name in _TENSOR_FIELDS
+            if getattr(self, name) is not None
+        }
+
+    @classmethod
+    def _from_parts(cls, header: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], source: str) -> TokenSequence:
+        if header.get("format") != FORMAT:
+            raise TokenError(f"{source}: not an mmtok TokenSequence file")
+        if header.get("version", 0) > FORMAT_VERSION:
+            raise TokenError(f"{source}: written by a newer mmtok (format version {header['version']})")
+        grid = header.get("grid")
+        try:
+            return cls(
+                modality=header["modality"],
+                grid=tuple(grid) if grid else None,
+                tokenizer=header.get("tokenizer", ""),
+                meta=dict(header.get("meta") or {}),
+                **{name: tensors[name] for name in _TENSOR_FIELDS if name in tensors},
+            )
+        except (KeyError, TokenError) as e:
+            raise TokenError(f"{source}: {e}") from None
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write a safetensors file (tensors + JSON header); returns the path."""
+        from safetensors.torch import save_file
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file(self._tensors(), str(path), metadata={"mmtok": json.dumps(self._header())})
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> TokenSequence:
+        """Read a file written by :meth:`save` (a shard with exactly one sequence is accepted too)."""
+        sequences = load_sequences(path)
+        if len(sequences) != 1:
+            raise TokenError(f"{path}: holds {len(sequences)} sequences; use mmtok.load_sequences()")
+        return next(iter(sequences.values()))
+
+
+def save_sequences(path: str | os.PathLike[str], sequences: Mapping[str, TokenSequence]) -> Path:
+    """Write many sequences into one safetensors shard, keyed by name (e.g. the source file's relative path)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    tensors: dict[str, torch.Tensor] = {}
+    headers: dict[str, Any] = {}
+    for key, seq in sequences.items():
+        tensors.update(seq._tensors(prefix=f"{key}/"))
+        headers[key] = seq._header()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata={"mmtok": json.dumps({"format": FORMAT + "s", "sequences": headers})})
+    return path
+
+
+def load_sequences(path: str | os.PathLike[str]) -> dict[str, TokenSequence]:
+    """Every sequence in a file written by :func:`save_sequences` or :meth:`TokenSequence.save`."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file, safe_open
+
+    source = os.fspath(path)
+    if not Path(source).is_file():
+        raise TokenError(f"{source}: no such token file")
+    try:
+        with safe_open(source, framework="pt") as f:
+            metadata = f.metadata() or {}
+        tensors = load_file(source)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise TokenError(f"{source}: not a safetensors file ({e})") from None
+    try:
+        header = json.loads(metadata["mmtok"])
+    except (KeyError, json.JSONDecodeError):
+        raise TokenError(f"{source}: safetensors file without an mmtok header") from None
+    if header.get("format") == FORMAT:
+        return {Path(source).stem: TokenSequence._from_parts(header, tensors, source)}
+    if header.get("format") != FORMAT + "s":
+        raise TokenError(f"{source}: not an mmtok token file (format {header.get('format')!r})")
+    out = {}
+    for key, seq_header in header["sequences"].items():
+        prefix = f"{key}/"
+        parts = {name[len(prefix) :]: t for name, t in tensors.items() if name.startswith(prefix)}
+        out[key] = TokenSequence._from_parts(seq_header, parts, f"{source}[{key}]")
+    return out
