@@ -179,7 +179,7 @@ class Audio:
                 raise MediaError(self.path, f"cannot decode {self.format} audio: {e}") from None
             wave = torch.from_numpy(array.T.copy())
         else:
-            wave = _decode_av_audio(self.path, self.stream_index, self.format)
+            wave = _decode_av_audio(self.path, self.stream_index, self.format, self.channels, self.sample_rate_hz)
         if wave.shape[-1] == 0:
             raise MediaError(self.path, "audio contains no samples")
         _check_samples(self.path, wave)
@@ -213,21 +213,34 @@ def resample(waveform: torch.Tensor, from_hz: int, to_hz: int) -> torch.Tensor:
     return AF.resample(waveform, int(from_hz), int(to_hz))
 
 
-def _decode_av_audio(path: Path | None, stream_index: int, fmt: str) -> torch.Tensor:
+def _av_open(path: Path | None) -> Any:
+    """Open a container for reading; tags in a broken encoding are dropped rather than failing the file."""
+    import av
+
+    return av.open(str(path), metadata_errors="ignore")
+
+
+def _planar(path: Path | None, frame: Any, channels: int) -> np.ndarray:
+    array = frame.to_ndarray()  # (C, n)
+    if array.shape[0] != channels:
+        raise MediaError(path, f"audio stream switches from {channels} to {array.shape[0]} channels midway")
+    return array
+
+
+def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: int, rate: int) -> torch.Tensor:
     import av
     import numpy as np
     import torch
 
     pieces: list[np.ndarray] = []
     try:
-        with av.open(str(path)) as container:
+        with _av_open(path) as container:
             stream = container.streams[stream_index]
-            resampler = av.AudioResampler(format="fltp")  # planar float32, same layout and rate
+            # Planar float32 at the header's layout and rate, even if a damaged stream changes them midway.
+            resampler = av.AudioResampler(format="fltp", layout=f"{channels}c", rate=rate)
             for frame in container.decode(stream):
-                for out in resampler.resample(frame):
-                    pieces.append(out.to_ndarray())  # (C, n)
-            for out in resampler.resample(None):
-                pieces.append(out.to_ndarray())
+                pieces.extend(_planar(path, out, channels) for out in resampler.resample(frame))
+            pieces.extend(_planar(path, out, channels) for out in resampler.resample(None))
     except av.FFmpegError as e:
         if not pieces:
             raise MediaError(path, f"cannot decode {fmt} audio: {e}") from None
@@ -300,7 +313,7 @@ class Video:
 
         emitted = 0
         try:
-            with av.open(str(self.path)) as container:
+            with _av_open(self.path) as container:
                 stream = container.streams[self.stream_index]
                 stream.thread_type = "AUTO"
                 start: float | None = None
@@ -323,7 +336,7 @@ class Video:
                             yield flush()
                     held, held_rgb = (t, frame), None
                 if held is not None:
-                    end = max(held[0] + native_step, self.duration_s)
+                    end = held[0] + native_step  # the last frame stays on screen for one frame period
                     while emitted * step < end - 1e-9:
                         if held_rgb is None:
                             held_rgb = rgb(held[1])
@@ -560,7 +573,7 @@ def _load_av(path: Path, fmt: str, size_bytes: int) -> Audio | Video:
     import av
 
     try:
-        with av.open(str(path)) as container:
+        with _av_open(path) as container:
             videos = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
             audio = _av_audio_meta(path, fmt, container, size_bytes)
             if videos:
@@ -581,6 +594,8 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Aud
         return None
     stream = container.streams.audio[0]
     ctx = stream.codec_context
+    if ctx is None:
+        raise MediaError(path, "audio stream uses a codec FFmpeg does not know")
     rate = int(ctx.sample_rate or 0)
     channels = int(ctx.channels or 0)
     duration = _seconds(stream.duration, stream.time_base) or (container.duration or 0) / 1_000_000
@@ -593,6 +608,8 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Aud
 
 def _av_video_meta(path: Path, fmt: str, container: Any, stream: Any, audio: Audio | None, size_bytes: int) -> Video:
     ctx = stream.codec_context
+    if ctx is None:
+        raise MediaError(path, "video stream uses a codec FFmpeg does not know")
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
     fps = float(rate) if rate else 0.0
     duration = _seconds(stream.duration, stream.time_base) or (container.duration or 0) / 1_000_000

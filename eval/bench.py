@@ -1,0 +1,53 @@
+"""Benchmark helpers: interleaved repeated timing with medians, and a plain table printer."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def time_interleaved(cases: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
+    """Median seconds per case; the cases run round-robin in each repeat so machine noise hits all alike."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+    cells = [[str(c) for c in header]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    print(f"\n{title}")
+    for n, row in enumerate(cells):
+        padded = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        print("  " + "  ".join(padded))
+        if n == 0:
+            print("  " + "  ".join("-" * w for w in widths))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def machine() -> str:
+    import os
+
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def write_json(path: Path | None, payload: dict[str, Any]) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(payload, indent=2) + "\n")

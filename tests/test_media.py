@@ -1,0 +1,189 @@
+"""mmtok.load(): kinds by content, metadata from headers, lazy decoding of every media type."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import numpy as np
+import PIL.Image
+import PIL.ImageOps
+import pytest
+import torch
+
+import mmtok
+from mmtok.media import Audio, Image, Text, Video
+from tests.makers import write_image, write_video
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "fmt"),
+    [
+        ("astronaut.png", "image", "png"),
+        ("chelsea.jpg", "image", "jpeg"),
+        ("coffee.webp", "image", "webp"),
+        ("speech.wav", "audio", "wav"),
+        ("speech.flac", "audio", "flac"),
+        ("speech.ogg", "audio", "ogg"),
+        ("speech.mp3", "audio", "mp3"),
+        ("speech.m4a", "audio", "m4a"),
+        ("clip.mp4", "video", "mp4"),
+        ("clip.webm", "video", "webm"),
+        ("note.txt", "text", "utf-8"),
+    ],
+)
+def test_every_sample_loads_as_its_kind(samples, name, kind, fmt):
+    media = mmtok.load(samples / name)
+    assert media.kind == kind
+    assert media.format == fmt
+    assert media.size_bytes == (samples / name).stat().st_size
+
+
+def test_kind_comes_from_content_not_extension(samples, tmp_path):
+    disguised = tmp_path / "photo.wav"
+    shutil.copy(samples / "astronaut.png", disguised)
+    media = mmtok.load(disguised)
+    assert isinstance(media, Image)
+    assert (media.width, media.height) == (384, 384)
+
+
+def test_image_metadata_matches_pillow_with_exif_orientation(samples):
+    media = mmtok.load(samples / "rocket_rotated.jpg")
+    with PIL.Image.open(samples / "rocket_rotated.jpg") as im:
+        stored = im.size
+        displayed = PIL.ImageOps.exif_transpose(im).size
+    assert stored == (427, 640)
+    assert (media.width, media.height) == displayed == (640, 427)
+    assert media.orientation == 6
+
+
+def test_image_decodes_to_uint8_rgb_with_orientation_applied(samples):
+    pixels = mmtok.load(samples / "rocket_rotated.jpg").to_tensor()
+    assert pixels.dtype == torch.uint8
+    assert pixels.shape == (3, 427, 640)
+    with PIL.Image.open(samples / "rocket_rotated.jpg") as im:
+        expected = np.array(PIL.ImageOps.exif_transpose(im).convert("RGB"))
+    assert torch.equal(pixels, torch.from_numpy(expected).permute(2, 0, 1))
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA", "P", "I;16"])
+def test_grayscale_alpha_and_palette_images_decode_to_rgb(tmp_path, mode):
+    path = write_image(tmp_path / "x.png", (40, 30), "PNG", mode=mode)
+    pixels = mmtok.load(path).to_tensor()
+    assert pixels.shape == (3, 30, 40)
+    assert pixels.dtype == torch.uint8
+
+
+def test_transparent_pixels_are_composited_over_white(tmp_path):
+    path = tmp_path / "clear.png"
+    PIL.Image.new("RGBA", (8, 8), (0, 0, 0, 0)).save(path)
+    assert int(mmtok.load(path).to_tensor().min()) == 255
+
+
+def test_jpeg_draft_decodes_large_photo_at_reduced_scale(tmp_path):
+    path = write_image(tmp_path / "big.jpg", (2048, 1536), "JPEG")
+    small = mmtok.load(path).to_tensor(draft_size=(256, 192))
+    assert small.shape[1:] == (192, 256)  # 1/8 DCT scale, not the full 1536 x 2048
+
+
+def test_in_memory_image_round_trips():
+    pixels = torch.randint(0, 256, (3, 5, 7), dtype=torch.uint8)
+    image = Image.from_tensor(pixels)
+    assert (image.width, image.height) == (7, 5)
+    assert torch.equal(image.to_tensor(), pixels)
+    assert torch.equal(Image.from_pil(image.to_pil()).to_tensor(), pixels)
+
+
+@pytest.mark.parametrize("name", ["speech.wav", "speech.flac", "speech.ogg", "speech.mp3", "speech.m4a"])
+def test_audio_decodes_to_float_channels_by_samples(samples, name):
+    audio = mmtok.load(samples / name)
+    assert (audio.sample_rate_hz, audio.channels) == (16000, 1)
+    assert audio.duration_s == pytest.approx(3.44, abs=0.05)
+    wave = audio.waveform()
+    assert wave.dtype == torch.float32
+    assert wave.shape[0] == 1
+    assert abs(wave.shape[1] - audio.num_samples) < 2048  # codec priming/padding only
+    assert 0.5 < float(wave.abs().max()) <= 1.0
+
+
+def test_lossless_codecs_decode_identically(samples):
+    wav = mmtok.load(samples / "speech.wav").waveform()
+    flac = mmtok.load(samples / "speech.flac").waveform()
+    assert torch.equal(wav, flac)
+
+
+def test_audio_resamples_and_downmixes(tmp_path):
+    t = np.arange(48000) / 48000
+    stereo = np.stack([np.sin(2 * np.pi * 440 * t), 0.5 * np.sin(2 * np.pi * 440 * t)], axis=1)
+    from tests.makers import write_wav
+
+    audio = mmtok.load(write_wav(tmp_path / "s.wav", stereo.astype(np.float32), 48000))
+    assert audio.channels == 2
+    wave = audio.waveform(sample_rate_hz=16000, mono=True)
+    assert wave.shape == (1, 16000)
+    peak_bin = int(torch.fft.rfft(wave[0]).abs().argmax())
+    assert peak_bin == 440  # 1 Hz bins over one second
+
+
+def test_in_memory_audio():
+    audio = Audio.from_tensor(torch.zeros(16000), 16000)
+    assert audio.duration_s == 1.0
+    assert audio.waveform().shape == (1, 16000)
+
+
+def test_video_metadata_and_its_audio_track(samples):
+    video = mmtok.load(samples / "clip.mp4")
+    assert isinstance(video, Video)
+    assert (video.width, video.height, video.fps, video.frame_count) == (320, 240, 24.0, 72)
+    assert video.duration_s == pytest.approx(3.0, abs=0.02)
+    assert video.audio is not None and video.audio.codec == "aac"
+    assert video.audio.waveform().shape[1] == pytest.approx(3.0 * 44100, rel=0.02)
+
+
+@pytest.mark.parametrize("name", ["clip.mp4", "clip.webm"])
+def test_video_frames_stream_in_chunks_at_the_requested_rate(samples, name):
+    video = mmtok.load(samples / name)
+    chunks = list(video.frames(fps=16, size=(80, 60), chunk_frames=10))
+    assert all(len(c.times) <= 10 for c in chunks)
+    times = torch.cat([c.times for c in chunks])
+    frames = torch.cat([c.frames for c in chunks])
+    assert frames.shape[1:] == (3, 60, 80) and frames.dtype == torch.uint8
+    assert len(times) == 48  # 3 s at 16 fps
+    assert torch.allclose(times, torch.arange(48, dtype=torch.float64) / 16)
+
+
+def test_variable_frame_rate_video_is_sampled_by_presentation_time(tmp_path):
+    shown_at = [0.0, 0.1, 0.15, 0.4, 0.45, 0.9]
+    video = mmtok.load(write_video(tmp_path / "vfr.mkv", shown_at))
+    chunks = list(video.frames(fps=10))
+    times = torch.cat([c.times for c in chunks]).tolist()
+    brightness = torch.cat([c.frames for c in chunks]).float().mean(dim=(1, 2, 3))
+    shown_index = [round(float(b) / 8) for b in brightness]
+    expected = [max(i for i, s in enumerate(shown_at) if s <= t + 1e-9) for t in times]
+    assert times[:5] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
+    assert shown_index == expected
+
+
+def test_text_file_and_string(samples):
+    text = mmtok.load(samples / "note.txt")
+    assert isinstance(text, Text)
+    assert text.text.startswith("mmtok sample note.")
+    assert Text.from_string("héllo").size_bytes == 6
+
+
+def test_scan_walks_folders_recursively_and_reports_bad_items(samples, tmp_path):
+    (tmp_path / "sub").mkdir()
+    shutil.copy(samples / "chelsea.jpg", tmp_path / "sub" / "a.jpg")
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 3)
+    (tmp_path / ".hidden.jpg").write_bytes(b"junk")
+    results = list(mmtok.scan([tmp_path]))
+    assert [type(r).__name__ for r in results] == ["MediaError", "Image"]
+    assert "broken.png" in str(results[0])
+
+
+def test_import_mmtok_does_not_import_torch():
+    import subprocess
+
+    code = "import sys, mmtok; mmtok.load; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -1,0 +1,100 @@
+"""TokenSequence: validation, selection, and exact safetensors round trips."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from mmtok import TokenSequence, load_sequences, save_sequences
+from mmtok.errors import TokenError
+
+
+def full_sequence() -> TokenSequence:
+    return TokenSequence(
+        modality="image",
+        ids=torch.randint(0, 4096, (16, 2)),
+        embeddings=torch.randn(16, 8, dtype=torch.bfloat16),
+        times=None,
+        grid=(4, 4),
+        tokenizer="test-tok",
+        meta={"source": "x.png", "image_size": [64, 64]},
+    )
+
+
+def assert_same(a: TokenSequence, b: TokenSequence) -> None:
+    assert (a.modality, a.grid, a.tokenizer, a.meta) == (b.modality, b.grid, b.tokenizer, b.meta)
+    for name in ("ids", "embeddings", "times", "positions"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None)
+        if x is not None:
+            assert x.dtype == y.dtype and torch.equal(x, y)
+
+
+def test_round_trip_is_exact(tmp_path):
+    seq = full_sequence()
+    loaded = TokenSequence.load(seq.save(tmp_path / "t.safetensors"))
+    assert_same(seq, loaded)
+    assert len(loaded) == 16
+
+
+def test_audio_sequence_with_times_round_trips(tmp_path):
+    seq = TokenSequence("audio", embeddings=torch.randn(5, 3), times=torch.arange(5, dtype=torch.float64) / 16)
+    assert_same(seq, TokenSequence.load(seq.save(tmp_path / "a.safetensors")))
+
+
+def test_select_keeps_positions_and_times():
+    seq = TokenSequence("video", ids=torch.arange(10), times=torch.arange(10) / 16.0)
+    kept = seq.select(torch.tensor([1, 4, 7]), truncation="test")
+    assert kept.ids.tolist() == [1, 4, 7]
+    assert kept.positions.tolist() == [1, 4, 7]
+    assert kept.times.tolist() == [1 / 16, 4 / 16, 7 / 16]
+    again = kept.select(torch.tensor([True, False, True]))
+    assert again.positions.tolist() == [1, 7]
+    assert again.meta == {"truncation": "test"}
+
+
+def test_shard_holds_many_sequences(tmp_path):
+    seqs = {"a/b.png": full_sequence(), "c.png": TokenSequence("image", ids=torch.arange(3), grid=(1, 3))}
+    loaded = load_sequences(save_sequences(tmp_path / "shard.safetensors", seqs))
+    assert list(loaded) == ["a/b.png", "c.png"]
+    for key in seqs:
+        assert_same(seqs[key], loaded[key])
+    with pytest.raises(TokenError, match="holds 2 sequences"):
+        TokenSequence.load(tmp_path / "shard.safetensors")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"modality": "smell", "ids": torch.arange(3)}, "modality must be one of"),
+        ({"modality": "image"}, "needs ids, embeddings, or both"),
+        ({"modality": "image", "ids": torch.randn(3)}, "ids must be an integer tensor"),
+        ({"modality": "image", "embeddings": torch.arange(3)}, "embeddings must be a float tensor"),
+        ({"modality": "image", "ids": torch.arange(3), "embeddings": torch.randn(4, 2)}, "embeddings has 4 rows"),
+        ({"modality": "audio", "ids": torch.arange(3), "times": torch.zeros(3, 2)}, "times must be one-dimensional"),
+        ({"modality": "image", "ids": torch.arange(3), "grid": (0, 3)}, "grid must be"),
+    ],
+)
+def test_inconsistent_sequences_are_rejected(kwargs, match):
+    with pytest.raises(TokenError, match=match):
+        TokenSequence(**kwargs)
+
+
+def test_meta_must_be_json(tmp_path):
+    seq = TokenSequence("image", ids=torch.arange(2), meta={"bad": object()})
+    with pytest.raises(TokenError, match="JSON-serialisable"):
+        seq.save(tmp_path / "x.safetensors")
+
+
+def test_loading_files_that_are_not_token_files(tmp_path):
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"not safetensors at all")
+    with pytest.raises(TokenError, match="not a safetensors file"):
+        TokenSequence.load(junk)
+    plain = tmp_path / "plain.safetensors"
+    save_file({"w": torch.zeros(2)}, str(plain))
+    with pytest.raises(TokenError, match="without an mmtok header"):
+        TokenSequence.load(plain)
+    with pytest.raises(TokenError, match="no such token file"):
+        TokenSequence.load(tmp_path / "missing.safetensors")
