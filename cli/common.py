@@ -1,26 +1,42 @@
-"""Shared CLI plumbing: consoles, one-line errors, progress bars, JSON lines."""
+"""Shared CLI plumbing: consoles, one-line errors, progress bars, JSON lines.
+
+rich is imported on first use, so that `--json` runs over large folders do not pay for it at start-up.
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mmtok.errors import MmtokError
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 T = TypeVar("T")
 
-# Tables are wide; when stdout is a pipe or file, do not squeeze them into rich's default 80 columns.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+@functools.cache
+def console() -> Console:
+    """stdout console; tables are wide, so a pipe or file gets 200 columns rather than rich's default 80."""
+    from rich.console import Console
+
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+@functools.cache
+def err_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 
 def print_error(error: MmtokError | str) -> None:
     """One line on stderr naming the input and what is wrong."""
-    err_console.print(f"[bold red]error:[/] {error}", markup=True, soft_wrap=True, highlight=False)
+    sys.stderr.write(f"error: {error}\n")
 
 
 def print_json_line(obj: dict[str, Any]) -> None:
@@ -31,13 +47,13 @@ def progress(items: Iterable[T], description: str, total: int | None = None, min
     """Wrap ``items`` in a transient progress bar on stderr when it is a terminal and the job is not tiny."""
     if total is None and hasattr(items, "__len__"):
         total = len(items)  # type: ignore[arg-type]
-    if not err_console.is_terminal or (total is not None and total < min_items):
+    if not sys.stderr.isatty() or (total is not None and total < min_items):
         yield from items
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=err_console, transient=True) as bar:
+    with Progress(*columns, console=err_console(), transient=True) as bar:
         task = bar.add_task(description, total=total)
         for item in items:
             yield item

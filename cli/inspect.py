@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from mmtok.cli.common import console, fmt_num, print_error, print_json_line, progress
-from rich.table import Table
 
 import mmtok
+from mmtok.cli.common import console, fmt_num, print_error, print_json_line, progress
 from mmtok.errors import MediaError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def inspect(
@@ -37,12 +40,14 @@ def inspect(
         else:
             rows.append(info)
     if not json_out and rows:
-        console.print(inspect_table(rows))
+        console().print(inspect_table(rows))
     if failures:
         raise typer.Exit(1)
 
 
 def inspect_table(rows: list[dict], root: Path | None = None) -> Table:
+    from rich.table import Table
+
     table = Table(show_edge=False, header_style="bold")
     for column, justify in (
         ("path", "left"),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import typer
+
 from mmtok.cli.demo import demo
 from mmtok.cli.inspect import inspect
+from mmtok.cli.price import models, price, prices_app
 
 app = typer.Typer(
     name="mmtok",
@@ -15,6 +17,9 @@ app = typer.Typer(
 )
 app.command()(inspect)
 app.command()(demo)
+app.command()(price)
+app.command()(models)
+app.add_typer(prices_app, name="prices")
 
 
 @app.command()

@@ -16,10 +16,10 @@ import random
 from pathlib import Path
 
 import PIL.Image
-from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
-from mmtok.eval.corpus import folder_files, photo_folder
 
 import mmtok
+from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
+from mmtok.eval.corpus import folder_files, photo_folder
 
 
 def raw_read(files: list[Path]) -> None:

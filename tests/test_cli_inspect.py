@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 
-from mmtok.cli.main import app
 from typer.testing import CliRunner
+
+from mmtok.cli.main import app
 
 runner = CliRunner()
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mmtok.cli.main import app
 from typer.testing import CliRunner
 
 import mmtok
+from mmtok.cli.main import app
 from mmtok.errors import MediaError
 from mmtok.samples import samples_dir
 from tests.test_media_errors import _decode

@@ -7,8 +7,9 @@ import shlex
 from pathlib import Path
 
 import pytest
-from mmtok.cli.main import app
 from typer.testing import CliRunner
+
+from mmtok.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

