@@ -39,6 +39,9 @@ _LAZY = {
     "list_models": "mmtok.registry",
     "get_model": "mmtok.registry",
     "add_config_dir": "mmtok.registry",
+    "price": "mmtok.budgets.pricing",
+    "image_tokens": "mmtok.budgets.pricing",
+    "Quote": "mmtok.budgets.pricing",
     "sample_path": "mmtok.samples",
     "list_samples": "mmtok.samples",
 }
