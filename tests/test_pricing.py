@@ -106,7 +106,7 @@ def test_a_missing_rate_is_an_error_never_a_zero(tmp_path, samples):
         as_of = 2026-01-01
     """,
     )
-    with pytest.raises(PriceError, match="no image rate .* refusing to price image at zero"):
+    with pytest.raises(PriceError, match=r"no image rate .* refusing to price image at zero"):
         price(samples / "chelsea.jpg", model="gpt-4o", prices=[sheet])
 
 
