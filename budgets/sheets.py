@@ -15,7 +15,6 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ FORMULA_MODALITIES = ("image", "audio", "video")
 
 
 def _package_dir() -> Path:
-    return Path(str(resources.files("mmtok.budgets")))
+    return Path(__file__).resolve().parent
 
 
 def shipped_sheets() -> list[Path]:

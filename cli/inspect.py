@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 import typer
 
 import mmtok
-from mmtok.cli.common import console, fmt_num, print_error, print_json_line, progress
+from mmtok.cli.common import console, flushes_json_lines, fmt_num, print_error, print_json_line, progress
 from mmtok.errors import MediaError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
 
+@flushes_json_lines
 def inspect(
     paths: list[Path] = typer.Argument(..., help="Files or folders (walked recursively)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per input on stdout."),

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from mmtok.cli.common import console, fmt_num, print_error, print_json_line, progress
+from mmtok.cli.common import console, flushes_json_lines, fmt_num, print_error, print_json_line, progress
 from mmtok.errors import MmtokError, PriceError
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ CSV_FIELDS = [
 ]
 
 
+@flushes_json_lines
 def price(
     paths: list[Path] = typer.Argument(None, help="Files or folders (walked recursively)."),
     model: list[str] = typer.Option(["gpt-4o"], "--model", "-m", help="Model to price on (repeatable)."),
@@ -176,6 +177,7 @@ def _short(item: str) -> str:
         return item
 
 
+@flushes_json_lines
 def models(
     prices: list[Path] = typer.Option([], "--prices", help="Extra price sheet (TOML)."),
     provider: str | None = typer.Option(None, help="Only this provider."),

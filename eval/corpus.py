@@ -25,9 +25,9 @@ def _photos() -> list[PIL.Image.Image]:
 
 
 def photo_folder(n: int = 2000, folder: Path | None = None, seed: int = 0) -> Path:
-    """A folder of ``n`` photos (made on first use, then reused); its ``manifest.json`` lists each file's size."""
+    """A folder of ``n`` photos (made on first use, then reused); ``<folder>.json`` beside it lists their sizes."""
     folder = folder or CACHE / f"photos-{n}-{seed}"
-    manifest = folder / "manifest.json"
+    manifest = folder.with_suffix(".json")
     if manifest.is_file() and len(json.loads(manifest.read_text())) == n:
         return folder
     folder.mkdir(parents=True, exist_ok=True)

@@ -11,9 +11,9 @@ Known limit: a PNG ``eXIf`` chunk placed after the image data is not seen (Pillo
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO
 
 HEAD_BYTES = 4096
 _MAX_EXIF_BYTES = 65536
@@ -62,12 +62,12 @@ def image_format(head: bytes) -> str | None:
 
 
 class _Source:
-    """Random access over a file whose first bytes are already in memory."""
+    """Random access (``os.pread``) over a file descriptor whose first bytes are already in memory."""
 
-    __slots__ = ("f", "head")
+    __slots__ = ("fd", "head")
 
-    def __init__(self, f: BinaryIO | None, head: bytes) -> None:
-        self.f = f
+    def __init__(self, fd: int | None, head: bytes) -> None:
+        self.fd = fd
         self.head = head
 
     def at(self, offset: int, n: int) -> bytes:
@@ -76,21 +76,20 @@ class _Source:
             raise HeaderError("negative offset")
         if end <= len(self.head):
             return self.head[offset:end]
-        if self.f is None:
+        if self.fd is None:
             raise HeaderError("truncated header")
-        self.f.seek(offset)
-        data = self.f.read(n)
+        data = os.pread(self.fd, n, offset)
         if len(data) < n:
             raise HeaderError("truncated header")
         return data
 
 
-def read_image_header(f: BinaryIO | None, head: bytes, fmt: str) -> ImageHeader:
+def read_image_header(fd: int | None, head: bytes, fmt: str) -> ImageHeader:
     """Parse the header of an image of format ``fmt`` whose first bytes are ``head``.
 
-    ``f`` is the open file for reads beyond ``head`` (or None when ``head`` is the whole file).
+    ``fd`` is the open file descriptor for reads beyond ``head`` (None when ``head`` is the whole file).
     """
-    src = _Source(f, head)
+    src = _Source(fd, head)
     try:
         if fmt == "png":
             return _png(src)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
 
 from mmtok.errors import MediaError
 from mmtok.headers import HEAD_BYTES, HeaderError, image_format, read_image_header
@@ -417,42 +417,47 @@ def load(source: str | os.PathLike[str], *, kind: str | None = None, max_pixels:
     ``kind`` ("image", "audio", "video", "text"), when given, is what the caller expects: a file whose content
     is something else raises :class:`MediaError`. Images above ``max_pixels`` are refused before decoding.
     """
-    path = Path(source)
+    path = source if isinstance(source, Path) else Path(source)
     if kind is not None and kind not in KINDS:
         raise MediaError(path, f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
     try:
-        st = os.stat(path)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore the flag.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise MediaError(path, "no such file") from None
-    except OSError as e:
-        raise MediaError(path, f"cannot access: {e.strerror}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)")
-    if not stat.S_ISREG(st.st_mode):
-        raise MediaError(path, "is not a regular file")
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below, after header parsing that may seek
+    except IsADirectoryError:
+        raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)") from None
     except PermissionError:
         raise MediaError(path, "permission denied: the file is not readable") from None
     except OSError as e:
         raise MediaError(path, f"cannot open: {e.strerror}") from None
-    with f:
-        head = f.read(HEAD_BYTES)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)")
+        if not stat.S_ISREG(st.st_mode):
+            raise MediaError(path, "is not a regular file")
+        try:
+            head = os.read(fd, HEAD_BYTES)
+        except OSError as e:
+            raise MediaError(path, f"cannot read: {e.strerror}") from None
         if not head:
             raise MediaError(path, "empty file (0 bytes)")
         fmt = image_format(head)
         if fmt is not None:
-            media: Media = _load_image(path, f, head, fmt, st.st_size, max_pixels)
+            media: Media = _load_image(path, fd, head, fmt, st.st_size, max_pixels)
         else:
             media = _load_stream_or_text(path, head, st.st_size)
+    finally:
+        os.close(fd)
     if kind is not None and media.kind != kind:
         raise MediaError(path, f"expected {kind}, but the content is {media.kind} ({media.format})")
     return media
 
 
-def _load_image(path: Path, f: BinaryIO, head: bytes, fmt: str, size_bytes: int, max_pixels: int) -> Image:
+def _load_image(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, max_pixels: int) -> Image:
     try:
-        header = read_image_header(f, head, fmt)
+        header = read_image_header(fd, head, fmt)
         width, height = header.size
         orientation = header.orientation
     except HeaderError:

@@ -1,0 +1,129 @@
+"""Benchmark: pricing a photo folder on three models, through the library and through the CLI.
+
+Run: ``python -m mmtok.eval.bench_pricing [--files 2000] [--repeats 7]``.
+
+In one run, over the same warm-cache folder of generated photos (``mmtok.eval.corpus.photo_folder``):
+the raw-read limit (open + read 4 KiB per file), Pillow's lazy open, ``mmtok.load`` + ``mmtok.price`` for three
+models (library), and ``mmtok price --json`` as a subprocess (end to end: interpreter start-up, imports, walk,
+pricing and JSON output). Every price is checked against one computed from the fully decoded image's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import PIL.Image
+import PIL.ImageOps
+
+import mmtok
+from mmtok.budgets.pricing import image_token_count, model_spec, price
+from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
+from mmtok.eval.bench_inspect import pillow_lazy, raw_read
+from mmtok.eval.corpus import folder_files, photo_folder
+
+MODELS = ("gpt-4o", "claude-sonnet-4-5", "gemini-2.5-flash")
+
+
+def library(files: list[Path]) -> list[list[Decimal]]:
+    out = []
+    for p in files:
+        media = mmtok.load(p)
+        out.append([price(media, m).total_cost for m in MODELS])
+    return out
+
+
+def cli(folder: Path) -> list[str]:
+    exe = Path(sys.executable).with_name("mmtok")
+    args = [str(exe), "price", "--json", *[f"-m{m}" for m in MODELS], str(folder)]
+    return subprocess.run(args, capture_output=True, text=True, check=True).stdout.splitlines()
+
+
+def decoded_costs(p: Path) -> list[Decimal]:
+    """Cost from the fully decoded, EXIF-transposed image's size: the reference the fast path must equal."""
+    with PIL.Image.open(p) as im:
+        width, height = PIL.ImageOps.exif_transpose(im.convert("RGB") if im.mode == "P" else im).size
+    costs = []
+    for m in MODELS:
+        tokens = image_token_count(width, height, m).tokens
+        costs.append(tokens * model_spec(m).row.rates["image_input_per_mtok"] / Decimal(1_000_000))
+    return costs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--check", type=int, default=None, help="check prices on this many files (default all)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    folder = photo_folder(args.files)
+    files = folder_files(folder)
+    raw_read(files)
+    ours = library(files)  # warm: page cache, sheets, imports
+    startup_exe = [str(Path(sys.executable).with_name("mmtok")), "price", "--json", "-m", "gpt-4o", str(files[0])]
+    seconds = time_interleaved(
+        {
+            "raw read 4 KiB": lambda: raw_read(files),
+            "Pillow lazy open": lambda: pillow_lazy(files),
+            "mmtok.price (library, 3 models)": lambda: library(files),
+            "mmtok price --json (CLI, 3 models)": lambda: cli(folder),
+            "CLI start-up (1 file)": lambda: subprocess.run(startup_exe, capture_output=True, check=True),
+        },
+        args.repeats,
+    )
+    rates = {name: len(files) / s for name, s in seconds.items() if not name.startswith("CLI start-up")}
+    startup = seconds["CLI start-up (1 file)"]
+    cli_steady = len(files) / (seconds["mmtok price --json (CLI, 3 models)"] - startup)
+
+    lines = [json.loads(line) for line in cli(folder)]
+    cli_costs = [[Decimal(r["total_cost"]) for r in lines[i : i + len(MODELS)]] for i in range(0, len(lines), 3)]
+    check = files if args.check is None else files[: args.check]
+    start = time.perf_counter()
+    mismatched = [
+        p.name
+        for p, mine, via_cli in zip(check, ours, cli_costs, strict=False)
+        if not (mine == via_cli == decoded_costs(p))
+    ]
+    check_seconds = time.perf_counter() - start
+
+    base = rates["raw read 4 KiB"]
+    rows = [[name, rate, rate / base] for name, rate in rates.items()]
+    print(
+        f"bench_pricing: {len(files)} photos (JPEG/PNG/WebP, long side 256-4000 px), models {', '.join(MODELS)}; "
+        f"warm cache, median of {args.repeats} interleaved runs. {machine()}"
+    )
+    print_table("files/s", ["path", "files/s", "x raw read"], rows)
+    lib = rates["mmtok.price (library, 3 models)"]
+    end_to_end = rates["mmtok price --json (CLI, 3 models)"]
+    print(
+        f"\nlibrary: {lib:,.0f} files/s (target >= 8,000); CLI end to end: {end_to_end:,.0f} files/s "
+        f"(target >= 5,000), of which start-up {startup * 1000:.0f} ms; CLI after start-up {cli_steady:,.0f} files/s"
+    )
+    print(f"Pillow lazy open / mmtok library = 1/{lib / rates['Pillow lazy open']:.1f}")
+    print(
+        f"prices equal to those from fully decoded images (library and CLI): "
+        f"{len(check) - len(mismatched)}/{len(check)} ({check_seconds:.0f} s of decoding)"
+        + (f"; mismatches: {mismatched[:10]}" if mismatched else "")
+    )
+    write_json(
+        args.json,
+        {
+            "files": len(files),
+            "rates": rates,
+            "startup_s": startup,
+            "cli_steady": cli_steady,
+            "mismatches": mismatched,
+            "machine": machine(),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
