@@ -7,6 +7,8 @@ import typer
 from mmtok.cli.demo import demo
 from mmtok.cli.inspect import inspect
 from mmtok.cli.price import models, price, prices_app
+from mmtok.cli.tokenize import detokenize, tokenize
+from mmtok.cli.train import train_app
 
 app = typer.Typer(
     name="mmtok",
@@ -19,7 +21,10 @@ app.command()(inspect)
 app.command()(demo)
 app.command()(price)
 app.command()(models)
+app.command()(tokenize)
+app.command()(detokenize)
 app.add_typer(prices_app, name="prices")
+app.add_typer(train_app, name="train")
 
 
 @app.command()

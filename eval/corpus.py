@@ -24,9 +24,12 @@ def _photos() -> list[PIL.Image.Image]:
     return [PIL.Image.fromarray(np.asarray(getattr(data, name)())).convert("RGB") for name in _PHOTOS]
 
 
-def photo_folder(n: int = 2000, folder: Path | None = None, seed: int = 0) -> Path:
+def photo_folder(
+    n: int = 2000, folder: Path | None = None, seed: int = 0, formats: tuple[str, ...] = ("jpeg", "jpeg", "png", "webp")
+) -> Path:
     """A folder of ``n`` photos (made on first use, then reused); ``<folder>.json`` beside it lists their sizes."""
-    folder = folder or CACHE / f"photos-{n}-{seed}"
+    tag = "" if formats == ("jpeg", "jpeg", "png", "webp") else "-" + "-".join(sorted(set(formats)))
+    folder = folder or CACHE / f"photos-{n}-{seed}{tag}"
     manifest = folder.with_suffix(".json")
     if manifest.is_file() and len(json.loads(manifest.read_text())) == n:
         return folder
@@ -35,7 +38,7 @@ def photo_folder(n: int = 2000, folder: Path | None = None, seed: int = 0) -> Pa
     photos = _photos()
     entries = {}
     for i in range(n):
-        fmt = rng.choice(["jpeg", "jpeg", "png", "webp"])
+        fmt = rng.choice(formats)
         long_side = rng.randint(256, 4000)
         aspect = rng.uniform(0.5, 2.0)
         width, height = (

@@ -1,0 +1,184 @@
+"""Weights on disk: safetensors only, never pickle.
+
+A pretrained folder holds ``config.json`` (the model class, its kind, its dataclass config, and how it was trained)
+and ``model.safetensors`` (the state dict). Loading checks every tensor name and shape against the model built from
+the config, so a folder whose config and weights disagree fails with a message that says which tensors differ.
+
+Training state (for ``--resume``) is one safetensors file too: model and optimizer tensors plus a JSON header with
+the step, the optimizer's hyper-parameters and the config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from mmtok.errors import CheckpointError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+_PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
+
+
+def save_pretrained(
+    folder: str | os.PathLike[str],
+    model: nn.Module,
+    *,
+    class_path: str,
+    kind: str,
+    config: Any,
+    extra: dict[str, Any] | None = None,
+    storage_dtype: torch.dtype | None = None,
+) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` into ``folder``.
+
+    ``storage_dtype`` (e.g. ``torch.float16``) halves the file for shipping; loading casts back to the model's dtype.
+    """
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    if storage_dtype is not None:
+        state = {k: v.to(storage_dtype) if v.is_floating_point() else v for k, v in state.items()}
+    save_file(state, str(folder / WEIGHTS_FILE))
+    payload = {"class": class_path, "kind": kind, "config": _config_dict(config), **(extra or {})}
+    (folder / CONFIG_FILE).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return folder
+
+
+def _config_dict(config: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(config):
+        return dataclasses.asdict(config)
+    if isinstance(config, dict):
+        return dict(config)
+    raise CheckpointError(f"config must be a dataclass or dict, got {type(config).__name__}")
+
+
+def read_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``config.json`` of a pretrained folder; refuses pickle checkpoints with a clear message."""
+    folder = Path(folder)
+    if folder.is_file():
+        if folder.suffix in _PICKLE_SUFFIXES:
+            raise CheckpointError(
+                f"{folder}: pickle checkpoints are not loaded (they can run code); convert the weights to safetensors"
+            )
+        raise CheckpointError(f"{folder}: expected a pretrained folder with {CONFIG_FILE} and {WEIGHTS_FILE}")
+    path = folder / CONFIG_FILE
+    if not path.is_file():
+        pickles = [p.name for p in folder.glob("*") if p.suffix in _PICKLE_SUFFIXES] if folder.is_dir() else []
+        if pickles:
+            raise CheckpointError(
+                f"{folder}: holds only pickle checkpoints ({', '.join(pickles)}), which are not "
+                "loaded (they can run code); convert the weights to safetensors"
+            )
+        raise CheckpointError(f"{folder}: not a pretrained model folder (no {CONFIG_FILE})")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: cannot read: {e}") from None
+
+
+def config_from_dict(cls: type, data: dict[str, Any], where: str) -> Any:
+    """Build a dataclass config, naming unknown fields instead of failing deep inside the model."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise CheckpointError(f"{where}: unknown config field(s) {', '.join(unknown)} for {cls.__name__}")
+    return cls(**data)
+
+
+def load_weights(folder: str | os.PathLike[str], model: nn.Module) -> None:
+    """Load ``model.safetensors`` into ``model``, strictly: names and shapes must match the config's model."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(folder) / WEIGHTS_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{folder}: no {WEIGHTS_FILE}")
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"{path}: not a readable safetensors file: {e}") from None
+    check_state(model, state, str(path))
+    model.load_state_dict(state, strict=True)
+
+
+def check_state(model: nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    shapes = [
+        f"{k}: file {tuple(state[k].shape)} vs config {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    problems = []
+    if missing:
+        problems.append(f"missing {len(missing)} tensor(s) e.g. {', '.join(missing[:3])}")
+    if unexpected:
+        problems.append(f"unexpected {len(unexpected)} tensor(s) e.g. {', '.join(unexpected[:3])}")
+    if shapes:
+        problems.append(f"{len(shapes)} shape mismatch(es) e.g. {'; '.join(shapes[:3])}")
+    if problems:
+        raise CheckpointError(f"{where}: weights do not match the config: {'; '.join(problems)}")
+
+
+# ------------------------------------------------------------------------------------------------ training state
+def save_training_state(
+    path: str | os.PathLike[str], model: nn.Module, optimizer: torch.optim.Optimizer, step: int, meta: dict[str, Any]
+) -> None:
+    """Model + optimizer + step in one safetensors file (written atomically, so a crash never leaves half a file)."""
+    from safetensors.torch import save_file
+
+    tensors = {f"model/{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    opt = optimizer.state_dict()
+    scalars: dict[str, dict[str, Any]] = {}
+    for index, state in opt["state"].items():
+        for key, value in state.items():
+            if torch.is_tensor(value):
+                tensors[f"optim/{index}/{key}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(index), {})[key] = value
+    tensors["rng/torch"] = torch.get_rng_state()
+    header = {"step": step, "param_groups": opt["param_groups"], "scalars": scalars, "meta": meta}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    save_file(tensors, str(partial), metadata={"mmtok_training_state": json.dumps(header)})
+    os.replace(partial, path)
+
+
+def load_training_state(
+    path: str | os.PathLike[str], model: nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[int, dict[str, Any]]:
+    """Restore what :func:`save_training_state` wrote; returns (step, meta)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = json.loads((f.metadata() or {})["mmtok_training_state"])
+        tensors = load_file(str(path))
+    except (KeyError, json.JSONDecodeError, OSError, Exception) as e:  # safetensors raises its own error type
+        raise CheckpointError(f"{path}: not an mmtok training state: {e}") from None
+    model_state = {k[len("model/") :]: v for k, v in tensors.items() if k.startswith("model/")}
+    check_state(model, model_state, str(path))
+    model.load_state_dict(model_state)
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim/"):
+            _, index, name = key.split("/", 2)
+            state.setdefault(int(index), {})[name] = value
+    for index, values in header["scalars"].items():
+        state.setdefault(int(index), {}).update(values)
+    optimizer.load_state_dict({"state": state, "param_groups": header["param_groups"]})
+    torch.set_rng_state(tensors["rng/torch"])
+    return int(header["step"]), header["meta"]

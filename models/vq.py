@@ -1,0 +1,360 @@
+"""CLIP-aligned VQ visual tokenizer: image -> grid of discrete codes -> image, codes aligned with a CLIP teacher.
+
+Encoder (convolutional, downsampling x8) -> 1x1 projection to low-dimensional codes -> quantiser from
+vector-quantize-pytorch (``VectorQuantize`` with cosine similarity, i.e. l2-normalised 8-d codes as in LlamaGen, EMA
+updates, k-means init and dead-code replacement; or ``FSQ`` / ``ResidualVQ``) -> decoder. An alignment head maps the
+quantised tokens into the teacher's embedding space: per token (matched to the teacher's patch tokens) and pooled
+(matched to its image feature), trained with -cosine similarity, so the tokens keep their meaning for a language
+model (the VILA-U / UniTok recipe at small scale).
+
+Shapes: B batch, S image side, h = w = S / 8 token grid, N = h * w tokens, c code size, D teacher size.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mmtok.errors import CheckpointError, ConfigError, TokenError
+from mmtok.models import checkpoint
+from mmtok.models.imaging import resize_to_square, to_uint8
+
+CLASS_PATH = "mmtok.models.vq:VQTokenizer"
+QUANTIZERS = ("vq", "fsq", "rvq")
+
+
+@dataclass
+class VQConfig:
+    image_size: int = 64  # default input side; any multiple of 8 works (tokens = (S / 8)^2)
+    fit: str = "crop"  # crop | pad (see mmtok.models.imaging)
+    channels: int = 64  # encoder/decoder base width
+    channel_mult: list[int] = field(default_factory=lambda: [1, 2, 2, 4])  # one downsampling between levels
+    num_res_blocks: int = 1
+    code_dim: int = 8  # quantised code size (l2-normalised for "vq")
+    quantizer: str = "vq"  # vq | fsq | rvq
+    codebook_size: int = 1024  # vq, rvq
+    num_quantizers: int = 2  # rvq: codebooks per token
+    fsq_levels: list[int] = field(default_factory=lambda: [8, 5, 5, 5])  # fsq: 1000 codes
+    ema_decay: float = 0.99
+    kmeans_init: bool = True
+    dead_code_threshold: float = 2.0  # replace codes used fewer times than this per batch (EMA count)
+    commitment_weight: float = 0.25
+    teacher_dim: int = 128  # size of the teacher's embedding space
+    align_width: int = 128  # alignment head width
+    align_heads: int = 4
+    teacher: str = "clip-tiny"  # the teacher these tokens are aligned to
+
+    def __post_init__(self) -> None:
+        if self.quantizer not in QUANTIZERS:
+            raise ConfigError(f"quantizer must be one of {QUANTIZERS}, got {self.quantizer!r}")
+        if self.image_size % self.downsample:
+            raise ConfigError(f"image_size {self.image_size} must be a multiple of {self.downsample}")
+
+    @property
+    def downsample(self) -> int:
+        return 2 ** (len(self.channel_mult) - 1)
+
+
+class ResBlock(nn.Module):
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.norm1 = nn.GroupNorm(8, c_in)
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, padding=1)
+        self.norm2 = nn.GroupNorm(8, c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1)
+        self.skip = nn.Conv2d(c_in, c_out, 1) if c_in != c_out else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv1(F.silu(self.norm1(x)))
+        h = self.conv2(F.silu(self.norm2(h)))
+        return self.skip(x) + h
+
+
+class Encoder(nn.Module):
+    def __init__(self, cfg: VQConfig) -> None:
+        super().__init__()
+        widths = [cfg.channels * m for m in cfg.channel_mult]
+        self.conv_in = nn.Conv2d(3, widths[0], 3, padding=1)
+        blocks: list[nn.Module] = []
+        for i, width in enumerate(widths):
+            blocks += [ResBlock(width, width) for _ in range(cfg.num_res_blocks)]
+            if i + 1 < len(widths):
+                blocks.append(nn.Conv2d(width, widths[i + 1], 4, stride=2, padding=1))  # halves h and w
+        blocks.append(ResBlock(widths[-1], widths[-1]))
+        self.blocks = nn.Sequential(*blocks)
+        self.norm_out = nn.GroupNorm(8, widths[-1])
+        self.conv_out = nn.Conv2d(widths[-1], cfg.code_dim, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 3, S, S) -> (B, c, h, w)
+        return self.conv_out(F.silu(self.norm_out(self.blocks(self.conv_in(x)))))
+
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: VQConfig) -> None:
+        super().__init__()
+        widths = [cfg.channels * m for m in cfg.channel_mult][::-1]
+        self.conv_in = nn.Conv2d(cfg.code_dim, widths[0], 3, padding=1)
+        blocks: list[nn.Module] = [ResBlock(widths[0], widths[0])]
+        for i, width in enumerate(widths):
+            blocks += [ResBlock(width, width) for _ in range(cfg.num_res_blocks)]
+            if i + 1 < len(widths):
+                blocks += [nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(width, widths[i + 1], 3, padding=1)]
+        self.blocks = nn.Sequential(*blocks)
+        self.norm_out = nn.GroupNorm(8, widths[-1])
+        self.conv_out = nn.Conv2d(widths[-1], 3, 3, padding=1)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:  # (B, c, h, w) -> (B, 3, S, S)
+        return self.conv_out(F.silu(self.norm_out(self.blocks(self.conv_in(z)))))
+
+
+def sincos_2d(positions: torch.Tensor, grid_w: int, dim: int) -> torch.Tensor:
+    """Fixed 2-D sin-cos position embeddings for token ``positions`` (row-major in a grid ``grid_w`` wide)."""
+    rows, cols = (positions // grid_w).float(), (positions % grid_w).float()  # (N,)
+    quarter = dim // 4
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(quarter, device=positions.device) / quarter)
+    parts = [
+        torch.sin(rows[:, None] * freqs),
+        torch.cos(rows[:, None] * freqs),
+        torch.sin(cols[:, None] * freqs),
+        torch.cos(cols[:, None] * freqs),
+    ]
+    return torch.cat(parts, dim=-1)  # (N, dim)
+
+
+class AlignmentHead(nn.Module):
+    """Quantised tokens -> teacher space: per-token features and a pooled image feature.
+
+    Works on any subset of a grid's tokens (their positions say where they were), so truncated sequences still
+    have features.
+    """
+
+    def __init__(self, cfg: VQConfig) -> None:
+        super().__init__()
+        self.proj_in = nn.Linear(cfg.code_dim, cfg.align_width)
+        layer = nn.TransformerEncoderLayer(
+            cfg.align_width, cfg.align_heads, 2 * cfg.align_width, dropout=0.0, batch_first=True, norm_first=True
+        )
+        self.mixer = nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False)
+        self.token_out = nn.Linear(cfg.align_width, cfg.teacher_dim)
+        self.pool_out = nn.Sequential(nn.LayerNorm(cfg.align_width), nn.Linear(cfg.align_width, cfg.teacher_dim))
+        self.width = cfg.align_width
+
+    def forward(
+        self, codes: torch.Tensor, positions: torch.Tensor, grid_w: int, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """codes (B, N, c), positions (N,) or (B, N) -> tokens (B, N, D), pooled (B, D), both normalised."""
+        pos = sincos_2d(positions.reshape(-1), grid_w, self.width).reshape(*positions.shape, self.width)
+        h = self.proj_in(codes) + pos  # (B, N, width)
+        h = self.mixer(h, src_key_padding_mask=mask)
+        if mask is None:
+            pooled = h.mean(dim=1)
+        else:
+            keep = (~mask).float()[..., None]
+            pooled = (h * keep).sum(1) / keep.sum(1).clamp(min=1)
+        return F.normalize(self.token_out(h), dim=-1), F.normalize(self.pool_out(pooled), dim=-1)
+
+
+def build_quantizer(cfg: VQConfig) -> nn.Module:
+    from vector_quantize_pytorch import FSQ, ResidualVQ, VectorQuantize
+
+    common = dict(
+        dim=cfg.code_dim,
+        codebook_size=cfg.codebook_size,
+        use_cosine_sim=True,
+        decay=cfg.ema_decay,
+        kmeans_init=cfg.kmeans_init,
+        threshold_ema_dead_code=cfg.dead_code_threshold,
+        commitment_weight=cfg.commitment_weight,
+        accept_image_fmap=True,
+    )
+    if cfg.quantizer == "vq":
+        return VectorQuantize(**common)
+    if cfg.quantizer == "rvq":  # fed (B, N, c) sequences: its image-map mode mixes up channels and width
+        return ResidualVQ(num_quantizers=cfg.num_quantizers, **{**common, "accept_image_fmap": False})
+    return FSQ(levels=list(cfg.fsq_levels), dim=cfg.code_dim, channel_first=True)
+
+
+class VQTokenizer(nn.Module):
+    """The tokenizer: ``encode`` images to TokenSequences, ``decode`` back, ``features`` in teacher space."""
+
+    kind = "tokenizer"
+    modality = "image"
+
+    def __init__(self, config: VQConfig | None = None, name: str = "vq") -> None:
+        super().__init__()
+        self.config = config or VQConfig()
+        self.name = name
+        self.encoder = Encoder(self.config)
+        self.quantizer = build_quantizer(self.config)
+        self.decoder = Decoder(self.config)
+        self.align = AlignmentHead(self.config)
+
+    # ------------------------------------------------------------------------------------------- core passes
+    @property
+    def codebook_size(self) -> int:
+        if self.config.quantizer == "fsq":
+            return math.prod(self.config.fsq_levels)
+        return self.config.codebook_size
+
+    def quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """images (B, 3, S, S) in [-1, 1] -> quantised codes (B, c, h, w), ids (B, h, w[, Q]), commitment loss."""
+        z = self.encoder(x)
+        if self.config.quantizer == "fsq":
+            quantized, ids = self.quantizer(z)
+            return quantized, ids, z.new_zeros(())
+        if self.config.quantizer == "rvq":
+            b, c, h, w = z.shape
+            quantized, ids, commit = self.quantizer(z.flatten(2).transpose(1, 2))  # (B, N, c), (B, N, Q)
+            quantized = quantized.transpose(1, 2).reshape(b, c, h, w)
+            return quantized, ids.reshape(b, h, w, -1), commit.sum()
+        quantized, ids, commit = self.quantizer(z)
+        return quantized, ids, commit.sum()
+
+    def codes_from_ids(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (B, h, w[, Q]) -> quantised codes (B, c, h, w)."""
+        if self.config.quantizer == "fsq":
+            return self.quantizer.indices_to_codes(ids)  # channel-first FSQ: (B, c, h, w)
+        if self.config.quantizer == "rvq":
+            b, h, w, q = ids.shape
+            codes = self.quantizer.get_output_from_indices(ids.reshape(b, h * w, q))  # (B, N, c)
+            return codes.transpose(1, 2).reshape(b, -1, h, w)
+        return self.quantizer.get_output_from_indices(ids)  # image-map VQ: (B, c, h, w), normalised codes
+
+    def aligned(self, codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """codes (B, c, h, w) -> teacher-space tokens (B, N, D) and pooled features (B, D)."""
+        h, w = codes.shape[-2:]
+        tokens = codes.flatten(2).transpose(1, 2)  # (B, N, c)
+        positions = torch.arange(h * w, device=codes.device)
+        return self.align(tokens, positions, w)
+
+    def forward(self, x: torch.Tensor, align_detached: bool = False) -> dict[str, torch.Tensor]:
+        """Training pass: reconstruction, codes, ids, commitment loss and the aligned features (computed from
+        detached codes when ``align_detached``: the alignment head is then only a probe)."""
+        quantized, ids, commit = self.quantize(x)
+        tokens, pooled = self.aligned(quantized.detach() if align_detached else quantized)
+        return {
+            "recon": self.decoder(quantized),
+            "codes": quantized,
+            "ids": ids,
+            "commit": commit,
+            "align_tokens": tokens,
+            "align_pooled": pooled,
+        }
+
+    # ------------------------------------------------------------------------------------------- public API
+    def preprocess(self, image: Any, image_size: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
+        """An ``mmtok.Image``, uint8 tensor ``[3, H, W]`` or path -> float ``[3, S, S]`` and what was done to it."""
+        import mmtok
+        from mmtok.media import Image
+
+        size = image_size or self.config.image_size
+        if size % self.config.downsample:
+            raise TokenError(f"image_size {size} must be a multiple of {self.config.downsample}")
+        meta: dict[str, Any] = {}
+        if isinstance(image, (str, os.PathLike)):
+            image = mmtok.load(image, kind="image")
+        if isinstance(image, Image):
+            meta["source"] = str(image.path) if image.path else "<memory>"
+            meta["source_size"] = [image.width, image.height]
+            pixels = image.to_tensor(draft_size=(size, size))
+        elif torch.is_tensor(image):
+            pixels = image
+        else:
+            raise TokenError(f"cannot tokenize a {type(image).__name__}; pass an mmtok Image, path or tensor")
+        x, box = resize_to_square(pixels, size, self.config.fit)
+        meta.update({"image_size": size, "fit": self.config.fit, "content_box": list(box)})
+        return x, meta
+
+    @torch.no_grad()
+    def encode_batch(self, x: torch.Tensor) -> torch.Tensor:
+        """float images (B, 3, S, S) -> ids (B, h, w[, Q])."""
+        return self.quantize(x.to(self._device))[1]
+
+    def sequence(self, ids: torch.Tensor, meta: dict[str, Any]) -> Any:
+        from mmtok.tokens import TokenSequence
+
+        h, w = ids.shape[0], ids.shape[1]
+        flat = ids.reshape(h * w, *ids.shape[2:]).long().cpu()
+        return TokenSequence("image", ids=flat, grid=(h, w), tokenizer=self.name, meta=meta)
+
+    @torch.no_grad()
+    def encode(self, image: Any, image_size: int | None = None) -> Any:
+        """One image (``mmtok.Image``, path or uint8 tensor) -> ``TokenSequence`` of (S / 8)^2 ids."""
+        x, meta = self.preprocess(image, image_size)
+        return self.sequence(self.encode_batch(x[None])[0], meta)
+
+    def _grid_ids(self, seq: Any) -> torch.Tensor:
+        if seq.grid is None or seq.ids is None:
+            raise TokenError("decoding needs a sequence with ids and a grid")
+        if seq.tokenizer and seq.tokenizer != self.name:
+            raise TokenError(f"tokens were made by {seq.tokenizer!r}, not {self.name!r}")
+        h, w = seq.grid
+        if len(seq) != h * w:
+            raise TokenError(
+                f"decode needs all {h * w} tokens of the grid, got {len(seq)} (truncated sequences "
+                "have features() but no pixels)"
+            )
+        order = torch.argsort(seq.token_positions)
+        ids = seq.ids[order].reshape(h, w, *seq.ids.shape[1:])
+        if int(ids.min()) < 0 or int(ids.max()) >= self.codebook_size:
+            raise TokenError(f"ids outside the codebook [0, {self.codebook_size})")
+        return ids
+
+    @torch.no_grad()
+    def decode(self, seq: Any) -> Any:
+        """``TokenSequence`` -> ``mmtok.Image`` (RGB, the tokenizer's resolution; padding cropped off)."""
+        from mmtok.media import Image
+
+        ids = self._grid_ids(seq)[None].to(self._device)
+        x = self.decoder(self.codes_from_ids(ids))[0].cpu()
+        top, left, h, w = seq.meta.get("content_box", [0, 0, x.shape[1], x.shape[2]])
+        return Image.from_tensor(to_uint8(x[:, top : top + h, left : left + w]))
+
+    @torch.no_grad()
+    def features(self, seq: Any, tokens: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-aligned features of a sequence (complete or truncated): pooled ``[D]`` (and tokens ``[N, D]``)."""
+        if seq.ids is None or seq.grid is None:
+            raise TokenError("features need a sequence with ids and a grid")
+        ids = seq.ids.to(self._device)
+        if int(ids.min()) < 0 or int(ids.max()) >= self.codebook_size:
+            raise TokenError(f"ids outside the codebook [0, {self.codebook_size})")
+        codes = self.codes_from_ids(ids[None, :, None])[0, :, :, 0].T  # (N, c)
+        token_feats, pooled = self.align(codes[None], seq.token_positions.to(self._device), seq.grid[1])
+        return (pooled[0], token_feats[0]) if tokens else pooled[0]
+
+    @property
+    def _device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def tokens_per_image(self, image_size: int | None = None) -> int:
+        return ((image_size or self.config.image_size) // self.config.downsample) ** 2
+
+    # ------------------------------------------------------------------------------------------- files
+    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
+        return checkpoint.save_pretrained(
+            folder,
+            self,
+            class_path=CLASS_PATH,
+            kind="tokenizer",
+            config=self.config,
+            extra={"name": self.name, **extra},
+            storage_dtype=torch.float16,
+        )
+
+    @classmethod
+    def from_pretrained(cls, folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> VQTokenizer:
+        data = checkpoint.read_config(folder)
+        if data.get("class") != CLASS_PATH:
+            raise CheckpointError(f"{folder}: holds a {data.get('class')}, not a VQ tokenizer")
+        config = checkpoint.config_from_dict(VQConfig, data.get("config", {}), str(folder))
+        tok = cls(config, name=data.get("name", Path(folder).name))
+        checkpoint.load_weights(folder, tok)
+        tok.eval()
+        return tok.to(device) if device else tok

@@ -1,0 +1,312 @@
+"""VQ tokenizer: encode/decode/features API, preprocessing of awkward images, checkpoints, training (single
+process, resume, two processes with gloo) and the tokenize/detokenize CLI — on a tiny model and tiny teacher."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import PIL.Image
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import mmtok
+from mmtok.cli.main import app
+from mmtok.errors import CheckpointError, ConfigError, TokenError
+from mmtok.models.teacher import Teacher, TeacherConfig
+from mmtok.models.vq import VQConfig, VQTokenizer
+from tests.makers import write_image
+
+TINY_MODEL = """
+[model]
+image_size = 32
+channels = 16
+channel_mult = [1, 2, 2, 2]
+code_dim = 8
+codebook_size = 64
+teacher = "{teacher}"
+teacher_dim = 32
+align_width = 32
+align_heads = 2
+
+[train]
+steps = 3
+batch_size = 8
+samples = 64
+log_every = 1
+checkpoint_every = 1
+out = "{out}"
+name = "vq-test"
+"""
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher(tmp_path_factory):
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("teacher") / "clip-test"
+    cfg = TeacherConfig(
+        embed_dim=32,
+        image_size=32,
+        patch_size=8,
+        vision_width=32,
+        vision_layers=1,
+        vision_head_width=16,
+        text_context=16,
+        text_width=32,
+        text_heads=2,
+        text_layers=1,
+    )
+    Teacher(cfg, name="clip-test").save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tmp_path_factory, tiny_teacher):
+    torch.manual_seed(0)
+    cfg = VQConfig(
+        image_size=32,
+        channels=16,
+        channel_mult=[1, 2, 2, 2],
+        codebook_size=64,
+        teacher=str(tiny_teacher),
+        teacher_dim=32,
+        align_width=32,
+        align_heads=2,
+    )
+    tok = VQTokenizer(cfg, name="vq-test")
+    tok(torch.rand(16, 3, 32, 32) * 2 - 1)  # one training pass: k-means initialises the codebook
+    folder = tmp_path_factory.mktemp("tok") / "vq-test"
+    tok.eval().save_pretrained(folder)
+    return folder
+
+
+def write_config(tmp_path, teacher) -> str:
+    text = TINY_MODEL.format(teacher=teacher, out=tmp_path / "run")
+    path = tmp_path / "vq.toml"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def test_encode_decode_round_trip(tiny_tokenizer, samples):
+    tok = mmtok.get_tokenizer(tiny_tokenizer)
+    seq = tok.encode(mmtok.load(samples / "chelsea.jpg"))
+    assert len(seq) == 16 and seq.grid == (4, 4) and seq.tokenizer == "vq-test"
+    assert int(seq.ids.min()) >= 0 and int(seq.ids.max()) < 64
+    assert seq.meta["source_size"] == [451, 300]
+    image = tok.decode(seq)
+    assert (image.width, image.height) == (32, 32)
+
+
+def test_tokens_per_image_is_a_setting(tiny_tokenizer, samples):
+    tok = mmtok.get_tokenizer(tiny_tokenizer)
+    assert len(tok.encode(samples / "coffee.webp", image_size=64)) == 64
+    assert len(tok.encode(samples / "coffee.webp", image_size=16)) == 4
+    assert tok.tokens_per_image(128) == 256
+    with pytest.raises(TokenError, match="multiple of 8"):
+        tok.encode(samples / "coffee.webp", image_size=30)
+
+
+def test_features_work_on_truncated_sequences_but_decode_needs_all_tokens(tiny_tokenizer, samples):
+    tok = mmtok.get_tokenizer(tiny_tokenizer)
+    seq = tok.encode(samples / "astronaut.png")
+    full = tok.features(seq)
+    part = tok.features(seq.select(torch.tensor([0, 5, 10])))
+    assert full.shape == part.shape == (32,)
+    assert torch.allclose(full.norm(), torch.tensor(1.0), atol=1e-5)
+    _, tokens = tok.features(seq, tokens=True)
+    assert tokens.shape == (16, 32)
+    with pytest.raises(TokenError, match="needs all 16 tokens"):
+        tok.decode(seq.select(torch.tensor([0, 1])))
+
+
+def test_saved_tokenizer_reloads_identically(tiny_tokenizer, tmp_path, samples):
+    tok = mmtok.get_tokenizer(tiny_tokenizer)
+    tok.save_pretrained(tmp_path / "again")
+    again = mmtok.get_tokenizer(tmp_path / "again")
+    image = mmtok.load(samples / "coffee.webp")
+    assert torch.equal(tok.encode(image).ids, again.encode(image).ids)
+
+
+@pytest.mark.parametrize(
+    ("size", "mode"), [((40, 30), "L"), ((40, 30), "RGBA"), ((1, 1), "RGB"), ((3000, 60), "RGB"), ((60, 3000), "P")]
+)
+def test_awkward_images_are_preprocessed(tiny_tokenizer, tmp_path, size, mode):
+    tok = mmtok.get_tokenizer(tiny_tokenizer)
+    path = write_image(tmp_path / "x.png", size, "PNG", mode=mode)
+    seq = tok.encode(mmtok.load(path))
+    assert len(seq) == 16 and seq.meta["source_size"] == list(size)
+
+
+def test_huge_jpeg_is_decoded_at_reduced_scale(tiny_tokenizer, tmp_path):
+    path = write_image(tmp_path / "big.jpg", (6000, 4000), "JPEG")
+    assert len(mmtok.get_tokenizer(tiny_tokenizer).encode(path)) == 16
+
+
+def test_pad_fit_keeps_the_whole_image(tiny_teacher, samples):
+    tok = VQTokenizer(
+        VQConfig(
+            image_size=32,
+            channels=16,
+            channel_mult=[1, 2, 2, 2],
+            codebook_size=64,
+            fit="pad",
+            teacher_dim=32,
+            align_width=32,
+            align_heads=2,
+        )
+    ).eval()
+    seq = tok.encode(samples / "coffee.webp")  # 600 x 400 -> 32 x 21 content, padded to 32 x 32
+    assert seq.meta["content_box"] == [5, 0, 21, 32]
+    assert (tok.decode(seq).width, tok.decode(seq).height) == (32, 21)
+
+
+def test_checkpoint_whose_config_and_weights_disagree(tiny_tokenizer, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_tokenizer, broken)
+    config = json.loads((broken / "config.json").read_text())
+    config["config"]["codebook_size"] = 128
+    (broken / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"weights do not match the config.*shape mismatch"):
+        mmtok.get_tokenizer(broken)
+
+
+def test_pickle_checkpoints_are_refused(tmp_path):
+    folder = tmp_path / "pickled"
+    folder.mkdir()
+    torch.save({"w": torch.zeros(2)}, folder / "model.pt")
+    with pytest.raises(CheckpointError, match=r"pickle checkpoints .* not loaded"):
+        VQTokenizer.from_pretrained(folder)
+    with pytest.raises(CheckpointError, match="pickle checkpoints are not loaded"):
+        VQTokenizer.from_pretrained(folder / "model.pt")
+
+
+def test_unknown_tokenizer_name():
+    with pytest.raises(ConfigError, match=r"unknown tokenizer 'vq-clip-tine'; did you mean vq-clip-tiny\?"):
+        mmtok.get_tokenizer("vq-clip-tine")
+
+
+@pytest.mark.parametrize("quantizer", ["fsq", "rvq"])
+def test_other_quantizers_round_trip(quantizer, samples):
+    tok = VQTokenizer(
+        VQConfig(
+            image_size=32,
+            channels=16,
+            channel_mult=[1, 2, 2, 2],
+            quantizer=quantizer,
+            codebook_size=64,
+            fsq_levels=[4, 4, 4],
+            teacher_dim=32,
+            align_width=32,
+            align_heads=2,
+        )
+    )
+    tok(torch.rand(16, 3, 32, 32) * 2 - 1)
+    tok.eval()
+    seq = tok.encode(samples / "chelsea.jpg")
+    assert seq.ids.shape == ((16, 2) if quantizer == "rvq" else (16,))
+    assert tok.decode(seq).width == 32
+    assert tok.features(seq).shape == (32,)
+
+
+def test_training_runs_logs_codebook_stats_and_resumes(tiny_teacher, tmp_path):
+    from mmtok.models.train_vq import train_vq
+
+    config = write_config(tmp_path, tiny_teacher)
+    folder = train_vq(config, steps=2, device="cpu")
+    log = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2] and {"usage", "ppl", "align", "percep"} <= set(log[0])
+    train_vq(config, steps=4, resume=True, device="cpu")
+    log = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4]  # resumed at step 2, not restarted
+    trained = mmtok.get_tokenizer(folder)
+    assert json.loads((folder / "config.json").read_text())["training"]["steps"] == 4
+    assert trained.tokens_per_image() == 16
+
+
+@pytest.mark.timeout(300)
+def test_two_processes_with_gloo(tiny_teacher, tmp_path):
+    config = write_config(tmp_path, tiny_teacher)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            "29517",
+            "-m",
+            "mmtok.cli.main",
+            "train",
+            "vq",
+            config,
+            "--steps",
+            "2",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=280,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert mmtok.get_tokenizer(tmp_path / "run").tokens_per_image() == 16
+
+
+def test_cli_tokenize_folder_resume_and_detokenize(tiny_tokenizer, tmp_path, samples):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for name in ("chelsea.jpg", "coffee.webp", "astronaut.png"):
+        shutil.copy(samples / name, photos / name)
+    (photos / "bad.jpg").write_bytes(b"\xff\xd8\xff\xe0" + b"\x00" * 20)
+    runner = CliRunner()
+    args = [
+        "tokenize",
+        str(photos),
+        "--tokenizer",
+        str(tiny_tokenizer),
+        "--out",
+        str(tmp_path / "tok"),
+        "--workers",
+        "0",
+        "--device",
+        "cpu",
+    ]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 1 and "bad.jpg" in first.stderr  # the bad file is reported, the rest tokenized
+    assert "3 images" in first.stdout
+    second = runner.invoke(app, [*args, "--resume"])
+    assert "0 images" in second.stdout and "3 already done" in second.stdout
+    shards = sorted((tmp_path / "tok" / "photos").glob("shard-*.safetensors"))
+    assert len(mmtok.load_sequences(shards[0])) == 3 and len(shards) == 1  # nothing redone
+
+    single = runner.invoke(
+        app,
+        [
+            "tokenize",
+            str(samples / "chelsea.jpg"),
+            "--tokenizer",
+            str(tiny_tokenizer),
+            "--out",
+            str(tmp_path / "one"),
+            "--json",
+            "--device",
+            "cpu",
+        ],
+    )
+    assert single.exit_code == 0, single.output
+    row = json.loads(single.stdout)
+    assert row["tokens"] == 16 and len(row["ids"]) == 16
+    out = tmp_path / "recon.png"
+    back = runner.invoke(
+        app, ["detokenize", row["file"], "--out", str(out), "--tokenizer", str(tiny_tokenizer), "--device", "cpu"]
+    )
+    assert back.exit_code == 0, back.output
+    assert PIL.Image.open(out).size == (32, 32)
