@@ -3,92 +3,165 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from mmtok.cli.common import console, flushes_json_lines, print_error, print_json_line
-from mmtok.errors import MmtokError
+from mmtok.errors import MediaError, MmtokError
 
 DEFAULT_IMAGE_TOKENIZER = "vq-clip-tiny"
+DEFAULT_AV_TOKENIZER = "av-tiny"
+
+
+class _Tokenizers:
+    """Loads each tokenizer on first use, on the requested device."""
+
+    def __init__(self, image: str, av: str, device: str) -> None:
+        self.names = {"image": image, "av": av}
+        self.device = device
+        self.loaded: dict[str, Any] = {}
+
+    def get(self, which: str) -> Any:
+        if which not in self.loaded:
+            import mmtok
+            from mmtok.models.training import select_device
+
+            self.loaded[which] = mmtok.get_tokenizer(self.names[which]).to(select_device(self.device)).eval()
+        return self.loaded[which]
 
 
 @flushes_json_lines
 def tokenize(
-    paths: list[Path] = typer.Argument(..., help="Image files or folders (walked recursively)."),
+    paths: list[Path] = typer.Argument(..., help="Image, audio or video files, or folders (walked recursively)."),
     out: Path = typer.Option(Path("tokens"), "--out", "-o", help="Output folder."),
-    tokenizer: str = typer.Option(DEFAULT_IMAGE_TOKENIZER, help="Tokenizer name, config path or folder."),
-    image_size: int | None = typer.Option(None, help="Input side in px (multiple of 8): (side/8)^2 tokens."),
-    batch_size: int = typer.Option(32, min=1, help="Images per forward pass."),
-    workers: int = typer.Option(2, min=0, help="DataLoader processes decoding images."),
+    tokenizer: str = typer.Option(DEFAULT_IMAGE_TOKENIZER, help="Image tokenizer: name, config path or folder."),
+    av_tokenizer: str = typer.Option(DEFAULT_AV_TOKENIZER, help="Audio/video tokenizer."),
+    image_size: int | None = typer.Option(None, help="Image side in px (multiple of 8): (side/8)^2 tokens."),
+    tokens_per_second: float | None = typer.Option(None, help="Audio/video token rate (default: the tokenizer's)."),
+    continuous: bool = typer.Option(False, help="Audio/video: keep continuous embeddings, no codebook ids."),
+    batch_size: int = typer.Option(32, min=1, help="Images per forward pass (folders)."),
+    workers: int = typer.Option(2, min=0, help="DataLoader processes decoding images (folders)."),
     shard_size: int = typer.Option(1024, min=1, help="Sequences per shard file (folders)."),
     resume: bool = typer.Option(False, help="Skip images already in the output shards."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
-    json_out: bool = typer.Option(False, "--json", help="Print token counts and ids, one JSON object per image."),
+    json_out: bool = typer.Option(False, "--json", help="Print token counts and ids, one JSON object per stream."),
 ) -> None:
-    """Images -> token sequences: one .safetensors per file argument, shards for each folder argument."""
-    import mmtok
-    from mmtok.models.training import select_device
+    """Media -> token sequences. Images: one .safetensors per file, shards per folder. Audio and video: one file
+    per input holding a sequence per stream (a video with sound gives time-aligned "video" and "audio")."""
     from mmtok.pipeline import tokenize_folder
 
-    try:
-        tok = mmtok.get_tokenizer(tokenizer).to(select_device(device)).eval()
-    except MmtokError as e:
-        print_error(e)
-        raise typer.Exit(2) from None
+    toks = _Tokenizers(tokenizer, av_tokenizer, device)
     failures = 0
-    done = 0
     for path in paths:
-        if path.is_dir():
-            target = out / path.resolve().name
-            report = tokenize_folder(
-                [path],
-                tok,
-                target,
-                batch_size=batch_size,
-                workers=workers,
-                shard_size=shard_size,
-                resume=resume,
-                image_size=image_size,
-                on_error=print_error,
-            )
-            failures += len(report.failed)
-            done += report.done
-            if json_out:
-                _print_shards(report.shards)
-            else:
-                console().print(
-                    f"{path}: {report.done:,} images -> {len(report.shards)} shard(s) in {target} "
-                    f"({report.images_per_second:,.1f} images/s"
-                    + (f", {report.skipped:,} already done" if report.skipped else "")
-                    + ")"
-                )
-            continue
         try:
-            seq = tok.encode(mmtok.load(path, kind="image"), image_size=image_size)
+            if path.is_dir():
+                images, others = _split_folder(path)
+                failures += len([e for e in others if isinstance(e, MediaError)])
+                for error in others:
+                    if isinstance(error, MediaError):
+                        print_error(error)
+                if images:
+                    target = out / path.resolve().name
+                    report = tokenize_folder(
+                        images,
+                        toks.get("image"),
+                        target,
+                        batch_size=batch_size,
+                        workers=workers,
+                        shard_size=shard_size,
+                        resume=resume,
+                        image_size=image_size,
+                        on_error=print_error,
+                    )
+                    failures += len(report.failed)
+                    if json_out:
+                        _print_shards(report.shards)
+                    else:
+                        console().print(
+                            f"{path}: {report.done:,} images -> {len(report.shards)} shard(s) in "
+                            f"{target} ({report.images_per_second:,.1f} images/s"
+                            + (f", {report.skipped:,} already done" if report.skipped else "")
+                            + ")"
+                        )
+                for media_path in (p for p in others if not isinstance(p, MediaError)):
+                    _tokenize_file(
+                        media_path, out / path.resolve().name, toks, image_size, tokens_per_second, continuous, json_out
+                    )
+            else:
+                _tokenize_file(path, out, toks, image_size, tokens_per_second, continuous, json_out)
         except MmtokError as e:
             failures += 1
             print_error(e)
-            continue
-        target = out / f"{path.stem}.safetensors"
-        seq.save(target)
-        done += 1
-        if json_out:
-            print_json_line(_seq_json(str(path), seq, target))
-        else:
-            console().print(f"{path}: {len(seq)} tokens, grid {seq.grid[0]}x{seq.grid[1]} -> {target}")
     if failures:
         raise typer.Exit(1)
 
 
-def _seq_json(item: str, seq, file: Path) -> dict:
-    return {
+def _split_folder(folder: Path) -> tuple[list[Path], list[Path | MediaError]]:
+    """Images (batched through the folder pipeline) and everything else (audio, video, errors)."""
+    import mmtok
+
+    images: list[Path] = []
+    others: list[Path | MediaError] = []
+    for item in mmtok.iter_files([folder]):
+        if isinstance(item, MediaError):
+            others.append(item)
+            continue
+        try:
+            kind = mmtok.load(item).kind
+        except MediaError as e:
+            others.append(e)
+            continue
+        if kind == "image":
+            images.append(item)
+        elif kind in ("audio", "video"):
+            others.append(item)  # text files in a media folder are not tokenized
+    return images, others
+
+
+def _tokenize_file(
+    path: Path,
+    out: Path,
+    toks: _Tokenizers,
+    image_size: int | None,
+    rate: float | None,
+    continuous: bool,
+    json_out: bool,
+) -> None:
+    import mmtok
+
+    media = mmtok.load(path)
+    target = out / f"{path.stem}.safetensors"
+    if media.kind == "image":
+        seq = toks.get("image").encode(media, image_size=image_size)
+        seq.save(target)
+        streams = {"image": seq}
+    elif media.kind in ("audio", "video"):
+        streams = toks.get("av").encode_streams(media, tokens_per_second=rate, quantize=not continuous)
+        mmtok.save_sequences(target, streams)
+    else:
+        raise MediaError(path, f"cannot tokenize {media.kind}; give images, audio or video")
+    for name, seq in streams.items():
+        if json_out:
+            print_json_line(_seq_json(str(path), seq, target, name))
+        else:
+            shape = f"grid {seq.grid[0]}x{seq.grid[1]}" if seq.grid else f"{seq.meta.get('tokens_per_second')}/s"
+            console().print(f"{path} [{name}]: {len(seq)} tokens, {shape} -> {target}")
+
+
+def _seq_json(item: str, seq: Any, file: Path, stream: str | None = None) -> dict:
+    row = {
         "item": item,
+        "stream": stream or seq.modality,
         "tokens": len(seq),
         "grid": list(seq.grid) if seq.grid else None,
         "tokenizer": seq.tokenizer,
         "ids": seq.ids.tolist() if seq.ids is not None else None,
         "file": str(file),
     }
+    if seq.times is not None:
+        row["tokens_per_second"] = seq.meta.get("tokens_per_second")
+    return row
 
 
 def _print_shards(shards: list[str]) -> None:
@@ -101,30 +174,37 @@ def _print_shards(shards: list[str]) -> None:
 
 def detokenize(
     tokens: Path = typer.Argument(..., help="A token file written by `mmtok tokenize`."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output file (image: .png/.jpg/.webp)."),
-    key: str | None = typer.Option(None, help="Which sequence of a shard (default: the only one)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output: an image (.png/.jpg/.webp) or audio (.wav/.flac)."),
+    key: str | None = typer.Option(None, help="Which sequence of a multi-sequence file (e.g. audio, or a path)."),
     tokenizer: str | None = typer.Option(None, help="Tokenizer (default: the one named in the token file)."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
 ) -> None:
     """Token sequence -> media, with the tokenizer that made it."""
+    import soundfile as sf
+
     import mmtok
     from mmtok.models.training import select_device
 
     try:
         sequences = mmtok.load_sequences(tokens)
+        if key is None and "audio" in sequences and len(sequences) == 2 and "video" in sequences:
+            key = "audio"  # a video's token file: only its sound decodes to media
         if key is None and len(sequences) != 1:
             raise mmtok.TokenError(f"{tokens}: holds {len(sequences)} sequences; choose one with --key")
         if key is not None and key not in sequences:
-            raise mmtok.TokenError(f"{tokens}: no sequence {key!r}")
+            raise mmtok.TokenError(f"{tokens}: no sequence {key!r} (has {', '.join(sequences)})")
         seq = sequences[key] if key is not None else next(iter(sequences.values()))
         tok = mmtok.get_tokenizer(tokenizer or seq.tokenizer).to(select_device(device)).eval()
         media = tok.decode(seq)
         out.parent.mkdir(parents=True, exist_ok=True)
-        media.to_pil().save(out)
+        if media.kind == "audio":
+            sf.write(out, media.waveform()[0].numpy(), media.sample_rate_hz)
+        else:
+            media.to_pil().save(out)
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(1) from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, sf.LibsndfileError) as e:
         print_error(f"{out}: cannot write: {e}")
         raise typer.Exit(1) from None
     console().print(f"{tokens} -> {out}")

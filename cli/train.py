@@ -62,3 +62,39 @@ def train_vq_cmd(
         raise typer.Exit(1) from None
     if folder is not None:
         typer.echo(f"saved {folder}")
+
+
+@train_app.command("av")
+def train_av_cmd(
+    config: Path = typer.Argument(..., help="Training config (TOML), e.g. models/configs/train/av-tiny.toml."),
+    out: str | None = typer.Option(None, help="Output folder (overrides the config's)."),
+    steps: int | None = typer.Option(None, min=1, help="Training steps (overrides the config's)."),
+    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
+) -> None:
+    """Train the shared audio/video embedder on the shipped speech and generated videos."""
+    from mmtok.models.train_av import train_av
+
+    try:
+        folder = train_av(config, out=out, steps=steps, device=device, command=_command())
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(1) from None
+    typer.echo(f"saved {folder}")
+
+
+@train_app.command("backbone")
+def train_backbone_cmd(
+    config: Path = typer.Argument(..., help="Training config (TOML), e.g. models/configs/train/backbone-tiny.toml."),
+    out: str | None = typer.Option(None, help="Output folder (overrides the config's)."),
+    steps: int | None = typer.Option(None, min=1, help="Training steps (overrides the config's)."),
+    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
+) -> None:
+    """Train the MoE backbone on the digits-on-photos task (needs the image tokenizer)."""
+    from mmtok.models.train_backbone import train_backbone
+
+    try:
+        folder = train_backbone(config, out=out, steps=steps, device=device, command=_command())
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(1) from None
+    typer.echo(f"saved {folder}")

@@ -167,6 +167,46 @@ class Audio:
             wave = resample(wave, self.sample_rate_hz, sample_rate_hz)
         return wave
 
+    def blocks(
+        self, block_seconds: float = 30.0, sample_rate_hz: int | None = None, mono: bool = True
+    ) -> Iterator[torch.Tensor]:
+        """Stream the samples in blocks of ``block_seconds`` (``[C, n]`` float32), so memory stays bounded for any
+        length. Files are decoded and resampled by FFmpeg's stateful resampler, so block edges are seamless."""
+        import av
+        import numpy as np
+        import torch
+
+        rate = sample_rate_hz or self.sample_rate_hz
+        block = max(1, int(block_seconds * rate))
+        if self.data is not None:
+            wave = self.waveform(rate, mono)
+            for start in range(0, wave.shape[1], block):
+                yield wave[:, start : start + block]
+            return
+        channels = 1 if mono else self.channels
+        pending: list[np.ndarray] = []
+        held = 0
+        try:
+            with _av_open(self.path) as container:
+                stream = (
+                    container.streams.audio[0] if self.stream_index is None else container.streams[self.stream_index]
+                )
+                resampler = av.AudioResampler(format="fltp", layout="mono" if mono else f"{channels}c", rate=rate)
+                frames = container.decode(stream)
+                for frame in [*frames, None]:
+                    for out in resampler.resample(frame):
+                        pending.append(_planar(self.path, out, channels))
+                        held += out.samples
+                    while held >= block or (frame is None and held):
+                        joined = np.concatenate(pending, axis=1)
+                        chunk, rest = joined[:, :block], joined[:, block:]
+                        pending, held = ([rest] if rest.shape[1] else []), rest.shape[1]
+                        wave = torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32))
+                        _check_samples(self.path, wave)
+                        yield wave
+        except av.FFmpegError as e:
+            raise MediaError(self.path, f"audio stream is corrupt: {e}") from None
+
     def _decode(self) -> torch.Tensor:
         import torch
 

@@ -222,3 +222,59 @@ class ImageFiles(Dataset):
         except MediaError as e:
             return None, str(e)
         return resize_to_square(pixels, self.image_size, self.fit)[0], str(path)
+
+
+def synthetic_motion_clip(
+    rng: random.Random, seconds: float, rate: float, side: int = 32
+) -> tuple[torch.Tensor, list[float]]:
+    """A generated video sampled at ``rate`` fps: a still crop of a training photo in which squares sweep across
+    at random event times. Returns uint8 frames ``[n, 3, side, side]`` and the event start times (seconds)."""
+    from mmtok.models.imaging import to_uint8
+
+    _, photo = rng.choice(sorted(photo_split("train").items()))
+    background = to_uint8(random_crop(photo, side, rng))
+    n = max(1, round(seconds * rate))
+    frames = background[None].repeat(n, 1, 1, 1)
+    events = sorted(rng.uniform(0, max(0.0, seconds - 0.5)) for _ in range(rng.randint(0, 3)))
+    for start in events:
+        length = rng.uniform(0.15, 0.5)
+        size = rng.randint(side // 8, side // 3)
+        colour = torch.tensor([rng.randint(0, 255) for _ in range(3)], dtype=torch.uint8)[:, None, None]
+        y = rng.randint(0, side - size)
+        for i in range(n):
+            t = i / rate
+            if start <= t < start + length:
+                x = int((t - start) / length * (side - size))
+                frames[i, :, y : y + size, x : x + size] = colour
+    return frames, events
+
+
+def digit_canvases(
+    split: str, count: int, size: int = 128, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Handwritten digits pasted at random places and scales onto photo crops: most of each image is background.
+
+    ``split`` picks both the digits and the photos (train or held-out). Returns uint8 images ``[n, 3, S, S]``, the
+    digit labels ``[n]`` and each digit's box ``[n, 4]`` (top, left, height, width) in pixels.
+    """
+    from mmtok.models.imaging import to_uint8
+
+    rng = random.Random(seed)
+    backgrounds = sorted(photo_split(split).items())
+    digits, labels = mnist(split)
+    images, out_labels, boxes = [], [], []
+    for _ in range(count):
+        _, photo = rng.choice(backgrounds)
+        canvas = (random_crop(photo, size, rng, min_scale=0.3) * 0.6).clamp(-1, 1)  # dimmed background
+        i = rng.randrange(len(labels))
+        side = rng.randint(size // 4, size // 2)
+        glyph = resize_to_square(digits[i].expand(3, -1, -1), side)[0]  # [-1, 1], strokes bright
+        alpha = (glyph[0] + 1) / 2  # (side, side) stroke opacity
+        colour = torch.tensor([rng.uniform(0.6, 1.0) for _ in range(3)])[:, None, None]
+        top, left = rng.randint(0, size - side), rng.randint(0, size - side)
+        patch = canvas[:, top : top + side, left : left + side]
+        canvas[:, top : top + side, left : left + side] = patch * (1 - alpha) + colour * alpha
+        images.append(to_uint8(canvas))
+        out_labels.append(int(labels[i]))
+        boxes.append([top, left, side, side])
+    return torch.stack(images), torch.tensor(out_labels), torch.tensor(boxes)

@@ -35,8 +35,9 @@ class VQConfig:
     image_size: int = 64  # default input side; any multiple of 8 works (tokens = (S / 8)^2)
     fit: str = "crop"  # crop | pad (see mmtok.models.imaging)
     channels: int = 64  # encoder/decoder base width
-    channel_mult: list[int] = field(default_factory=lambda: [1, 2, 2, 4])  # one downsampling between levels
+    channel_mult: list[int] = field(default_factory=lambda: [1, 2, 4])  # one downsampling between levels
     num_res_blocks: int = 1
+    patch_stem: bool = True  # the first layer is a stride-2 conv: no blocks run at full resolution
     code_dim: int = 8  # quantised code size (l2-normalised for "vq")
     quantizer: str = "vq"  # vq | fsq | rvq
     codebook_size: int = 1024  # vq, rvq
@@ -59,7 +60,7 @@ class VQConfig:
 
     @property
     def downsample(self) -> int:
-        return 2 ** (len(self.channel_mult) - 1)
+        return 2 ** (len(self.channel_mult) - 1 + int(self.patch_stem))
 
 
 class ResBlock(nn.Module):
@@ -81,7 +82,11 @@ class Encoder(nn.Module):
     def __init__(self, cfg: VQConfig) -> None:
         super().__init__()
         widths = [cfg.channels * m for m in cfg.channel_mult]
-        self.conv_in = nn.Conv2d(3, widths[0], 3, padding=1)
+        self.conv_in = (
+            nn.Conv2d(3, widths[0], 4, stride=2, padding=1)
+            if cfg.patch_stem  # (B, C, S/2, S/2)
+            else nn.Conv2d(3, widths[0], 3, padding=1)
+        )
         blocks: list[nn.Module] = []
         for i, width in enumerate(widths):
             blocks += [ResBlock(width, width) for _ in range(cfg.num_res_blocks)]
@@ -108,10 +113,11 @@ class Decoder(nn.Module):
                 blocks += [nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(width, widths[i + 1], 3, padding=1)]
         self.blocks = nn.Sequential(*blocks)
         self.norm_out = nn.GroupNorm(8, widths[-1])
+        self.up_out = nn.Upsample(scale_factor=2, mode="nearest") if cfg.patch_stem else nn.Identity()
         self.conv_out = nn.Conv2d(widths[-1], 3, 3, padding=1)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:  # (B, c, h, w) -> (B, 3, S, S)
-        return self.conv_out(F.silu(self.norm_out(self.blocks(self.conv_in(z)))))
+        return self.conv_out(self.up_out(F.silu(self.norm_out(self.blocks(self.conv_in(z))))))
 
 
 def sincos_2d(positions: torch.Tensor, grid_w: int, dim: int) -> torch.Tensor:

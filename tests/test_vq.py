@@ -26,7 +26,7 @@ TINY_MODEL = """
 [model]
 image_size = 32
 channels = 16
-channel_mult = [1, 2, 2, 2]
+channel_mult = [1, 2, 2]
 code_dim = 8
 codebook_size = 64
 teacher = "{teacher}"
@@ -71,7 +71,7 @@ def tiny_tokenizer(tmp_path_factory, tiny_teacher):
     cfg = VQConfig(
         image_size=32,
         channels=16,
-        channel_mult=[1, 2, 2, 2],
+        channel_mult=[1, 2, 2],
         codebook_size=64,
         teacher=str(tiny_teacher),
         teacher_dim=32,
@@ -152,7 +152,7 @@ def test_pad_fit_keeps_the_whole_image(tiny_teacher, samples):
         VQConfig(
             image_size=32,
             channels=16,
-            channel_mult=[1, 2, 2, 2],
+            channel_mult=[1, 2, 2],
             codebook_size=64,
             fit="pad",
             teacher_dim=32,
@@ -196,7 +196,7 @@ def test_other_quantizers_round_trip(quantizer, samples):
         VQConfig(
             image_size=32,
             channels=16,
-            channel_mult=[1, 2, 2, 2],
+            channel_mult=[1, 2, 2],
             quantizer=quantizer,
             codebook_size=64,
             fsq_levels=[4, 4, 4],

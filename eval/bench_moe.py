@@ -1,0 +1,110 @@
+"""Benchmark: one MoE layer's dispatch against the HF-style per-expert loop and the dense FFN of equal active FLOPs.
+
+Run: ``python -m mmtok.eval.bench_moe [--device cpu|cuda] [--tokens 8192] [--repeats 7]``.
+
+Two shapes, as in the issue: E = 8, D = 512, F = 1024, top-2; and fine-grained E = 64, D = 512, F = 256, top-8.
+For each, forward and forward+backward tokens/s of (a) mmtok's dispatch (``auto``: segment loop on CPU, grouped_mm
+for bf16 on CUDA; both paths are also shown), (b) the per-expert gather/index_add_ loop (HF Mixtral's), and (c) a
+dense SwiGLU FFN with hidden size K x F, i.e. the same active FLOPs per token — the limit an MoE layer cannot beat.
+All three run in the same process, interleaved; medians of ``--repeats``. CUDA runs use bf16.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
+from mmtok.models.moe import MoE, MoEConfig
+from mmtok.models.training import select_device
+
+SHAPES = {
+    "E8-top2": dict(num_experts=8, hidden_dim=1024, top_k=2),
+    "E64-top8": dict(num_experts=64, hidden_dim=256, top_k=8),
+}
+
+
+class DenseSwiGLU(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--tokens", type=int, default=8192)
+    parser.add_argument("--dim", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    device = select_device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    torch.manual_seed(0)
+    results = {}
+    for shape, kw in SHAPES.items():
+        moe = MoE(MoEConfig(dim=args.dim, **kw)).to(device, dtype).eval()
+        dense = DenseSwiGLU(args.dim, kw["top_k"] * kw["hidden_dim"]).to(device, dtype)
+        x = torch.randn(args.tokens, args.dim, device=device, dtype=dtype)
+        paths = {
+            "(a) mmtok dispatch (auto)": "auto",
+            "    segment loop": "segment",
+            "    grouped_mm": "grouped_mm",
+            "(b) per-expert loop (HF)": "loop",
+        }
+
+        def moe_run(path: str, backward: bool, moe: MoE = moe, x: torch.Tensor = x):
+            def run() -> None:
+                moe.cfg.dispatch = path
+                inp = x.detach().requires_grad_(backward)
+                with torch.set_grad_enabled(backward):
+                    y, _ = moe(inp)
+                    if backward:
+                        y.float().pow(2).mean().backward()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+
+            return run
+
+        def dense_run(backward: bool, dense: nn.Module = dense, x: torch.Tensor = x):
+            def run() -> None:
+                inp = x.detach().requires_grad_(backward)
+                with torch.set_grad_enabled(backward):
+                    y = dense(inp)
+                    if backward:
+                        y.float().pow(2).mean().backward()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+
+            return run
+
+        for mode, backward in (("forward", False), ("forward+backward", True)):
+            cases = {name: moe_run(path, backward) for name, path in paths.items()}
+            cases["(c) dense FFN, same active FLOPs"] = dense_run(backward)
+            for fn in cases.values():
+                fn()  # warm-up (kernels, allocator)
+            seconds = time_interleaved(cases, args.repeats)
+            results[f"{shape} {mode}"] = {name: args.tokens / s for name, s in seconds.items()}
+    print(
+        f"bench_moe: {args.tokens} tokens, D={args.dim}, device {device} ({dtype}), median of {args.repeats}. "
+        f"{machine()}" + (f"; {torch.cuda.get_device_name()}" if device.type == "cuda" else "")
+    )
+    for key, rates in results.items():
+        dense_rate = rates["(c) dense FFN, same active FLOPs"]
+        loop_rate = rates["(b) per-expert loop (HF)"]
+        rows = [[name, rate, dense_rate / rate, rate / loop_rate] for name, rate in rates.items()]
+        print_table(key, ["path", "tokens/s", "time / dense", "speed / loop"], rows)
+    write_json(args.json, {"device": str(device), "dtype": str(dtype), "results": results, "machine": machine()})
+
+
+if __name__ == "__main__":
+    main()

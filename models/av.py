@@ -1,0 +1,390 @@
+"""Shared audio/video time-frequency embedder: time-aligned audio and video tokens in one space.
+
+Audio: waveform -> 16 kHz mono -> torchaudio log-mel (80 bins); ``frames_per_token`` consecutive mel frames make
+one token, so the mel hop is chosen from the token rate (16 tokens/s: 4 frames of 15.6 ms). Video: frames sampled
+at the token rate (PyAV, streamed), 32 x 32 grey frame differences (1,024-d motion, as the design seed's optical
+flow features) plus a 4 x 4 RGB appearance grid. Each modality has a linear projection into one ``d_model`` space;
+a shared codebook (vector-quantize-pytorch) turns both into discrete ids. Tokens get a modality embedding and a
+learned position embedding indexed by time (token i sits at t = i / rate), so audio and video tokens of the same
+instant share a position. Sequences longer than the position table (256 = 16 s at 16 Hz) are chunked: positions
+restart every 256 tokens while ``times`` stay absolute; nothing is truncated.
+
+Audio decodes back to a waveform (features -> log-mel -> torchaudio InverseMelScale + GriffinLim), so the WER of
+speech after tokenisation can be measured at each token rate, with and without the codebook.
+
+Shapes: N tokens, A = 80 x frames_per_token audio feature size, V = 32^2 + 3 x 4^2 video feature size, d model size.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mmtok.errors import CheckpointError, TokenError
+from mmtok.models import checkpoint
+
+CLASS_PATH = "mmtok.models.av:AVTokenizer"
+MODALITY_INDEX = {"audio": 0, "video": 1}
+LOG_FLOOR = 1e-6
+
+
+@dataclass
+class AVConfig:
+    sample_rate_hz: int = 16_000
+    tokens_per_second: float = 16.0  # default token rate; any rate works at run time
+    n_mels: int = 80
+    frames_per_token: int = 4  # mel frames per audio token (the hop is 1 / (rate x frames_per_token) s)
+    video_side: int = 32  # frames are compared at video_side x video_side grey: video_side^2 motion features
+    appearance_grid: int = 4  # plus the mean colour of a grid x grid layout
+    d_model: int = 256
+    max_positions: int = 256  # learned position table; longer sequences are chunked, never truncated
+    codebook_size: int = 1024
+    decoder_hidden: int = 512
+    griffin_lim_iters: int = 48
+    train_rates: list[float] = field(default_factory=lambda: [12.5, 16.0, 25.0, 50.0])
+
+    @property
+    def audio_dim(self) -> int:
+        return self.n_mels * self.frames_per_token
+
+    @property
+    def video_dim(self) -> int:
+        return self.video_side**2 + 3 * self.appearance_grid**2
+
+
+@dataclass(frozen=True)
+class MelSpec:
+    """STFT / mel settings for one token rate."""
+
+    hop: int
+    n_fft: int
+    win: int
+
+    @classmethod
+    def for_rate(cls, cfg: AVConfig, rate: float) -> MelSpec:
+        if rate <= 0:
+            raise TokenError(f"tokens_per_second must be positive, got {rate}")
+        hop = max(16, round(cfg.sample_rate_hz / (rate * cfg.frames_per_token)))
+        n_fft = max(256, 2 ** math.ceil(math.log2(4 * hop)))
+        return cls(hop, n_fft, min(n_fft, 4 * hop))
+
+
+@functools.lru_cache(maxsize=16)
+def _mel_transform(sample_rate: int, n_fft: int, win: int, hop: int, n_mels: int) -> nn.Module:
+    import torchaudio.transforms as T
+
+    return T.MelSpectrogram(
+        sample_rate=sample_rate,
+        n_fft=n_fft,
+        win_length=win,
+        hop_length=hop,
+        n_mels=n_mels,
+        power=2.0,
+        center=False,
+        norm="slaney",
+        mel_scale="slaney",
+    )
+
+
+class AudioFeatures:
+    """Streaming log-mel features grouped into tokens: feed blocks of samples, get ``[n, A]`` token features."""
+
+    def __init__(self, cfg: AVConfig, rate: float) -> None:
+        self.cfg = cfg
+        self.spec = MelSpec.for_rate(cfg, rate)
+        self.mel = _mel_transform(cfg.sample_rate_hz, self.spec.n_fft, self.spec.win, self.spec.hop, cfg.n_mels)
+        self.carry = torch.zeros(self.spec.n_fft // 2)  # as centre padding for the first frame
+        self.frames: list[torch.Tensor] = []
+        self.samples = 0
+        self.emitted = 0  # tokens returned so far
+
+    def _frames(self, x: torch.Tensor) -> torch.Tensor:
+        """Mel frames of ``x`` (1-D), hop-aligned; keeps the unconsumed tail for the next block."""
+        n_fft, hop = self.spec.n_fft, self.spec.hop
+        if len(x) < n_fft:
+            self.carry = x
+            return torch.empty(self.cfg.n_mels, 0)
+        count = (len(x) - n_fft) // hop + 1
+        mel = self.mel(x[None, : (count - 1) * hop + n_fft])[0]  # (n_mels, count)
+        self.carry = x[count * hop :]
+        return torch.log(mel + LOG_FLOOR)
+
+    def push(self, block: torch.Tensor) -> torch.Tensor:
+        """Samples ``[1, n]`` (mono, at the config's rate) -> token features ``[k, A]`` now complete."""
+        self.samples += block.shape[-1]
+        self.frames.append(self._frames(torch.cat([self.carry, block.reshape(-1)])))
+        return self._tokens(final=False)
+
+    def finish(self) -> torch.Tensor:
+        """The remaining tokens: the last partial token is padded (a clip shorter than a token gives one token)."""
+        self.frames.append(self._frames(torch.cat([self.carry, torch.zeros(self.spec.n_fft // 2)])))
+        return self._tokens(final=True)
+
+    def _tokens(self, final: bool) -> torch.Tensor:
+        frames = torch.cat(self.frames, dim=1)  # (n_mels, F)
+        per = self.cfg.frames_per_token
+        if final:
+            total = max(1, math.ceil(self.samples / (self.spec.hop * per)))
+            wanted = max(0, total - self.emitted)
+        else:
+            wanted = frames.shape[1] // per
+        self.emitted += wanted
+        if frames.shape[1] < wanted * per:
+            frames = F.pad(frames, (0, wanted * per - frames.shape[1]), value=math.log(LOG_FLOOR))
+        used, self.frames = frames[:, : wanted * per], [frames[:, wanted * per :]]
+        return used.reshape(self.cfg.n_mels, wanted, per).permute(1, 2, 0).reshape(wanted, self.cfg.audio_dim)
+
+
+def video_features_from_frames(
+    frames: torch.Tensor, previous: torch.Tensor | None, cfg: AVConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 frames ``[n, 3, side, side]`` -> features ``[n, V]`` (grey differences + appearance grid) and the
+    last grey frame (the ``previous`` of the next chunk)."""
+    rgb = frames.float() / 255.0
+    grey = rgb.mean(dim=1)  # (n, side, side)
+    before = torch.cat([grey[:1] if previous is None else previous[None], grey[:-1]])
+    motion = (grey - before).flatten(1)  # (n, side^2); the first frame of a stream has no motion
+    appearance = F.adaptive_avg_pool2d(rgb, cfg.appearance_grid).flatten(1)  # (n, 3 * grid^2)
+    return torch.cat([motion, appearance], dim=1), grey[-1]
+
+
+def _mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Linear(d_in, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, d_out)
+    )
+
+
+class AVTokenizer(nn.Module):
+    kind = "tokenizer"
+    modality = "audio"  # and video: see encode_streams
+
+    def __init__(self, config: AVConfig | None = None, name: str = "av") -> None:
+        from vector_quantize_pytorch import VectorQuantize
+
+        super().__init__()
+        self.config = cfg = config or AVConfig()
+        self.name = name
+        self.proj = nn.ModuleDict(
+            {"audio": nn.Linear(cfg.audio_dim, cfg.d_model), "video": nn.Linear(cfg.video_dim, cfg.d_model)}
+        )
+        self.modality_embedding = nn.Embedding(2, cfg.d_model)
+        self.position_embedding = nn.Embedding(cfg.max_positions, cfg.d_model)
+        self.codebook = VectorQuantize(
+            dim=cfg.d_model,
+            codebook_size=cfg.codebook_size,
+            decay=0.99,
+            kmeans_init=True,
+            threshold_ema_dead_code=2,
+            commitment_weight=0.25,
+        )
+        self.decoders = nn.ModuleDict(
+            {
+                "audio": _mlp(cfg.d_model, cfg.decoder_hidden, cfg.audio_dim),
+                "video": _mlp(cfg.d_model, cfg.decoder_hidden, cfg.video_dim),
+            }
+        )
+        for modality, dim in (("audio", cfg.audio_dim), ("video", cfg.video_dim)):
+            self.register_buffer(f"{modality}_mean", torch.zeros(dim))
+            self.register_buffer(f"{modality}_std", torch.ones(dim))
+        nn.init.normal_(self.position_embedding.weight, std=0.02)
+        nn.init.normal_(self.modality_embedding.weight, std=0.02)
+
+    # ----------------------------------------------------------------------------------------------- features
+    def normalise(self, modality: str, features: torch.Tensor) -> torch.Tensor:
+        return (features - getattr(self, f"{modality}_mean")) / getattr(self, f"{modality}_std")
+
+    def content(self, modality: str, features: torch.Tensor) -> torch.Tensor:
+        """Raw features ``[N, A|V]`` -> content embeddings ``[N, d]`` (before quantisation and positions)."""
+        return self.proj[modality](self.normalise(modality, features.to(self._device)))
+
+    def quantize(self, content: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """content ``[N, d]`` -> (codes ``[N, d]``, ids ``[N]``, commitment loss)."""
+        codes, ids, commit = self.codebook(content[None])
+        return codes[0], ids[0], commit.sum()
+
+    def token_embeddings(self, modality: str, content: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """What a model consumes: content (or codes) + modality embedding + time position embedding."""
+        index = torch.full_like(positions, MODALITY_INDEX[modality])
+        return content + self.modality_embedding(index) + self.position_embedding(positions)
+
+    def positions(self, count: int, start: int = 0) -> torch.Tensor:
+        """Time positions of tokens ``start..start+count``: chunked every ``max_positions`` tokens."""
+        return (torch.arange(start, start + count, device=self._device) % self.config.max_positions).long()
+
+    # ----------------------------------------------------------------------------------------------- encode
+    def audio_token_features(self, audio: Any, rate: float, block_seconds: float = 30.0) -> torch.Tensor:
+        """An ``mmtok.Audio`` -> token features ``[N, A]``, streamed in blocks (bounded memory for any length)."""
+        stream = AudioFeatures(self.config, rate)
+        parts = [stream.push(block.float()) for block in audio.blocks(block_seconds, self.config.sample_rate_hz)]
+        parts.append(stream.finish())
+        return torch.cat(parts)
+
+    def video_token_features(self, video: Any, rate: float) -> torch.Tensor:
+        """An ``mmtok.Video`` -> token features ``[N, V]``, one per frame sampled at the token rate (streamed)."""
+        side = self.config.video_side
+        parts, previous = [], None
+        for chunk in video.frames(fps=rate, size=(side, side), chunk_frames=256):
+            features, previous = video_features_from_frames(chunk.frames, previous, self.config)
+            parts.append(features)
+        return torch.cat(parts)
+
+    @torch.no_grad()
+    def sequence_from_features(
+        self,
+        modality: str,
+        features: torch.Tensor,
+        rate: float,
+        quantize: bool = True,
+        meta: dict[str, Any] | None = None,
+    ) -> Any:
+        from mmtok.tokens import TokenSequence
+
+        content = self.content(modality, features)
+        ids = None
+        if quantize:
+            content, ids, _ = self.quantize(content)
+        positions = self.positions(len(content))
+        embeddings = self.token_embeddings(modality, content, positions).cpu()
+        times = torch.arange(len(content), dtype=torch.float64) / rate
+        meta = {
+            **(meta or {}),
+            "tokens_per_second": rate,
+            "quantized": quantize,
+            "position_chunk": self.config.max_positions,
+        }
+        return TokenSequence(
+            modality,
+            ids=None if ids is None else ids.long().cpu(),
+            embeddings=embeddings,
+            times=times,
+            tokenizer=self.name,
+            meta=meta,
+        )
+
+    def encode_streams(
+        self, media: Any, tokens_per_second: float | None = None, quantize: bool = True
+    ) -> dict[str, Any]:
+        """Audio or video (path or ``mmtok`` media) -> ``{"audio": seq, "video": seq}`` for the streams it has."""
+        import mmtok
+        from mmtok.media import Audio, Video
+
+        rate = float(tokens_per_second or self.config.tokens_per_second)
+        MelSpec.for_rate(self.config, rate)  # validates the rate
+        if isinstance(media, (str, os.PathLike)):
+            media = mmtok.load(media)
+        if not isinstance(media, (Audio, Video)):
+            raise TokenError(f"the audio/video tokenizer takes audio or video, not {getattr(media, 'kind', media)}")
+        source = {"source": str(media.path) if media.path else "<memory>"}
+        streams = {}
+        if isinstance(media, Video):
+            streams["video"] = self.sequence_from_features(
+                "video", self.video_token_features(media, rate), rate, quantize, source
+            )
+            audio = media.audio
+        else:
+            audio = media
+        if audio is not None:
+            features = self.audio_token_features(audio, rate)
+            streams["audio"] = self.sequence_from_features(
+                "audio", features, rate, quantize, {**source, "duration_s": audio.duration_s}
+            )
+        return streams
+
+    def encode(self, media: Any, tokens_per_second: float | None = None, quantize: bool = True) -> Any:
+        """Audio -> its ``TokenSequence``; a video -> its video stream's (use ``encode_streams`` for both)."""
+        streams = self.encode_streams(media, tokens_per_second, quantize)
+        return streams.get("video", streams.get("audio"))
+
+    # ----------------------------------------------------------------------------------------------- decode
+    def _content_of(self, seq: Any) -> torch.Tensor:
+        if seq.ids is not None:
+            ids = seq.ids.to(self._device)
+            if int(ids.min()) < 0 or int(ids.max()) >= self.config.codebook_size:
+                raise TokenError(f"ids outside the codebook [0, {self.config.codebook_size})")
+            return self.codebook.get_output_from_indices(ids[None])[0]
+        if seq.embeddings is None:
+            raise TokenError("a sequence with neither ids nor embeddings cannot be decoded")
+        positions = self.positions(len(seq))
+        index = torch.full_like(positions, MODALITY_INDEX[seq.modality])
+        return seq.embeddings.to(self._device) - self.modality_embedding(index) - self.position_embedding(positions)
+
+    @torch.no_grad()
+    def decode_features(self, seq: Any) -> torch.Tensor:
+        """Reconstructed raw features ``[N, A|V]`` of a sequence."""
+        if seq.modality not in MODALITY_INDEX:
+            raise TokenError(f"not an audio/video sequence: {seq.modality}")
+        normalised = self.decoders[seq.modality](self._content_of(seq))
+        return normalised * getattr(self, f"{seq.modality}_std") + getattr(self, f"{seq.modality}_mean")
+
+    @torch.no_grad()
+    def decode(self, seq: Any) -> Any:
+        """Audio tokens -> ``mmtok.Audio`` (log-mel -> InverseMelScale -> GriffinLim). Video tokens carry motion
+        features, which do not determine pixels: they decode to features only (``decode_features``)."""
+        import torchaudio.transforms as T
+
+        from mmtok.media import Audio
+
+        if seq.modality != "audio":
+            raise TokenError(
+                "only audio tokens decode to media; video tokens hold motion features (see decode_features)"
+            )
+        if seq.tokenizer and seq.tokenizer != self.name:
+            raise TokenError(f"tokens were made by {seq.tokenizer!r}, not {self.name!r}")
+        cfg = self.config
+        rate = float(seq.meta.get("tokens_per_second", cfg.tokens_per_second))
+        spec = MelSpec.for_rate(cfg, rate)
+        features = self.decode_features(seq).float().cpu()  # (N, A)
+        log_mel = features.reshape(len(seq), cfg.frames_per_token, cfg.n_mels).reshape(-1, cfg.n_mels).T
+        mel = (log_mel.exp() - LOG_FLOOR).clamp(min=0)  # (n_mels, frames)
+        n_stft = spec.n_fft // 2 + 1
+        inverse = T.InverseMelScale(
+            n_stft=n_stft, n_mels=cfg.n_mels, sample_rate=cfg.sample_rate_hz, norm="slaney", mel_scale="slaney"
+        )
+        power = inverse(mel).clamp(min=0)  # (n_stft, frames)
+        griffin = T.GriffinLim(
+            n_fft=spec.n_fft, n_iter=cfg.griffin_lim_iters, win_length=spec.win, hop_length=spec.hop, power=2.0
+        )
+        torch.manual_seed(0)  # GriffinLim starts from random phases: make decoding repeatable
+        wave = griffin(power)
+        duration = seq.meta.get("duration_s")
+        if duration:
+            wave = wave[: round(duration * cfg.sample_rate_hz)]
+        peak = float(wave.abs().max())
+        if peak > 0.99:
+            wave = wave * (0.99 / peak)
+        return Audio.from_tensor(wave[None].float(), cfg.sample_rate_hz)
+
+    # ----------------------------------------------------------------------------------------------- files
+    @property
+    def _device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
+        return checkpoint.save_pretrained(
+            folder,
+            self,
+            class_path=CLASS_PATH,
+            kind="tokenizer",
+            config=self.config,
+            extra={"name": self.name, **extra},
+            storage_dtype=torch.float16,
+        )
+
+    @classmethod
+    def from_pretrained(cls, folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> AVTokenizer:
+        data = checkpoint.read_config(folder)
+        if data.get("class") != CLASS_PATH:
+            raise CheckpointError(f"{folder}: holds a {data.get('class')}, not an audio/video tokenizer")
+        config = checkpoint.config_from_dict(AVConfig, data.get("config", {}), str(folder))
+        tok = cls(config, name=data.get("name", Path(folder).name))
+        checkpoint.load_weights(folder, tok)
+        tok.eval()
+        return tok.to(device) if device else tok

@@ -1,0 +1,200 @@
+"""The Mixture-of-Experts backbone that consumes mmtok's token sequences.
+
+A pre-norm transformer whose FFNs are MoE layers (``mmtok.models.moe``). Input adapters turn each modality's
+TokenSequence into ``dim``-wide rows: visual codebook ids (embedding table) with 2-D positions taken from the
+sequence's grid positions (so truncated sequences keep where their tokens were), audio/video embeddings (linear
+adapter; they already carry time positions), and UTF-8 text bytes with 1-D positions. A learned modality embedding
+is added to each row and a [CLS] row leads every example; a linear head on [CLS] solves the task.
+
+Examples of mixed modalities and lengths are padded into one batch; attention masks the padding and the MoE layers
+route only real tokens. Router statistics (load per expert, average k, dropped tokens) come back with the output.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mmtok.errors import CheckpointError, TokenError
+from mmtok.models import checkpoint
+from mmtok.models.moe import MoE, MoEConfig
+from mmtok.models.vq import sincos_2d
+
+CLASS_PATH = "mmtok.models.backbone:Backbone"
+MODALITIES = ("cls", "text", "image", "audio", "video")
+
+
+@dataclass
+class BackboneConfig:
+    dim: int = 128
+    layers: int = 4
+    heads: int = 4
+    moe: dict[str, Any] = field(default_factory=lambda: {"num_experts": 8, "hidden_dim": 256, "top_k": 2})
+    visual_vocab: int = 1024  # ids of the image tokenizer's codebook
+    av_dim: int = 256  # width of audio/video token embeddings
+    text_vocab: int = 259  # UTF-8 bytes + BOS/EOS/PAD
+    max_text: int = 128
+    num_classes: int = 10
+    class_names: list[str] = field(default_factory=list)
+    image_tokenizer: str = "vq-clip-tiny"
+
+    def moe_config(self) -> MoEConfig:
+        return MoEConfig(dim=self.dim, **self.moe)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: BackboneConfig) -> None:
+        super().__init__()
+        self.heads = cfg.heads
+        self.norm1 = nn.LayerNorm(cfg.dim)
+        self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim)
+        self.proj = nn.Linear(cfg.dim, cfg.dim)
+        self.norm2 = nn.LayerNorm(cfg.dim)
+        self.moe = MoE(cfg.moe_config())
+
+    def forward(self, x_BLD: torch.Tensor, keep_BL: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        B, L, D = x_BLD.shape
+        q, k, v = self.qkv(self.norm1(x_BLD)).view(B, L, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        attn = F.scaled_dot_product_attention(q, k, v, attn_mask=keep_BL[:, None, None, :])  # (B, h, L, hd)
+        x_BLD = x_BLD + self.proj(attn.transpose(1, 2).reshape(B, L, D))
+        h = self.norm2(x_BLD)
+        routed, aux = self.moe(h[keep_BL])  # only real tokens are routed
+        out = torch.zeros_like(x_BLD)
+        out[keep_BL] = routed
+        return x_BLD + out, aux
+
+
+class Backbone(nn.Module):
+    kind = "backbone"
+
+    def __init__(self, config: BackboneConfig | None = None, name: str = "backbone") -> None:
+        super().__init__()
+        self.config = cfg = config or BackboneConfig()
+        self.name = name
+        self.modality_embedding = nn.Embedding(len(MODALITIES), cfg.dim)
+        self.visual_embedding = nn.Embedding(cfg.visual_vocab, cfg.dim)
+        self.av_adapter = nn.Linear(cfg.av_dim, cfg.dim)
+        self.text_embedding = nn.Embedding(cfg.text_vocab, cfg.dim)
+        self.text_position = nn.Embedding(cfg.max_text, cfg.dim)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.norm = nn.LayerNorm(cfg.dim)
+        self.head = nn.Linear(cfg.dim, cfg.num_classes)
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.weight.device
+
+    # ------------------------------------------------------------------------------------------------ inputs
+    def embed(self, seq: Any) -> torch.Tensor:
+        """One TokenSequence -> rows ``[N, dim]`` (modality embedding included)."""
+        dev = self.device
+        if len(seq) == 0:
+            raise TokenError(f"empty {seq.modality} sequence")
+        if seq.modality == "image":
+            if seq.ids is None or seq.grid is None:
+                raise TokenError("image sequences need codebook ids and a grid")
+            ids = seq.ids.to(dev)
+            if ids.ndim != 1 or int(ids.min()) < 0 or int(ids.max()) >= self.config.visual_vocab:
+                raise TokenError(f"image ids must be [N] in [0, {self.config.visual_vocab})")
+            pos = sincos_2d(seq.token_positions.to(dev), seq.grid[1], self.config.dim)
+            rows = self.visual_embedding(ids) + pos
+        elif seq.modality in ("audio", "video"):
+            if seq.embeddings is None:
+                raise TokenError(f"{seq.modality} sequences need embeddings")
+            if seq.embeddings.shape[1] != self.config.av_dim:
+                raise TokenError(
+                    f"{seq.modality} embeddings are {seq.embeddings.shape[1]}-d, the backbone takes "
+                    f"{self.config.av_dim}-d"
+                )
+            rows = self.av_adapter(seq.embeddings.to(dev, torch.float32))
+        elif seq.modality == "text":
+            ids = seq.ids.to(dev)[: self.config.max_text]
+            if int(ids.max()) >= self.config.text_vocab:
+                raise TokenError(
+                    f"text ids must be below {self.config.text_vocab} (UTF-8 bytes); got "
+                    f"{int(ids.max())} — use the text-bytes tokenizer"
+                )
+            rows = self.text_embedding(ids) + self.text_position(torch.arange(len(ids), device=dev))
+        else:
+            raise TokenError(f"unknown modality {seq.modality}")
+        if not torch.isfinite(rows).all():
+            raise TokenError(f"{seq.modality} sequence contains NaN or infinite values")
+        return rows + self.modality_embedding.weight[MODALITIES.index(seq.modality)]
+
+    def batch(self, examples: list[list[Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Examples (each a list of TokenSequences) -> padded rows ``[B, L, dim]`` and the keep mask ``[B, L]``."""
+        if not examples:
+            raise TokenError("empty batch: no examples")
+        cls = self.modality_embedding.weight[0][None]
+        rows = [torch.cat([cls, *[self.embed(seq) for seq in example]]) for example in examples]
+        longest = max(len(r) for r in rows)
+        x = torch.zeros(len(rows), longest, self.config.dim, device=self.device)
+        keep = torch.zeros(len(rows), longest, dtype=torch.bool, device=self.device)
+        for i, r in enumerate(rows):
+            x[i, : len(r)] = r
+            keep[i, : len(r)] = True
+        return x, keep
+
+    # ------------------------------------------------------------------------------------------------ forward
+    def forward(self, examples: list[list[Any]]) -> dict[str, Any]:
+        """Logits ``[B, num_classes]``, the MoE auxiliary loss and per-layer router statistics."""
+        x, keep = self.batch(examples)
+        aux = x.new_zeros(())
+        for block in self.blocks:
+            x, block_aux = block(x, keep)
+            aux = aux + block_aux
+        logits = self.head(self.norm(x[:, 0]))
+        stats = [block.moe.last_stats for block in self.blocks]
+        return {
+            "logits": logits,
+            "aux_loss": aux,
+            "router": stats,
+            "average_k": sum(s["average_k"] for s in stats) / len(stats),
+            "dropped": sum(s["dropped"] for s in stats),
+            "tokens": int(keep.sum()),
+        }
+
+    def active_flops_per_token(self) -> float:
+        """Multiply-adds x 2 of one token through attention projections and the active experts (no attention
+        scores, which depend on length), at the average k of the last forward pass."""
+        cfg = self.config
+        moe = cfg.moe_config()
+        per_layer_attn = 2 * 4 * cfg.dim * cfg.dim
+        flops = 0.0
+        for block in self.blocks:
+            k = block.moe.last_stats.get("average_k", moe.k_slots)
+            flops += per_layer_attn + 2 * 3 * cfg.dim * moe.hidden_dim * k + 2 * cfg.dim * moe.num_experts
+        return flops
+
+    # ------------------------------------------------------------------------------------------------ files
+    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
+        return checkpoint.save_pretrained(
+            folder,
+            self,
+            class_path=CLASS_PATH,
+            kind="backbone",
+            config=self.config,
+            extra={"name": self.name, **extra},
+            storage_dtype=torch.float16,
+        )
+
+    @classmethod
+    def from_pretrained(cls, folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> Backbone:
+        data = checkpoint.read_config(folder)
+        if data.get("class") != CLASS_PATH:
+            raise CheckpointError(f"{folder}: holds a {data.get('class')}, not a backbone")
+        config = checkpoint.config_from_dict(BackboneConfig, data.get("config", {}), str(folder))
+        model = cls(config, name=data.get("name", Path(folder).name))
+        try:
+            checkpoint.load_weights(folder, model)
+        except CheckpointError as e:
+            expected = config.moe_config().num_experts
+            raise CheckpointError(f"{e} (the config says {expected} experts per layer)") from None
+        model.eval()
+        return model.to(device) if device else model

@@ -1,0 +1,320 @@
+"""Mixture-of-Experts layer: Router -> TokenDispatcher -> GroupedExperts (the torchtitan split).
+
+Legend: T tokens, D model dim, E experts, F expert hidden dim, K experts per token (max), A routed assignments.
+
+- Router: linear (or small MLP) logits in fp32, temperature softmax over all E experts; top-k (default 2), or a
+  dynamic k in [min_k, max_k] per token by top-p of the sorted probabilities or by router entropy, with a
+  controller that moves the threshold towards a target average k. Selection may add a per-expert bias
+  (aux-loss-free balancing); weights always come from the unbiased softmax, renormalised over the chosen experts.
+- Losses: Switch load balancing E * sum_e f_e * P_e with P_e over the *full* softmax (a common bug computes it over
+  the top-k probabilities only), and the ST-MoE router z-loss mean(logsumexp(logits)^2).
+- Capacity (training only): assignments beyond ceil(capacity_factor * A / E) per expert are dropped, lowest
+  probability first. Evaluation is dropless.
+- Dispatch: sort assignments by expert, then ``torch.nn.functional.grouped_mm`` over the contiguous segments, or a
+  loop over the segments; the per-expert gather/``index_add_`` loop (HF Mixtral style) is the reference every path
+  is tested against. "auto" picks grouped_mm for bf16/fp16 on CUDA and the segment loop elsewhere (measured faster
+  on CPU; see eval/bench_moe.py).
+- Cold start: experts added to a trained layer enter with a routing-weight multiplier of 0.1 that grows x1.5 per
+  ``step()`` until 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mmtok.errors import ConfigError, TokenError
+
+DISPATCH = ("auto", "grouped_mm", "segment", "loop")
+
+
+@dataclass
+class MoEConfig:
+    dim: int = 512  # D
+    hidden_dim: int = 1024  # F, per expert (SwiGLU)
+    num_experts: int = 8  # E
+    top_k: int = 2  # K for fixed routing
+    dynamic_k: str = ""  # "" (fixed top-k) | "top_p" | "entropy"
+    min_k: int = 1
+    max_k: int = 4
+    top_p: float = 0.5  # dynamic top_p: smallest k whose probabilities sum to at least this
+    target_k: float = 0.0  # > 0: move top_p (or the entropy scale) during training to reach this average k
+    target_k_rate: float = 0.01
+    temperature: float = 1.0
+    router_mlp: bool = False
+    aux_loss_weight: float = 0.01
+    z_loss_weight: float = 0.001
+    bias_balancing: bool = False  # aux-loss-free balancing (selection bias nudged towards equal load)
+    bias_update_rate: float = 0.001
+    capacity_factor: float = 0.0  # > 0: drop overflow assignments in training
+    dispatch: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.dispatch not in DISPATCH:
+            raise ConfigError(f"dispatch must be one of {DISPATCH}, got {self.dispatch!r}")
+        if self.dynamic_k not in ("", "top_p", "entropy"):
+            raise ConfigError(f"dynamic_k must be '', 'top_p' or 'entropy', got {self.dynamic_k!r}")
+        k = self.max_k if self.dynamic_k else self.top_k
+        if not 1 <= k <= self.num_experts or (self.dynamic_k and self.min_k > self.max_k):
+            raise ConfigError(
+                f"k must be in [1, num_experts={self.num_experts}] (top_k={self.top_k}, "
+                f"min_k={self.min_k}, max_k={self.max_k})"
+            )
+
+    @property
+    def k_slots(self) -> int:
+        return self.max_k if self.dynamic_k else self.top_k
+
+
+@dataclass
+class Routing:
+    """A routing decision for T tokens over K slots (slots with weight 0 and expert -1 are unused)."""
+
+    experts: torch.Tensor  # (T, K) long, -1 for unused slots
+    weights: torch.Tensor  # (T, K) float, renormalised over the used slots
+    probs: torch.Tensor  # (T, E) fp32 softmax over all experts
+    logits: torch.Tensor  # (T, E) fp32
+
+    @property
+    def active(self) -> torch.Tensor:
+        return self.experts >= 0  # (T, K)
+
+
+class Router(nn.Module):
+    def __init__(self, cfg: MoEConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        if cfg.router_mlp:
+            self.gate = nn.Sequential(
+                nn.Linear(cfg.dim, cfg.dim), nn.GELU(), nn.Linear(cfg.dim, cfg.num_experts, bias=False)
+            )
+        else:
+            self.gate = nn.Linear(cfg.dim, cfg.num_experts, bias=False)
+        self.register_buffer("selection_bias", torch.zeros(cfg.num_experts))  # balancing: selection only
+        self.register_buffer("expert_scale", torch.ones(cfg.num_experts))  # cold start ramp
+        self.register_buffer("threshold", torch.tensor(float(cfg.top_p)))  # dynamic-k controller state
+
+    def forward(self, x_TD: torch.Tensor) -> Routing:
+        cfg = self.cfg
+        logits_TE = self._logits(x_TD)
+        probs_TE = torch.softmax(logits_TE / cfg.temperature, dim=-1)
+        gated_TE = probs_TE * self.expert_scale  # new experts start with a small share
+        scores_TE = gated_TE + self.selection_bias
+        K = cfg.k_slots
+        _, experts_TK = scores_TE.topk(K, dim=-1)
+        weights_TK = gated_TE.gather(1, experts_TK)
+        if cfg.dynamic_k:
+            keep_TK = self._dynamic_mask(gated_TE, weights_TK)
+            experts_TK = torch.where(keep_TK, experts_TK, torch.full_like(experts_TK, -1))
+            weights_TK = torch.where(keep_TK, weights_TK, torch.zeros_like(weights_TK))
+        weights_TK = weights_TK / weights_TK.sum(-1, keepdim=True).clamp(min=1e-9)
+        return Routing(experts_TK, weights_TK, probs_TE, logits_TE)
+
+    def _logits(self, x_TD: torch.Tensor) -> torch.Tensor:
+        """Router logits in fp32 whatever the model's dtype (routing decisions are precision-sensitive)."""
+        h = x_TD.float()
+        for layer in self.gate if isinstance(self.gate, nn.Sequential) else [self.gate]:
+            if isinstance(layer, nn.Linear):
+                h = F.linear(h, layer.weight.float(), None if layer.bias is None else layer.bias.float())
+            else:
+                h = layer(h)
+        return h
+
+    def _dynamic_mask(self, probs_TE: torch.Tensor, chosen_TK: torch.Tensor) -> torch.Tensor:
+        """Which of the K slots (sorted by probability) each token uses."""
+        cfg = self.cfg
+        K = chosen_TK.shape[1]
+        if cfg.dynamic_k == "top_p":
+            norm = chosen_TK / probs_TE.sum(-1, keepdim=True)
+            before = norm.cumsum(-1) - norm  # probability mass of the slots before each slot
+            count_T = (before < self.threshold).sum(-1)
+        else:  # entropy: exp(H) is the "effective number" of experts, scaled by the controller
+            entropy_T = -(probs_TE * probs_TE.clamp(min=1e-9).log()).sum(-1)
+            count_T = torch.round(entropy_T.exp() * self.threshold / 0.5)
+        count_T = count_T.clamp(cfg.min_k, cfg.max_k).long()
+        return torch.arange(K, device=chosen_TK.device)[None] < count_T[:, None]
+
+    @torch.no_grad()
+    def update(self, routing: Routing) -> None:
+        """After a training step: bias balancing and the dynamic-k controller."""
+        cfg = self.cfg
+        if cfg.bias_balancing:
+            load_E = self.load(routing)
+            self.selection_bias += cfg.bias_update_rate * torch.sign(load_E.mean() - load_E)
+        if cfg.dynamic_k and cfg.target_k > 0:
+            average_k = routing.active.sum(-1).float().mean()
+            step = cfg.target_k_rate * (cfg.target_k - average_k)
+            self.threshold.copy_((self.threshold + step).clamp(0.01, 10.0 if cfg.dynamic_k == "entropy" else 0.999))
+
+    def load(self, routing: Routing) -> torch.Tensor:
+        """Assignments per expert, (E,) float."""
+        experts = routing.experts[routing.active]
+        return torch.bincount(experts, minlength=self.cfg.num_experts).float()
+
+
+def balancing_loss(routing: Routing, num_experts: int) -> torch.Tensor:
+    """Switch Transformer load-balancing loss: E * sum_e f_e * P_e, P_e from the full softmax."""
+    active = routing.active
+    experts = routing.experts[active]
+    f_E = torch.bincount(experts, minlength=num_experts).float() / max(1, int(active.sum()))
+    P_E = routing.probs.mean(0)
+    return num_experts * (f_E * P_E).sum()
+
+
+def z_loss(routing: Routing) -> torch.Tensor:
+    return torch.logsumexp(routing.logits, dim=-1).pow(2).mean()
+
+
+class GroupedExperts(nn.Module):
+    """E SwiGLU experts with stacked weights: w1, w3 (E, D, F) and w2 (E, F, D)."""
+
+    def __init__(self, dim: int, hidden_dim: int, num_experts: int) -> None:
+        super().__init__()
+        self.w1_EDF = nn.Parameter(torch.empty(num_experts, dim, hidden_dim))
+        self.w3_EDF = nn.Parameter(torch.empty(num_experts, dim, hidden_dim))
+        self.w2_EFD = nn.Parameter(torch.empty(num_experts, hidden_dim, dim))
+        for w, fan_in in ((self.w1_EDF, dim), (self.w3_EDF, dim), (self.w2_EFD, hidden_dim)):
+            nn.init.normal_(w, std=fan_in**-0.5)
+
+    @property
+    def num_experts(self) -> int:
+        return self.w1_EDF.shape[0]
+
+    def expert(self, e: int, x_AD: torch.Tensor) -> torch.Tensor:
+        return (F.silu(x_AD @ self.w1_EDF[e]) * (x_AD @ self.w3_EDF[e])) @ self.w2_EFD[e]
+
+    def segments(self, x_AD: torch.Tensor, counts_E: list[int]) -> torch.Tensor:
+        """Rows already sorted by expert: one matmul chain per non-empty contiguous segment."""
+        out, start = [], 0
+        for e, count in enumerate(counts_E):
+            if count:
+                out.append(self.expert(e, x_AD[start : start + count]))
+                start += count
+        return torch.cat(out) if out else x_AD.new_zeros(0, self.w2_EFD.shape[-1])
+
+    def grouped(self, x_AD: torch.Tensor, offsets_E: torch.Tensor) -> torch.Tensor:
+        """Rows sorted by expert, ``offsets_E`` the int32 cumulative counts: grouped GEMMs over the segments."""
+        h = F.silu(F.grouped_mm(x_AD, self.w1_EDF, offs=offsets_E)) * F.grouped_mm(x_AD, self.w3_EDF, offs=offsets_E)
+        return F.grouped_mm(h, self.w2_EFD, offs=offsets_E)
+
+
+class MoE(nn.Module):
+    def __init__(self, cfg: MoEConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.router = Router(cfg)
+        self.experts = GroupedExperts(cfg.dim, cfg.hidden_dim, cfg.num_experts)
+        self.last_stats: dict[str, Any] = {}
+
+    def dispatch_path(self, x: torch.Tensor) -> str:
+        if self.cfg.dispatch != "auto":
+            return self.cfg.dispatch
+        return "grouped_mm" if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) else "segment"
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (..., D) -> (output (..., D), auxiliary loss); routing statistics in ``last_stats``."""
+        if not torch.isfinite(x).all():
+            raise TokenError("MoE input contains NaN or infinite values")
+        shape = x.shape
+        x_TD = x.reshape(-1, shape[-1])
+        T = x_TD.shape[0]
+        if T == 0:
+            return x.clone(), x.new_zeros(())
+        routing = self.router(x_TD)
+        routing, dropped = self._apply_capacity(routing)
+        path = self.dispatch_path(x_TD)
+        out_TD = self.reference(x_TD, routing) if path == "loop" else self.sorted_dispatch(x_TD, routing, path)
+        aux = x.new_zeros((), dtype=torch.float32)
+        if self.training:
+            aux = self.cfg.aux_loss_weight * balancing_loss(routing, self.cfg.num_experts)
+            aux = aux + self.cfg.z_loss_weight * z_loss(routing)
+            self.router.update(routing)
+        active = routing.active
+        self.last_stats = {
+            "load": self.router.load(routing).cpu(),
+            "average_k": float(active.sum(-1).float().mean()),
+            "dropped": dropped,
+            "tokens": T,
+        }
+        return out_TD.reshape(shape), aux
+
+    def _apply_capacity(self, routing: Routing) -> tuple[Routing, int]:
+        if not (self.training and self.cfg.capacity_factor > 0):
+            return routing, 0
+        active = routing.active
+        capacity = math.ceil(self.cfg.capacity_factor * int(active.sum()) / self.cfg.num_experts)
+        experts = routing.experts.clone()
+        flat_e, flat_w = experts.view(-1), routing.weights.reshape(-1)
+        dropped = 0
+        for e in range(self.cfg.num_experts):
+            slots = (flat_e == e).nonzero().flatten()
+            if len(slots) > capacity:
+                order = flat_w[slots].argsort()  # lowest probability first
+                drop = slots[order[: len(slots) - capacity]]
+                flat_e[drop] = -1
+                dropped += len(drop)
+        weights = torch.where(experts >= 0, routing.weights, torch.zeros_like(routing.weights))
+        weights = weights / weights.sum(-1, keepdim=True).clamp(min=1e-9)
+        return Routing(experts, weights, routing.probs, routing.logits), dropped
+
+    def sorted_dispatch(self, x_TD: torch.Tensor, routing: Routing, path: str) -> torch.Tensor:
+        """Sort the A active assignments by expert, run the experts on contiguous rows, scatter back."""
+        active = routing.active
+        token_A = torch.arange(x_TD.shape[0], device=x_TD.device)[:, None].expand_as(routing.experts)[active]
+        expert_A = routing.experts[active]
+        weight_A = routing.weights[active]
+        order = torch.argsort(expert_A, stable=True)
+        token_A, expert_A, weight_A = token_A[order], expert_A[order], weight_A[order]
+        x_AD = x_TD[token_A]
+        counts_E = torch.bincount(expert_A, minlength=self.cfg.num_experts)
+        if path == "grouped_mm":
+            y_AD = self.experts.grouped(x_AD, torch.cumsum(counts_E, 0).to(torch.int32))
+        else:
+            y_AD = self.experts.segments(x_AD, counts_E.tolist())
+        out_TD = torch.zeros_like(x_TD)
+        return out_TD.index_add_(0, token_A, (y_AD * weight_A[:, None]).to(x_TD.dtype))
+
+    def reference(self, x_TD: torch.Tensor, routing: Routing) -> torch.Tensor:
+        """HF Mixtral-style per-expert loop: gather each expert's tokens, run it, index_add_ back."""
+        out_TD = torch.zeros_like(x_TD)
+        for e in range(self.cfg.num_experts):
+            token_idx, slot_idx = torch.where(routing.experts == e)
+            if len(token_idx) == 0:
+                continue
+            y = self.experts.expert(e, x_TD[token_idx]) * routing.weights[token_idx, slot_idx, None]
+            out_TD.index_add_(0, token_idx, y.to(x_TD.dtype))
+        return out_TD
+
+    # --------------------------------------------------------------------------------------------- cold start
+    @torch.no_grad()
+    def add_experts(self, count: int, initial_scale: float = 0.1) -> None:
+        """Grow the layer by ``count`` freshly initialised experts; they enter with a routing-weight multiplier of
+        ``initial_scale`` that ``step()`` ramps up, so a trained model is not disrupted."""
+        cfg = self.cfg
+        old_e = cfg.num_experts
+        cfg.num_experts = old_e + count
+        experts = GroupedExperts(cfg.dim, cfg.hidden_dim, cfg.num_experts).to(self.experts.w1_EDF)
+        for name in ("w1_EDF", "w3_EDF", "w2_EFD"):
+            getattr(experts, name)[:old_e] = getattr(self.experts, name)
+        self.experts = experts
+        router = Router(cfg).to(self.experts.w1_EDF.device)
+        gate_old = self.router.gate[-1] if cfg.router_mlp else self.router.gate
+        gate_new = router.gate[-1] if cfg.router_mlp else router.gate
+        if cfg.router_mlp:
+            router.gate[0].load_state_dict(self.router.gate[0].state_dict())
+        gate_new.weight[:old_e] = gate_old.weight
+        router.selection_bias[:old_e] = self.router.selection_bias
+        router.expert_scale[:old_e] = self.router.expert_scale
+        router.expert_scale[old_e:] = initial_scale
+        router.threshold.copy_(self.router.threshold)
+        self.router = router
+
+    @torch.no_grad()
+    def step(self, growth: float = 1.5) -> None:
+        """One warm-up step for new experts: their routing multiplier grows by ``growth`` up to 1."""
+        self.router.expert_scale.mul_(growth).clamp_(max=1.0)

@@ -1,0 +1,137 @@
+"""``mmtok train av CONFIG``: train the shared audio/video embedder.
+
+Data: the espeak-ng training sentences shipped in ``eval/data/speech/train`` (held-out sentences are never used) and
+generated videos (``mmtok.models.data.synthetic_motion_clip``). Token features are computed at every rate in
+``train_rates`` so one model serves any token rate. Loss: feature reconstruction from the codebook's codes and
+from the continuous content (so tokens decode with or without the codebook) + commitment, for both modalities.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from mmtok.errors import ConfigError
+from mmtok.models.av import AVConfig, AVTokenizer, video_features_from_frames
+from mmtok.models.data import synthetic_motion_clip
+from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device
+
+
+@dataclass
+class AVTrainConfig:
+    steps: int = 3000
+    audio_tokens: int = 2048  # audio tokens per step
+    video_tokens: int = 1024  # video tokens per step
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    speech: str = ""  # folder with transcripts.jsonl; empty: the shipped training sentences
+    speech_limit: int = 0  # use only the first N sentences (0: all)
+    video_clips: int = 160  # generated clips per token rate
+    video_seconds: float = 4.0
+    seed: int = 0
+    log_every: int = 50
+    out: str = "models/weights/av-tiny"
+    name: str = "av-tiny"
+
+
+def speech_folder(spec: str) -> Path:
+    return Path(spec) if spec else Path(str(resources.files("mmtok.eval") / "data" / "speech" / "train"))
+
+
+def speech_files(folder: Path) -> list[Path]:
+    manifest = folder / "transcripts.jsonl"
+    if not manifest.is_file():
+        raise ConfigError(f"{folder}: no transcripts.jsonl (run `python -m mmtok.eval.make_speech`)")
+    return [folder / json.loads(line)["path"] for line in manifest.read_text().splitlines() if line.strip()]
+
+
+def build_features(tok: AVTokenizer, train: AVTrainConfig) -> dict[float, dict[str, torch.Tensor]]:
+    """Token features of all training data at every training rate."""
+    import mmtok
+
+    rng = random.Random(train.seed)
+    files = speech_files(speech_folder(train.speech))
+    audio = [mmtok.load(p, kind="audio") for p in files[: train.speech_limit or None]]
+    features: dict[float, dict[str, torch.Tensor]] = {}
+    for rate in tok.config.train_rates:
+        a = torch.cat([tok.audio_token_features(clip, rate) for clip in audio])
+        v = []
+        for _ in range(train.video_clips):
+            frames, _ = synthetic_motion_clip(rng, train.video_seconds, rate, tok.config.video_side)
+            v.append(video_features_from_frames(frames, None, tok.config)[0])
+        features[rate] = {"audio": a, "video": torch.cat(v)}
+    return features
+
+
+def train_av(
+    config_path: str | os.PathLike[str],
+    *,
+    out: str | None = None,
+    steps: int | None = None,
+    device: str = "auto",
+    command: str = "",
+) -> Path:
+    cfg = read_toml_config(config_path, {"model": AVConfig, "train": AVTrainConfig})
+    av_cfg: AVConfig = cfg["model"]
+    train: AVTrainConfig = cfg["train"]
+    if out:
+        train.out = out
+    if steps is not None:
+        train.steps = steps
+    dev = select_device(device)
+    torch.manual_seed(train.seed)
+    tok = AVTokenizer(av_cfg, name=train.name)
+    features = build_features(tok, train)
+    for modality in ("audio", "video"):  # standardisation statistics over every rate's features
+        everything = torch.cat([f[modality] for f in features.values()])
+        getattr(tok, f"{modality}_mean").copy_(everything.mean(0))
+        getattr(tok, f"{modality}_std").copy_(everything.std(0).clamp(min=1e-3))
+    tok.to(dev).train()
+    optimizer = torch.optim.AdamW(tok.parameters(), lr=train.lr, weight_decay=0.0)
+    out_dir = Path(train.out)
+    log = TrainLog(out_dir, train.steps, 0, True, "train av")
+    generator = torch.Generator().manual_seed(train.seed)
+    rates = list(features)
+    for step in range(train.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = cosine_lr(step, train.steps, train.warmup_steps, train.lr)
+        rate = rates[step % len(rates)]
+        losses = {}
+        contents, targets = [], []
+        for modality, count in (("audio", train.audio_tokens), ("video", train.video_tokens)):
+            pool = features[rate][modality]
+            rows = pool[torch.randint(len(pool), (count,), generator=generator)].to(dev)
+            contents.append(tok.content(modality, rows))
+            targets.append(tok.normalise(modality, rows))
+        codes, _, commit = tok.quantize(torch.cat(contents))
+        split = len(contents[0])
+        total = commit
+        for i, modality in enumerate(("audio", "video")):
+            part = slice(0, split) if i == 0 else slice(split, None)
+            from_codes = F.mse_loss(tok.decoders[modality](codes[part]), targets[i])
+            from_content = F.mse_loss(tok.decoders[modality](contents[i]), targets[i])
+            total = total + from_codes + from_content
+            losses[f"{modality}_codes"] = from_codes.item()
+            losses[f"{modality}_cont"] = from_content.item()
+        optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        optimizer.step()
+        if (step + 1) % train.log_every == 0:
+            log.step(step + 1, {"loss": total.item(), **losses})
+        else:
+            log.step(step + 1)
+    log.close()
+    tok.eval().cpu().save_pretrained(
+        out_dir,
+        trained_by=command or f"mmtok train av {config_path}",
+        training={"steps": train.steps, "train": dataclasses.asdict(train), "final": losses},
+    )
+    return out_dir
