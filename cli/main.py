@@ -9,6 +9,7 @@ from mmtok.cli.inspect import inspect
 from mmtok.cli.price import models, price, prices_app
 from mmtok.cli.tokenize import detokenize, tokenize
 from mmtok.cli.train import train_app
+from mmtok.cli.truncate import truncate
 
 app = typer.Typer(
     name="mmtok",
@@ -23,6 +24,7 @@ app.command()(price)
 app.command()(models)
 app.command()(tokenize)
 app.command()(detokenize)
+app.command()(truncate)
 app.add_typer(prices_app, name="prices")
 app.add_typer(train_app, name="train")
 

@@ -46,12 +46,22 @@ def tokenize(
     resume: bool = typer.Option(False, help="Skip images already in the output shards."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     json_out: bool = typer.Option(False, "--json", help="Print token counts and ids, one JSON object per stream."),
+    truncate: str | None = typer.Option(None, help="Truncate image tokens: mi, random, uniform, norm, divprune."),
+    context: str | None = typer.Option(None, help="Context for --truncate mi (text)."),
+    threshold: float | None = typer.Option(None, help="--truncate mi threshold in nats (default 0.18)."),
+    keep_ratio: float | None = typer.Option(None, help="--truncate budget: fraction of tokens kept."),
 ) -> None:
     """Media -> token sequences. Images: one .safetensors per file, shards per folder. Audio and video: one file
     per input holding a sequence per stream (a video with sound gives time-aligned "video" and "audio")."""
+    from mmtok.cli.truncate import apply_truncation, parse_truncation
     from mmtok.pipeline import tokenize_folder
 
     toks = _Tokenizers(tokenizer, av_tokenizer, device)
+    options = parse_truncation(truncate, threshold, None, keep_ratio)
+
+    def shorten(seq: Any) -> Any:
+        return apply_truncation(seq, options, context) if options else seq
+
     failures = 0
     for path in paths:
         try:
@@ -73,6 +83,7 @@ def tokenize(
                         resume=resume,
                         image_size=image_size,
                         on_error=print_error,
+                        postprocess=shorten,
                     )
                     failures += len(report.failed)
                     if json_out:
@@ -86,10 +97,17 @@ def tokenize(
                         )
                 for media_path in (p for p in others if not isinstance(p, MediaError)):
                     _tokenize_file(
-                        media_path, out / path.resolve().name, toks, image_size, tokens_per_second, continuous, json_out
+                        media_path,
+                        out / path.resolve().name,
+                        toks,
+                        image_size,
+                        tokens_per_second,
+                        continuous,
+                        json_out,
+                        shorten,
                     )
             else:
-                _tokenize_file(path, out, toks, image_size, tokens_per_second, continuous, json_out)
+                _tokenize_file(path, out, toks, image_size, tokens_per_second, continuous, json_out, shorten)
         except MmtokError as e:
             failures += 1
             print_error(e)
@@ -127,13 +145,14 @@ def _tokenize_file(
     rate: float | None,
     continuous: bool,
     json_out: bool,
+    shorten: Any,
 ) -> None:
     import mmtok
 
     media = mmtok.load(path)
     target = out / f"{path.stem}.safetensors"
     if media.kind == "image":
-        seq = toks.get("image").encode(media, image_size=image_size)
+        seq = shorten(toks.get("image").encode(media, image_size=image_size))
         seq.save(target)
         streams = {"image": seq}
     elif media.kind in ("audio", "video"):

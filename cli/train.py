@@ -98,3 +98,20 @@ def train_backbone_cmd(
         print_error(e)
         raise typer.Exit(1) from None
     typer.echo(f"saved {folder}")
+
+
+@train_app.command("critic")
+def train_critic_cmd(
+    config: Path = typer.Argument(..., help="Training config (TOML), e.g. models/configs/train/critic-vq-text.toml."),
+    out: str | None = typer.Option(None, help="Output folder (overrides the config's)."),
+    steps: int | None = typer.Option(None, min=1, help="Training steps (overrides the config's)."),
+) -> None:
+    """Train the token-relevance critic (pmi between visual tokens and text) used by MI truncation."""
+    from mmtok.models.train_critic import train_critic
+
+    try:
+        folder = train_critic(config, out=out, steps=steps, command=_command())
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(1) from None
+    typer.echo(f"saved {folder}")

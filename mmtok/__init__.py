@@ -42,6 +42,7 @@ _LAZY = {
     "price": "mmtok.budgets.pricing",
     "image_tokens": "mmtok.budgets.pricing",
     "Quote": "mmtok.budgets.pricing",
+    "truncate": "mmtok.truncation",
     "sample_path": "mmtok.samples",
     "list_samples": "mmtok.samples",
 }

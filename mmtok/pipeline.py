@@ -86,8 +86,10 @@ def tokenize_folder(
     world_size: int | None = None,
     on_error: Callable[[str], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    postprocess: Callable[[Any], Any] | None = None,
 ) -> TokenizeReport:
-    """Tokenize every image under ``paths`` into shards in ``out``; bad files are reported, never fatal."""
+    """Tokenize every image under ``paths`` into shards in ``out``; bad files are reported, never fatal.
+    ``postprocess`` (e.g. truncation) is applied to each sequence before it is written."""
     from mmtok.tokens import save_sequences
 
     rank = int(os.environ.get("RANK", "0")) if rank is None else rank
@@ -142,7 +144,8 @@ def tokenize_folder(
         if good:
             ids = tokenizer.encode_batch(torch.stack([x for _, x, _ in good])).cpu()
             for (p, _, meta), grid_ids in zip(good, ids, strict=True):
-                pending[p] = tokenizer.sequence(grid_ids, meta)
+                seq = tokenizer.sequence(grid_ids, meta)
+                pending[p] = postprocess(seq) if postprocess else seq
             report.done += len(good)
             if len(pending) >= shard_size:
                 flush()

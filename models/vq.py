@@ -153,9 +153,15 @@ class AlignmentHead(nn.Module):
         self.width = cfg.align_width
 
     def forward(
-        self, codes: torch.Tensor, positions: torch.Tensor, grid_w: int, mask: torch.Tensor | None = None
+        self,
+        codes: torch.Tensor,
+        positions: torch.Tensor,
+        grid_w: int,
+        mask: torch.Tensor | None = None,
+        normalized: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """codes (B, N, c), positions (N,) or (B, N) -> tokens (B, N, D), pooled (B, D), both normalised."""
+        """codes (B, N, c), positions (N,) or (B, N) -> tokens (B, N, D), pooled (B, D), l2-normalised unless
+        ``normalized`` is False."""
         pos = sincos_2d(positions.reshape(-1), grid_w, self.width).reshape(*positions.shape, self.width)
         h = self.proj_in(codes) + pos  # (B, N, width)
         h = self.mixer(h, src_key_padding_mask=mask)
@@ -164,7 +170,10 @@ class AlignmentHead(nn.Module):
         else:
             keep = (~mask).float()[..., None]
             pooled = (h * keep).sum(1) / keep.sum(1).clamp(min=1)
-        return F.normalize(self.token_out(h), dim=-1), F.normalize(self.pool_out(pooled), dim=-1)
+        tokens, pooled = self.token_out(h), self.pool_out(pooled)
+        if normalized:
+            return F.normalize(tokens, dim=-1), F.normalize(pooled, dim=-1)
+        return tokens, pooled
 
 
 def build_quantizer(cfg: VQConfig) -> nn.Module:
@@ -324,15 +333,20 @@ class VQTokenizer(nn.Module):
         return Image.from_tensor(to_uint8(x[:, top : top + h, left : left + w]))
 
     @torch.no_grad()
-    def features(self, seq: Any, tokens: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Teacher-aligned features of a sequence (complete or truncated): pooled ``[D]`` (and tokens ``[N, D]``)."""
+    def features(
+        self, seq: Any, tokens: bool = False, normalized: bool = True
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-aligned features of a sequence (complete or truncated): pooled ``[D]`` (and tokens ``[N, D]``),
+        l2-normalised unless ``normalized`` is False."""
         if seq.ids is None or seq.grid is None:
             raise TokenError("features need a sequence with ids and a grid")
         ids = seq.ids.to(self._device)
         if int(ids.min()) < 0 or int(ids.max()) >= self.codebook_size:
             raise TokenError(f"ids outside the codebook [0, {self.codebook_size})")
         codes = self.codes_from_ids(ids[None, :, None])[0, :, :, 0].T  # (N, c)
-        token_feats, pooled = self.align(codes[None], seq.token_positions.to(self._device), seq.grid[1])
+        token_feats, pooled = self.align(
+            codes[None], seq.token_positions.to(self._device), seq.grid[1], normalized=normalized
+        )
         return (pooled[0], token_feats[0]) if tokens else pooled[0]
 
     @property

@@ -1,0 +1,270 @@
+"""Drop the tokens that the context already carries: mutual-information truncation and its baselines.
+
+    short, report = mmtok.truncate(seq, context="the digit seven", method="mi", threshold=0.18)
+
+``method="mi"`` scores each token by its pointwise mutual information with the context (a trained critic,
+``critic-vq-text`` by default: nats, from an NWJ bound) and keeps the tokens whose score with *any* context item
+exceeds ``threshold`` (a dynamic count), or the ``keep`` / ``keep_ratio`` best. Baselines behind the same call:
+``random``, ``uniform`` (fixed stride over positions), ``norm`` (largest feature norm), ``divprune`` (greedy
+max-min diversity) and ``tome`` (bipartite soft matching: merges tokens, so the result carries embeddings, not ids).
+
+The result keeps each token's ``positions`` (and ``times``), so models still know where the tokens were. At least
+``min_keep`` tokens (default 1) are always kept; the report says when that floor was used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from mmtok.errors import TruncationError
+
+METHODS = ("mi", "random", "uniform", "norm", "divprune", "tome")
+DEFAULT_THRESHOLD_NATS = 0.18
+DEFAULT_CRITIC = "critic-vq-text"
+
+
+@dataclass
+class TruncationReport:
+    method: str
+    tokens_in: int
+    tokens_out: int
+    kept: torch.Tensor  # indices into the input sequence, ascending (for tome: the surviving representatives)
+    scores: torch.Tensor | None = None  # per input token (mi: max pmi over the context, nats)
+    threshold: float | None = None
+    information_kept: float | None = None  # mi: sum of kept positive pmi / sum of all positive pmi
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def kept_ratio(self) -> float:
+        return self.tokens_out / self.tokens_in if self.tokens_in else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "kept_ratio": round(self.kept_ratio, 4),
+            "threshold": self.threshold,
+            "information_kept": None if self.information_kept is None else round(self.information_kept, 4),
+            "kept": self.kept.tolist(),
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------------------------------------- token features
+def token_features(seq: Any, tokenizer: Any = None, normalized: bool = True) -> torch.Tensor:
+    """Per-token feature vectors ``[N, D]``: the tokenizer's teacher-aligned features for codebook ids, else the
+    sequence's own embeddings."""
+    if seq.ids is not None and seq.modality == "image":
+        if tokenizer is None:
+            import mmtok
+
+            tokenizer = mmtok.get_tokenizer(seq.tokenizer)
+        return tokenizer.features(seq, tokens=True, normalized=normalized)[1].float().cpu()
+    if seq.embeddings is not None:
+        return seq.embeddings.float()
+    raise TruncationError(f"a {seq.modality} sequence without embeddings needs its tokenizer's features")
+
+
+def _check_features(features: torch.Tensor, n: int) -> None:
+    if features.ndim != 2 or features.shape[0] != n:
+        raise TruncationError(f"features must be [N={n}, D], got {tuple(features.shape)}")
+    if not torch.isfinite(features).all():
+        raise TruncationError("token features contain NaN or infinite values")
+
+
+def _budget(n: int, keep: int | None, keep_ratio: float | None) -> int:
+    if keep is not None:
+        if keep < 1:
+            raise TruncationError(f"keep must be at least 1, got {keep}")
+        return min(keep, n)
+    if keep_ratio is None:
+        raise TruncationError("give one of threshold (mi only), keep or keep_ratio")
+    if not 0 < keep_ratio <= 1:
+        raise TruncationError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
+    return max(1, min(n, math.ceil(keep_ratio * n)))
+
+
+# ---------------------------------------------------------------------------------------------- context for mi
+def context_embeddings(context: Any, critic: Any) -> torch.Tensor:
+    """Context -> ``[C, Dc]``: strings (or text sequences) through the critic's teacher text encoder, tensors and
+    embedding sequences as they are."""
+    if context is None or (isinstance(context, (list, tuple, str)) and len(context) == 0):
+        raise TruncationError("mi truncation needs a non-empty context (text, text tokens or embeddings)")
+    if torch.is_tensor(context):
+        emb = context if context.ndim == 2 else context[None]
+    elif isinstance(context, str) or (isinstance(context, (list, tuple)) and all(isinstance(c, str) for c in context)):
+        texts = [context] if isinstance(context, str) else list(context)
+        emb = critic_teacher(critic).encode_text(texts).detach()
+    elif hasattr(context, "modality"):
+        if context.modality == "text" and context.ids is not None:
+            import mmtok
+
+            text = mmtok.get_tokenizer(context.tokenizer or "text-bytes").decode(context)
+            return context_embeddings(text, critic)
+        if context.embeddings is None:
+            raise TruncationError(f"a {context.modality} context needs embeddings")
+        emb = context.embeddings
+    else:
+        raise TruncationError(f"cannot use a {type(context).__name__} as context")
+    emb = emb.float().cpu()
+    if len(emb) == 0:
+        raise TruncationError("mi truncation needs a non-empty context")
+    if not torch.isfinite(emb).all():
+        raise TruncationError("context embeddings contain NaN or infinite values")
+    want = critic.config.context_dim
+    if emb.shape[1] != want:
+        raise TruncationError(f"context embeddings are {emb.shape[1]}-d but the critic takes {want}-d")
+    return emb
+
+
+_teachers: dict[str, Any] = {}
+
+
+def critic_teacher(critic: Any) -> Any:
+    name = critic.config.teacher
+    if name not in _teachers:
+        from mmtok.models.teacher import Teacher
+
+        _teachers[name] = Teacher.from_pretrained(name).eval()
+    return _teachers[name]
+
+
+# ---------------------------------------------------------------------------------------------- methods
+def _select(features: torch.Tensor, method: str, k: int, seed: int) -> torch.Tensor:
+    n = len(features)
+    if method == "random":
+        return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:k]
+    if method == "uniform":
+        return torch.linspace(0, n - 1, k).round().long().unique()
+    if method == "norm":
+        return features.norm(dim=1).topk(k).indices
+    if method == "divprune":
+        unit = F.normalize(features, dim=1)
+        chosen = [int(features.norm(dim=1).argmax())]
+        distance = 1 - unit @ unit[chosen[0]]
+        for _ in range(k - 1):
+            distance[chosen] = -1
+            nxt = int(distance.argmax())
+            chosen.append(nxt)
+            distance = torch.minimum(distance, 1 - unit @ unit[nxt])
+        return torch.tensor(chosen)
+    raise TruncationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+
+
+def tome_merge(features: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Bipartite soft matching (Bolya et al. 2023) until ``k`` tokens remain.
+
+    Returns merged features ``[k, D]`` (size-weighted means), the index of each survivor in the input, and sizes.
+    """
+    feats = features.clone()
+    index = torch.arange(len(features))
+    size = torch.ones(len(features))
+    while len(feats) > k:
+        a, b = feats[0::2], feats[1::2]
+        if len(b) == 0:
+            break
+        r = min(len(feats) - k, len(a))
+        sim = F.normalize(a, dim=1) @ F.normalize(b, dim=1).T  # (|A|, |B|)
+        best, target = sim.max(dim=1)
+        merge = best.argsort(descending=True)[:r]  # the r most similar A tokens merge into their B match
+        keep_a = torch.ones(len(a), dtype=torch.bool)
+        keep_a[merge] = False
+        a_size, b_size = size[0::2], size[1::2].clone()
+        b = b * b_size[:, None]
+        b.index_add_(0, target[merge], a[merge] * a_size[merge, None])
+        b_size.index_add_(0, target[merge], a_size[merge])
+        b = b / b_size[:, None]
+        feats = torch.cat([a[keep_a], b])
+        size = torch.cat([a_size[keep_a], b_size])
+        index = torch.cat([index[0::2][keep_a], index[1::2]])
+    order = index.argsort()
+    return feats[order], index[order], size[order]
+
+
+def truncate(
+    seq: Any,
+    context: Any = None,
+    method: str = "mi",
+    threshold: float | None = None,
+    keep: int | None = None,
+    keep_ratio: float | None = None,
+    *,
+    features: torch.Tensor | None = None,
+    tokenizer: Any = None,
+    critic: Any = None,
+    seed: int = 0,
+    min_keep: int = 1,
+) -> tuple[Any, TruncationReport]:
+    """A shorter TokenSequence and a report; see the module docstring."""
+    if method not in METHODS:
+        raise TruncationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    given = sum(v is not None for v in (threshold, keep, keep_ratio))
+    if given > 1:
+        raise TruncationError("give only one of threshold, keep and keep_ratio")
+    if method != "mi" and threshold is not None:
+        raise TruncationError(f"threshold is for mi truncation; {method} takes keep or keep_ratio")
+    if method == "mi" and given == 0:
+        threshold = DEFAULT_THRESHOLD_NATS
+    n = len(seq)
+    if n == 0:
+        raise TruncationError("cannot truncate an empty sequence")
+    notes: list[str] = []
+    if features is None:
+        features = token_features(seq, tokenizer, normalized=method != "norm")
+    _check_features(features, n)
+    if threshold is None:
+        k = _budget(n, keep, keep_ratio)
+        if keep is not None and keep >= n:
+            notes.append(f"the sequence has {n} tokens, not more than the budget {keep}: all kept")
+    if method == "tome":
+        merged, survivors, size = tome_merge(features, k)
+        out = seq.select(survivors, truncation="tome")
+        out = type(seq)(
+            out.modality,
+            ids=None,
+            embeddings=merged,
+            times=out.times,
+            positions=out.positions,
+            grid=out.grid,
+            tokenizer=out.tokenizer,
+            meta={**out.meta, "merged_sizes": size.tolist()},
+        )
+        return out, TruncationReport("tome", n, len(survivors), survivors, notes=notes)
+    scores = None
+    info = None
+    if method == "mi":
+        if critic is None:
+            import mmtok
+
+            critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
+        if features.shape[1] != critic.config.token_dim:
+            raise TruncationError(
+                f"token features are {features.shape[1]}-d but the critic takes {critic.config.token_dim}-d"
+            )
+        with torch.no_grad():
+            scores = critic.pmi(features, context_embeddings(context, critic)).max(dim=1).values
+        if not torch.isfinite(scores).all():
+            raise TruncationError("relevance scores are not finite")
+        if threshold is not None:
+            kept = (scores > threshold).nonzero().flatten()
+            if len(kept) < min(min_keep, n):
+                kept = scores.topk(min(min_keep, n)).indices
+                notes.append(
+                    f"every score was at or below the threshold {threshold}: kept the {len(kept)} "
+                    f"highest (min_keep={min_keep})"
+                )
+        else:
+            kept = scores.topk(k).indices
+        positive = scores.clamp(min=0)
+        info = float(positive[kept].sum() / positive.sum()) if float(positive.sum()) > 0 else 1.0
+    else:
+        kept = _select(features, method, k, seed)
+    kept = kept.sort().values
+    out = seq.select(kept, truncation=method)
+    return out, TruncationReport(method, n, len(kept), kept, scores, threshold, info, notes)

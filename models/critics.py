@@ -1,0 +1,134 @@
+"""Neural critics for mutual-information estimation, and the trained token-relevance critic used by truncation.
+
+- ``SeparableCritic``: f(x, y) = g(x) . h(y), all B x B pair scores in one matrix product.
+- ``ConcatCritic``: f(x, y) = MLP([x, y]) over every pair (B^2 evaluations; more expressive, costlier).
+
+``fit_critic`` trains a critic with any bound of ``mmtok.mi`` on paired samples. ``TokenCritic`` is the shipped
+relevance critic: a separable NWJ critic between a visual token's teacher-aligned feature and a context text's
+teacher embedding, whose pointwise output f - 1 estimates pmi(token; context) in nats — the quantity the design
+seed thresholds at 0.18.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from mmtok import mi
+from mmtok.errors import CheckpointError
+from mmtok.models import checkpoint
+
+CLASS_PATH = "mmtok.models.critics:TokenCritic"
+
+
+def _mlp(d_in: int, hidden: int, d_out: int, layers: int = 2) -> nn.Sequential:
+    parts: list[nn.Module] = []
+    width = d_in
+    for _ in range(layers):
+        parts += [nn.Linear(width, hidden), nn.ReLU()]
+        width = hidden
+    parts.append(nn.Linear(width, d_out))
+    return nn.Sequential(*parts)
+
+
+class SeparableCritic(nn.Module):
+    def __init__(self, dim_x: int, dim_y: int, hidden: int = 256, embed: int = 32, layers: int = 2) -> None:
+        super().__init__()
+        self.g = _mlp(dim_x, hidden, embed, layers)
+        self.h = _mlp(dim_y, hidden, embed, layers)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.g(x) @ self.h(y).T  # (Bx, By)
+
+
+class ConcatCritic(nn.Module):
+    def __init__(self, dim_x: int, dim_y: int, hidden: int = 256, layers: int = 2) -> None:
+        super().__init__()
+        self.f = _mlp(dim_x + dim_y, hidden, 1, layers)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        bx, by = len(x), len(y)
+        pairs = torch.cat([x[:, None].expand(bx, by, -1), y[None].expand(bx, by, -1)], dim=-1)
+        return self.f(pairs).squeeze(-1)  # (Bx, By)
+
+
+def fit_critic(
+    critic: nn.Module,
+    sample: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    estimator: str,
+    steps: int,
+    batch: int = 64,
+    lr: float = 5e-4,
+    on_step: Callable[[int, float], None] | None = None,
+) -> list[float]:
+    """Maximise ``estimator``'s bound; ``sample(batch)`` returns joint samples (x, y). Returns the estimates."""
+    optimizer = torch.optim.Adam(critic.parameters(), lr=lr)
+    history = []
+    for step in range(steps):
+        x, y = sample(batch)
+        value = mi.estimate(estimator, critic(x, y)).value
+        optimizer.zero_grad(set_to_none=True)
+        (-value).backward()
+        optimizer.step()
+        history.append(value.item())
+        if on_step:
+            on_step(step, float(value))
+    return history
+
+
+@dataclass
+class TokenCriticConfig:
+    token_dim: int = 128  # teacher-aligned token features (vq-clip-tiny: 128)
+    context_dim: int = 128  # teacher text embeddings
+    hidden: int = 256
+    embed: int = 64
+    layers: int = 2
+    estimator: str = "nwj"
+    image_tokenizer: str = "vq-clip-tiny"
+    teacher: str = "clip-tiny"
+
+
+class TokenCritic(nn.Module):
+    """pmi(visual token; context) in nats from a separable NWJ critic (optimal NWJ critic: 1 + pmi)."""
+
+    kind = "critic"
+
+    def __init__(self, config: TokenCriticConfig | None = None, name: str = "critic") -> None:
+        super().__init__()
+        self.config = config or TokenCriticConfig()
+        self.name = name
+        c = self.config
+        self.critic = SeparableCritic(c.token_dim, c.context_dim, c.hidden, c.embed, c.layers)
+
+    def scores(self, tokens: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """Raw critic scores ``[N, C]`` between token features ``[N, Dt]`` and context embeddings ``[C, Dc]``."""
+        return self.critic(tokens, context)
+
+    def pmi(self, tokens: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """Pointwise MI estimate ``[N, C]`` in nats (the NWJ critic's f - 1; InfoNCE/DV critics are normalised
+        over the given contexts instead)."""
+        scores = self.scores(tokens, context)
+        if self.config.estimator == "nwj":
+            return scores - 1
+        return scores - torch.logsumexp(scores, dim=1, keepdim=True) + torch.log(torch.tensor(float(len(context))))
+
+    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
+        return checkpoint.save_pretrained(
+            folder, self, class_path=CLASS_PATH, kind="critic", config=self.config, extra={"name": self.name, **extra}
+        )
+
+    @classmethod
+    def from_pretrained(cls, folder: str | os.PathLike[str], **_: Any) -> TokenCritic:
+        data = checkpoint.read_config(folder)
+        if data.get("class") != CLASS_PATH:
+            raise CheckpointError(f"{folder}: holds a {data.get('class')}, not a token critic")
+        config = checkpoint.config_from_dict(TokenCriticConfig, data.get("config", {}), str(folder))
+        model = cls(config, name=data.get("name", Path(folder).name))
+        checkpoint.load_weights(folder, model)
+        return model.eval()

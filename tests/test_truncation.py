@@ -1,0 +1,197 @@
+"""MI estimators (KSG accuracy, InfoNCE's log-batch cap, bounds on Gaussians) and token truncation: MI relevance
+with a critic fitted to data, the baselines, positions kept, and every bad input the call handles."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mmtok import mi
+from mmtok.cli.main import app
+from mmtok.errors import TruncationError
+from mmtok.models.critics import SeparableCritic, TokenCritic, TokenCriticConfig, fit_critic
+from mmtok.tokens import TokenSequence
+from mmtok.truncation import tome_merge, truncate
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_ksg_is_within_a_tenth_of_a_nat_at_one_nat(dim):
+    rng = np.random.default_rng(dim)
+    rho = mi.rho_for_mi(1.0, dim)
+    x = rng.standard_normal((5000, dim))
+    y = rho * x + math.sqrt(1 - rho**2) * rng.standard_normal((5000, dim))
+    estimate, pointwise = mi.ksg(x, y)
+    assert abs(estimate - 1.0) < 0.1 and pointwise.shape == (5000,)
+
+
+def gaussian(true_mi: float, dim: int = 20, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    rho = mi.rho_for_mi(true_mi, dim)
+
+    def sample(batch):
+        x = torch.randn(batch, dim, generator=g)
+        return x, rho * x + math.sqrt(1 - rho**2) * torch.randn(batch, dim, generator=g)
+
+    return sample
+
+
+@pytest.mark.parametrize("estimator", mi.ESTIMATORS)
+def test_neural_bounds_learn_gaussian_mi(estimator):
+    torch.manual_seed(0)
+    history = fit_critic(SeparableCritic(20, 20, 128, 32), gaussian(4.0), estimator, steps=250, batch=64)
+    final = float(np.mean(history[-50:]))
+    assert 1.5 < final < 5.0
+    if estimator == "infonce":
+        assert max(history) <= math.log(64) + 1e-5
+
+
+def test_infonce_never_exceeds_log_batch_even_for_huge_true_mi():
+    torch.manual_seed(0)
+    history = fit_critic(SeparableCritic(20, 20, 128, 32), gaussian(20.0), "infonce", steps=300, batch=32)
+    assert max(history) <= math.log(32) + 1e-5
+
+
+def test_rectangular_scores_with_a_joint_mask():
+    scores = torch.randn(6, 3)
+    joint = torch.zeros(6, 3, dtype=torch.bool)
+    joint[torch.arange(6), torch.arange(3).repeat_interleave(2)] = True
+    for name in mi.ESTIMATORS:
+        result = mi.estimate(name, scores, joint)
+        assert result.pointwise.shape == (6,)
+    with pytest.raises(ValueError, match="exactly one joint"):
+        mi.estimate("nwj", scores, torch.zeros(6, 3, dtype=torch.bool))
+
+
+# ------------------------------------------------------------------------------------------------ truncation
+@pytest.fixture(scope="module")
+def fitted():
+    """Tokens 0-15 of each 'image' carry its caption's class; tokens 16-63 are background. A critic is fitted on
+    (token feature, caption embedding) pairs with the NWJ bound, exactly as the shipped critic is trained."""
+    torch.manual_seed(0)
+    classes = torch.randn(10, 8)
+
+    def image(label: int) -> torch.Tensor:
+        feats = torch.randn(64, 8)
+        feats[:16] = classes[label] + 0.3 * torch.randn(16, 8)
+        return feats
+
+    critic = TokenCritic(TokenCriticConfig(token_dim=8, context_dim=8, hidden=64, embed=16))
+    optimizer = torch.optim.Adam(critic.parameters(), lr=2e-3)
+    for _ in range(300):
+        labels = torch.randint(10, (32,))
+        tokens = torch.stack([image(int(lab))[torch.randint(64, (4,))] for lab in labels]).reshape(128, 8)
+        joint = torch.zeros(128, 32, dtype=torch.bool)
+        joint[torch.arange(128), torch.arange(32).repeat_interleave(4)] = True
+        value = mi.estimate("nwj", critic.scores(tokens, classes[labels]), joint).value
+        optimizer.zero_grad()
+        (-value).backward()
+        optimizer.step()
+    return critic.eval(), classes, image
+
+
+def test_mi_keeps_the_tokens_that_share_information_with_the_context(fitted):
+    critic, classes, image = fitted
+    seq = TokenSequence("image", ids=torch.arange(64), grid=(8, 8))
+    short, report = truncate(seq, context=classes[3:4], features=image(3), critic=critic, threshold=0.18)
+    kept = set(report.kept.tolist())
+    assert len(kept & set(range(16))) >= 14 and len(kept - set(range(16))) <= 6
+    assert short.positions.tolist() == sorted(kept) and report.information_kept > 0.9
+    assert report.scores.shape == (64,)
+
+
+def test_mi_beats_random_and_uniform_at_the_same_budget(fitted):
+    critic, classes, image = fitted
+    seq = TokenSequence("image", ids=torch.arange(64), grid=(8, 8))
+    feats = image(5)
+    hits = {}
+    for method in ("mi", "random", "uniform"):
+        kwargs = {"critic": critic, "context": classes[5:6]} if method == "mi" else {}
+        _, report = truncate(seq, method=method, keep=16, features=feats, **kwargs)
+        hits[method] = len(set(report.kept.tolist()) & set(range(16)))
+    assert hits["mi"] > hits["random"] and hits["mi"] > hits["uniform"]
+
+
+@pytest.mark.parametrize("method", ["random", "uniform", "norm", "divprune"])
+def test_baselines_keep_the_budget_and_the_positions(method):
+    seq = TokenSequence("audio", embeddings=torch.randn(40, 6), times=torch.arange(40) / 16.0)
+    short, report = truncate(seq, method=method, keep_ratio=0.25)
+    assert len(short) == report.tokens_out == 10
+    assert torch.equal(short.times, seq.times[report.kept])
+    assert torch.equal(short.positions, report.kept)
+
+
+def test_tome_merges_similar_tokens_into_embeddings():
+    feats = torch.cat([torch.ones(10, 4), -torch.ones(10, 4)]) + 0.01 * torch.randn(20, 4)
+    merged, _, size = tome_merge(feats, 2)
+    assert merged.shape == (2, 4) and size.sum() == 20
+    seq = TokenSequence("audio", embeddings=feats, times=torch.arange(20) / 16.0)
+    short, _ = truncate(seq, method="tome", keep=4)
+    assert short.ids is None and short.embeddings.shape == (4, 4) and sum(short.meta["merged_sizes"]) == 20
+
+
+def test_bad_inputs(fitted):
+    critic, classes, image = fitted
+    seq = TokenSequence("image", ids=torch.arange(64), grid=(8, 8))
+    with pytest.raises(TruncationError, match="non-empty context"):
+        truncate(seq, context=[], features=image(1), critic=critic)
+    with pytest.raises(TruncationError, match="8-d"):
+        truncate(seq, context=torch.randn(1, 5), features=image(1), critic=critic)
+    with pytest.raises(TruncationError, match="token features are 3-d"):
+        truncate(seq, context=classes[:1], features=torch.randn(64, 3), critic=critic)
+    nan = image(1)
+    nan[0, 0] = float("nan")
+    with pytest.raises(TruncationError, match="NaN"):
+        truncate(seq, context=classes[:1], features=nan, critic=critic)
+    for ratio in (0.0, 1.5, -1):
+        with pytest.raises(TruncationError, match="keep_ratio must be in"):
+            truncate(seq, method="random", keep_ratio=ratio, features=image(1))
+    with pytest.raises(TruncationError, match="threshold is for mi"):
+        truncate(seq, method="random", threshold=0.2, features=image(1))
+    with pytest.raises(TruncationError, match="only one of"):
+        truncate(seq, keep=3, keep_ratio=0.5, features=image(1))
+
+
+def test_a_sequence_shorter_than_the_budget_is_kept_whole():
+    seq = TokenSequence("audio", embeddings=torch.randn(5, 6), times=torch.arange(5) / 16.0)
+    short, report = truncate(seq, method="random", keep=10)
+    assert len(short) == 5 and "not more than the budget" in report.notes[0]
+
+
+def test_a_threshold_that_would_drop_everything_keeps_the_minimum(fitted):
+    critic, classes, image = fitted
+    seq = TokenSequence("image", ids=torch.arange(64), grid=(8, 8))
+    short, report = truncate(seq, context=classes[:1], features=image(1), critic=critic, threshold=1e9, min_keep=2)
+    assert len(short) == 2 and "kept the 2 highest" in report.notes[0]
+
+
+def test_cli_truncate_with_a_baseline(tmp_path):
+    seq = TokenSequence("audio", embeddings=torch.randn(32, 6), times=torch.arange(32) / 16.0, tokenizer="x")
+    path = seq.save(tmp_path / "a.safetensors")
+    result = CliRunner().invoke(
+        app,
+        [
+            "truncate",
+            str(path),
+            "--method",
+            "uniform",
+            "--keep-ratio",
+            "0.25",
+            "--out",
+            str(tmp_path / "short.safetensors"),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["tokens_out"] == 8 and report["kept"] == [0, 4, 9, 13, 18, 22, 27, 31]
+    assert len(TokenSequence.load(tmp_path / "short.safetensors")) == 8
+    bad = CliRunner().invoke(
+        app,
+        ["truncate", str(path), "--method", "random", "--keep-ratio", "2", "--out", str(tmp_path / "x.safetensors")],
+    )
+    assert bad.exit_code == 1 and "keep_ratio must be in" in bad.stderr
