@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 
 from mmtok.cli.demo import demo
+from mmtok.cli.eval_cmd import eval_app
 from mmtok.cli.inspect import inspect
+from mmtok.cli.plan import plan
 from mmtok.cli.price import models, price, prices_app
 from mmtok.cli.tokenize import detokenize, tokenize
 from mmtok.cli.train import train_app
@@ -25,8 +27,10 @@ app.command()(models)
 app.command()(tokenize)
 app.command()(detokenize)
 app.command()(truncate)
+app.command()(plan)
 app.add_typer(prices_app, name="prices")
 app.add_typer(train_app, name="train")
+app.add_typer(eval_app, name="eval")
 
 
 @app.command()

@@ -46,7 +46,8 @@ class AVConfig:
     appearance_grid: int = 4  # plus the mean colour of a grid x grid layout
     d_model: int = 256
     max_positions: int = 256  # learned position table; longer sequences are chunked, never truncated
-    codebook_size: int = 1024
+    codebook_size: int = 1024  # codes per codebook level
+    num_quantizers: int = 8  # residual codebook levels; encoding may use only the first few (fewer bits)
     decoder_hidden: int = 512
     griffin_lim_iters: int = 48
     train_rates: list[float] = field(default_factory=lambda: [12.5, 16.0, 25.0, 50.0])
@@ -167,7 +168,7 @@ class AVTokenizer(nn.Module):
     modality = "audio"  # and video: see encode_streams
 
     def __init__(self, config: AVConfig | None = None, name: str = "av") -> None:
-        from vector_quantize_pytorch import VectorQuantize
+        from vector_quantize_pytorch import ResidualVQ
 
         super().__init__()
         self.config = cfg = config or AVConfig()
@@ -177,13 +178,16 @@ class AVTokenizer(nn.Module):
         )
         self.modality_embedding = nn.Embedding(2, cfg.d_model)
         self.position_embedding = nn.Embedding(cfg.max_positions, cfg.d_model)
-        self.codebook = VectorQuantize(
+        # residual VQ with quantizer dropout in training, so any prefix of the levels decodes (a bit-rate knob)
+        self.codebook = ResidualVQ(
             dim=cfg.d_model,
+            num_quantizers=cfg.num_quantizers,
             codebook_size=cfg.codebook_size,
             decay=0.99,
             kmeans_init=True,
             threshold_ema_dead_code=2,
             commitment_weight=0.25,
+            quantize_dropout=True,
         )
         self.decoders = nn.ModuleDict(
             {
@@ -205,9 +209,17 @@ class AVTokenizer(nn.Module):
         """Raw features ``[N, A|V]`` -> content embeddings ``[N, d]`` (before quantisation and positions)."""
         return self.proj[modality](self.normalise(modality, features.to(self._device)))
 
-    def quantize(self, content: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """content ``[N, d]`` -> (codes ``[N, d]``, ids ``[N]``, commitment loss)."""
+    def quantize(
+        self, content: torch.Tensor, levels: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """content ``[N, d]`` -> (codes ``[N, d]``, ids ``[N, levels]``, commitment loss); ``levels`` keeps only
+        the first residual codebooks (default: all)."""
         codes, ids, commit = self.codebook(content[None])
+        if levels is not None and levels < ids.shape[-1]:
+            if levels < 1:
+                raise TokenError(f"codebook levels must be at least 1, got {levels}")
+            ids = ids[..., :levels]
+            codes = self.codebook.get_output_from_indices(ids)
         return codes[0], ids[0], commit.sum()
 
     def token_embeddings(self, modality: str, content: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -244,13 +256,14 @@ class AVTokenizer(nn.Module):
         rate: float,
         quantize: bool = True,
         meta: dict[str, Any] | None = None,
+        levels: int | None = None,
     ) -> Any:
         from mmtok.tokens import TokenSequence
 
         content = self.content(modality, features)
         ids = None
         if quantize:
-            content, ids, _ = self.quantize(content)
+            content, ids, _ = self.quantize(content, levels)
         positions = self.positions(len(content))
         embeddings = self.token_embeddings(modality, content, positions).cpu()
         times = torch.arange(len(content), dtype=torch.float64) / rate
@@ -258,6 +271,7 @@ class AVTokenizer(nn.Module):
             **(meta or {}),
             "tokens_per_second": rate,
             "quantized": quantize,
+            "codebook_levels": None if ids is None else int(ids.shape[-1]),
             "position_chunk": self.config.max_positions,
         }
         return TokenSequence(
@@ -270,9 +284,16 @@ class AVTokenizer(nn.Module):
         )
 
     def encode_streams(
-        self, media: Any, tokens_per_second: float | None = None, quantize: bool = True
+        self,
+        media: Any,
+        tokens_per_second: float | None = None,
+        quantize: bool = True,
+        codebook_levels: int | None = None,
     ) -> dict[str, Any]:
-        """Audio or video (path or ``mmtok`` media) -> ``{"audio": seq, "video": seq}`` for the streams it has."""
+        """Audio or video (path or ``mmtok`` media) -> ``{"audio": seq, "video": seq}`` for the streams it has.
+
+        ``quantize=False`` keeps continuous embeddings (no ids); ``codebook_levels`` uses only the first residual
+        codebooks (fewer bits per token)."""
         import mmtok
         from mmtok.media import Audio, Video
 
@@ -286,7 +307,7 @@ class AVTokenizer(nn.Module):
         streams = {}
         if isinstance(media, Video):
             streams["video"] = self.sequence_from_features(
-                "video", self.video_token_features(media, rate), rate, quantize, source
+                "video", self.video_token_features(media, rate), rate, quantize, source, codebook_levels
             )
             audio = media.audio
         else:
@@ -294,21 +315,30 @@ class AVTokenizer(nn.Module):
         if audio is not None:
             features = self.audio_token_features(audio, rate)
             streams["audio"] = self.sequence_from_features(
-                "audio", features, rate, quantize, {**source, "duration_s": audio.duration_s}
+                "audio", features, rate, quantize, {**source, "duration_s": audio.duration_s}, codebook_levels
             )
         return streams
 
-    def encode(self, media: Any, tokens_per_second: float | None = None, quantize: bool = True) -> Any:
+    def encode(
+        self,
+        media: Any,
+        tokens_per_second: float | None = None,
+        quantize: bool = True,
+        codebook_levels: int | None = None,
+    ) -> Any:
         """Audio -> its ``TokenSequence``; a video -> its video stream's (use ``encode_streams`` for both)."""
-        streams = self.encode_streams(media, tokens_per_second, quantize)
+        streams = self.encode_streams(media, tokens_per_second, quantize, codebook_levels)
         return streams.get("video", streams.get("audio"))
 
     # ----------------------------------------------------------------------------------------------- decode
     def _content_of(self, seq: Any) -> torch.Tensor:
         if seq.ids is not None:
             ids = seq.ids.to(self._device)
+            ids = ids[:, None] if ids.ndim == 1 else ids  # (N, levels)
             if int(ids.min()) < 0 or int(ids.max()) >= self.config.codebook_size:
                 raise TokenError(f"ids outside the codebook [0, {self.config.codebook_size})")
+            if ids.shape[1] > self.config.num_quantizers:
+                raise TokenError(f"{ids.shape[1]} codebook levels, the tokenizer has {self.config.num_quantizers}")
             return self.codebook.get_output_from_indices(ids[None])[0]
         if seq.embeddings is None:
             raise TokenError("a sequence with neither ids nor embeddings cannot be decoded")

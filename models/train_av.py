@@ -24,6 +24,8 @@ from mmtok.models.av import AVConfig, AVTokenizer, video_features_from_frames
 from mmtok.models.data import synthetic_motion_clip
 from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device
 
+CACHE = Path(__file__).resolve().parents[1] / ".cache"
+
 
 @dataclass
 class AVTrainConfig:
@@ -54,8 +56,33 @@ def speech_files(folder: Path) -> list[Path]:
 
 
 def build_features(tok: AVTokenizer, train: AVTrainConfig) -> dict[float, dict[str, torch.Tensor]]:
-    """Token features of all training data at every training rate."""
+    """Token features of all training data at every training rate (cached in .cache/ by their settings)."""
+    import hashlib
+
+    from safetensors.torch import load_file, save_file
+
     import mmtok
+
+    c = tok.config
+    key = json.dumps(
+        [
+            c.sample_rate_hz,
+            c.n_mels,
+            c.frames_per_token,
+            c.video_side,
+            c.appearance_grid,
+            c.train_rates,
+            train.speech,
+            train.speech_limit,
+            train.video_clips,
+            train.video_seconds,
+            train.seed,
+        ]
+    )
+    cache = CACHE / f"av-features-{hashlib.sha1(key.encode()).hexdigest()[:12]}.safetensors"
+    if cache.is_file():
+        flat = load_file(str(cache))
+        return {rate: {m: flat[f"{rate}/{m}"] for m in ("audio", "video")} for rate in c.train_rates}
 
     rng = random.Random(train.seed)
     files = speech_files(speech_folder(train.speech))
@@ -68,6 +95,8 @@ def build_features(tok: AVTokenizer, train: AVTrainConfig) -> dict[float, dict[s
             frames, _ = synthetic_motion_clip(rng, train.video_seconds, rate, tok.config.video_side)
             v.append(video_features_from_frames(frames, None, tok.config)[0])
         features[rate] = {"audio": a, "video": torch.cat(v)}
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    save_file({f"{rate}/{m}": t.contiguous() for rate, f in features.items() for m, t in f.items()}, str(cache))
     return features
 
 

@@ -1,0 +1,588 @@
+"""Token budget planner: NSGA-II (pymoo, mixed variables) over measured cost and quality.
+
+A spec (TOML, see ``budgets/examples/``) names what one request holds (images, seconds of speech, text tokens),
+the knobs and their domains, the candidate models, the objectives, quality bars and the token budget:
+
+- knobs: ``image_size`` (px; mmtok tokens = (size/8)^2, or the pixels a provider receives), ``keep_ratio`` (MI
+  truncation of visual tokens, self-hosted only), ``audio_tokens_per_second`` and ``codebook_levels`` (the audio
+  tokenizer), ``model`` (provider models, or ``mmtok-semantic``: the self-hosted mmtok stack);
+- objectives, each measured on a calibration set by running the pipeline (``CalibrationEvaluator``):
+  ``cost`` (USD per request, ``mmtok.price``), ``fd`` (Fréchet distance on the chosen extractor between the
+  calibration photos and what the model receives: mmtok reconstructions, or the photos resized to ``image_size``),
+  ``wer`` (of the speech the model receives: reconstructed from tokens, or the original), ``accuracy`` and
+  ``judge`` (the MoE backbone answering questions about held-out digits-on-photos from truncated tokens;
+  self-hosted only, since provider answers cannot be measured offline);
+- constraint: tokens per request <= ``budget_tokens`` (pymoo ``n_ieq_constr``).
+
+Measurements are cached on disk by setting (JSON), so reruns and the exhaustive grid in ``bench_planner`` reuse
+them. Hypervolume is tracked per generation (pymoo ``HV``); the knee point comes from pymoo's
+``HighTradeoffPoints``, and the cheapest feasible point that meets every bar is reported with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mmtok.errors import ConfigError, EvalError
+
+OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
+KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "model")
+SELF_HOSTED = "mmtok-semantic"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmtok" / "planner"
+
+
+@dataclass
+class Spec:
+    name: str
+    images: int = 2  # per request
+    audio_seconds: float = 20.0
+    text_tokens: int = 200
+    output_tokens: int = 200
+    budget_tokens: int = 10_000
+    variables: dict[str, Any] = field(default_factory=dict)
+    minimize: list[str] = field(default_factory=lambda: ["cost", "fd", "wer"])
+    maximize: list[str] = field(default_factory=list)
+    bars: dict[str, float] = field(default_factory=dict)
+    calibration_photos: int = 64
+    calibration_speech: int = 12
+    calibration_qa: int = 100
+    fd_extractor: str = "efficientnet-lite0"
+    asr: str = "whisper"
+    judge: Any = "local"
+    population: int = 24
+    generations: int = 10
+    seed: int = 1
+    path: Path | None = None
+
+    @property
+    def objectives(self) -> list[str]:
+        return [*self.minimize, *self.maximize]
+
+
+def load_spec(path: str | os.PathLike[str]) -> Spec:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read spec: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    sections = {"name", "request", "variables", "objectives", "bars", "calibration", "search"}
+    unknown = sorted(set(data) - sections)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(sections))}")
+    allowed = {
+        "request": {"images", "audio_seconds", "text_tokens", "output_tokens", "budget_tokens"},
+        "objectives": {"minimize", "maximize"},
+        "calibration": {"photos", "speech", "qa", "fd_extractor", "asr", "judge"},
+        "search": {"population", "generations", "seed"},
+    }
+    for section, keys in allowed.items():
+        extra = sorted(set(data.get(section, {})) - keys)
+        if extra:
+            raise ConfigError(f"{path}: unknown key(s) in [{section}]: {', '.join(extra)}")
+    variables = data.get("variables", {})
+    bad = sorted(set(variables) - set(KNOBS))
+    if bad:
+        raise ConfigError(f"{path}: unknown variable(s) {', '.join(bad)}; the knobs are {', '.join(KNOBS)}")
+    request, objectives = data.get("request", {}), data.get("objectives", {})
+    calibration, search = data.get("calibration", {}), data.get("search", {})
+    spec = Spec(
+        name=data.get("name", path.stem),
+        variables=variables,
+        path=path,
+        images=int(request.get("images", 2)),
+        audio_seconds=float(request.get("audio_seconds", 20.0)),
+        text_tokens=int(request.get("text_tokens", 200)),
+        output_tokens=int(request.get("output_tokens", 200)),
+        budget_tokens=int(request.get("budget_tokens", 10_000)),
+        minimize=list(objectives.get("minimize", ["cost", "fd", "wer"])),
+        maximize=list(objectives.get("maximize", [])),
+        bars=dict(data.get("bars", {})),
+        calibration_photos=int(calibration.get("photos", 64)),
+        calibration_speech=int(calibration.get("speech", 12)),
+        calibration_qa=int(calibration.get("qa", 100)),
+        fd_extractor=calibration.get("fd_extractor", "efficientnet-lite0"),
+        asr=calibration.get("asr", "whisper"),
+        judge=calibration.get("judge", "local"),
+        population=int(search.get("population", 24)),
+        generations=int(search.get("generations", 10)),
+        seed=int(search.get("seed", 1)),
+    )
+    validate(spec)
+    return spec
+
+
+def validate(spec: Spec) -> None:
+    where = spec.path or spec.name
+    for name in spec.objectives:
+        if name not in OBJECTIVES:
+            raise ConfigError(f"{where}: unknown objective {name!r}; choose from {', '.join(OBJECTIVES)}")
+        wanted = "min" if name in spec.minimize else "max"
+        if OBJECTIVES[name] != wanted:
+            raise ConfigError(
+                f"{where}: {name} can only be {'minimised' if OBJECTIVES[name] == 'min' else 'maximised'}"
+            )
+    if not spec.objectives:
+        raise ConfigError(f"{where}: no objectives")
+    for name, bar in spec.bars.items():
+        if name not in spec.objectives:
+            raise ConfigError(f"{where}: a bar on {name!r}, which is not an objective")
+        if name in ("accuracy",) and not 0 <= bar <= 1:
+            raise ConfigError(f"{where}: the accuracy bar must be in [0, 1], got {bar}")
+        if name == "judge" and not 1 <= bar <= 5:
+            raise ConfigError(f"{where}: the judge bar must be in [1, 5], got {bar}")
+        if name in ("wer", "fd", "cost", "tokens") and bar < 0:
+            raise ConfigError(f"{where}: a bar on {name} cannot be negative")
+    models = spec.variables.get("model", [SELF_HOSTED])
+    models = models if isinstance(models, list) else [models]
+    from mmtok.budgets.pricing import model_spec
+
+    for model in models:
+        model_spec(model)  # unknown models fail here, with the closest names
+    if {"accuracy", "judge"} & set(spec.objectives) and any(m != SELF_HOSTED for m in models):
+        raise ConfigError(
+            f"{where}: accuracy and judge are measured on the self-hosted mmtok backbone; provider "
+            'answers cannot be measured offline: use model = ["mmtok-semantic"] or drop them'
+        )
+    if "judge" in spec.objectives:
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"{where}: the judge objective needs the eval extra: pip install 'mmtok[eval]'") from None
+    if "wer" in spec.objectives:
+        try:
+            import faster_whisper  # noqa: F401
+            import jiwer  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                f"{where}: the wer objective needs the eval extra (faster-whisper, jiwer): pip install 'mmtok[eval]'"
+            ) from None
+
+
+# ------------------------------------------------------------------------------------------------ variables
+def domains(spec: Spec) -> dict[str, Any]:
+    """pymoo variables for the spec's knobs (a fixed value is a one-choice variable)."""
+    from pymoo.core.variable import Choice, Real
+
+    defaults = {
+        "image_size": [64],
+        "keep_ratio": 1.0,
+        "audio_tokens_per_second": [16.0],
+        "codebook_levels": [8],
+        "model": [SELF_HOSTED],
+    }
+    out = {}
+    for knob in KNOBS:
+        value = spec.variables.get(knob, defaults[knob])
+        if knob == "keep_ratio":
+            if isinstance(value, dict):
+                low, high = float(value.get("low", 0.1)), float(value.get("high", 1.0))
+                if not 0 < low <= high <= 1:
+                    raise ConfigError(f"{spec.path}: keep_ratio must satisfy 0 < low <= high <= 1")
+                out[knob] = Real(bounds=(low, high))
+            else:
+                out[knob] = Choice(options=[float(v) for v in (value if isinstance(value, list) else [value])])
+            continue
+        options = value if isinstance(value, list) else [value]
+        if not options:
+            raise ConfigError(f"{spec.path}: variable {knob} has no options")
+        out[knob] = Choice(options=options)
+    return out
+
+
+def setting_key(setting: dict[str, Any]) -> str:
+    clean = {k: (round(float(v), 3) if k == "keep_ratio" else v) for k, v in setting.items()}
+    return json.dumps(clean, sort_keys=True)
+
+
+# ------------------------------------------------------------------------------------------------ measuring
+class CalibrationEvaluator:
+    """Objectives of a setting, measured on the calibration set; every measurement cached on disk by its inputs."""
+
+    def __init__(self, spec: Spec, cache_dir: Path = CACHE) -> None:
+        self.spec = spec
+        self.cache_dir = cache_dir
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self._models: dict[str, Any] = {}
+        self.evaluations = 0  # distinct settings evaluated
+        self.measurements = 0  # component measurements actually run (not from the cache)
+
+    # -- cache
+    def _cached(self, kind: str, params: dict[str, Any], compute: Any) -> Any:
+        key = hashlib.sha1(json.dumps([kind, params], sort_keys=True).encode()).hexdigest()[:20]
+        path = self.cache_dir / f"{kind}-{key}.json"
+        if path.is_file():
+            return json.loads(path.read_text())["value"]
+        value = compute()
+        self.measurements += 1
+        path.write_text(json.dumps({"kind": kind, "params": params, "value": value}))
+        return value
+
+    def _get(self, name: str) -> Any:
+        if name not in self._models:
+            import mmtok
+
+            if name == "vq":
+                self._models[name] = mmtok.get_tokenizer("vq-clip-tiny").eval()
+            elif name == "av":
+                self._models[name] = mmtok.get_tokenizer("av-tiny").eval()
+            elif name == "backbone":
+                self._models[name] = mmtok.get_model("backbone-tiny", kind="backbone").eval()
+            elif name == "extractor":
+                from mmtok.eval.extractors import get_extractor
+
+                self._models[name] = get_extractor(self.spec.fd_extractor)
+            elif name == "asr":
+                from mmtok.eval.asr import get_asr
+
+                self._models[name] = get_asr(self.spec.asr)
+            elif name == "judge":
+                from mmtok.eval.judge import get_judge
+
+                self._models[name] = get_judge(self.spec.judge)
+        return self._models[name]
+
+    # -- components
+    def fd(self, model: str, size: int) -> float:
+        params = {
+            "self_hosted": model == SELF_HOSTED,
+            "size": size,
+            "n": self.spec.calibration_photos,
+            "extractor": self.spec.fd_extractor,
+        }
+        return self._cached("fd", params, lambda: self._measure_fd(model == SELF_HOSTED, size))
+
+    def _measure_fd(self, self_hosted: bool, size: int) -> float:
+        import torch
+        import torch.nn.functional as F
+
+        from mmtok.eval.metrics import feature_frechet
+        from mmtok.models.data import heldout_photo_crops
+
+        reference = heldout_photo_crops(256, per_photo=max(1, self.spec.calibration_photos // 4))
+        with torch.no_grad():
+            small = F.interpolate(reference, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+            if self_hosted:
+                tok = self._get("vq")
+                small = torch.cat(
+                    [tok.decoder(tok.quantize(small[i : i + 32])[0]).clamp(-1, 1) for i in range(0, len(small), 32)]
+                )
+            seen = F.interpolate(small, size=(256, 256), mode="bilinear", align_corners=False)
+            extractor = self._get("extractor")
+            return feature_frechet(extractor.features(reference), extractor.features(seen))
+
+    def wer(self, model: str, rate: float, levels: int) -> float:
+        self_hosted = model == SELF_HOSTED
+        params = {
+            "self_hosted": self_hosted,
+            "rate": rate if self_hosted else None,
+            "levels": levels if self_hosted else None,
+            "n": self.spec.calibration_speech,
+            "asr": self.spec.asr,
+        }
+        return self._cached("wer", params, lambda: self._measure_wer(self_hosted, rate, levels))
+
+    def _measure_wer(self, self_hosted: bool, rate: float, levels: int) -> float:
+        import torch
+
+        import mmtok
+        from mmtok.eval.asr import wer
+        from mmtok.eval.av_eval import heldout_speech
+
+        items = heldout_speech()[: self.spec.calibration_speech]
+        asr = self._get("asr")
+        hyps = []
+        for path, _ in items:
+            audio = mmtok.load(path)
+            if self_hosted:
+                tok = self._get("av")
+                with torch.no_grad():
+                    audio = tok.decode(tok.encode(audio, tokens_per_second=rate, codebook_levels=levels))
+            hyps.append(asr.transcribe(audio))
+        return wer([text for _, text in items], hyps)
+
+    def qa(self, keep_ratio: float) -> dict[str, float]:
+        params = {
+            "keep_ratio": round(keep_ratio, 3),
+            "n": self.spec.calibration_qa,
+            "judge": "judge" in self.spec.objectives,
+        }
+        return self._cached("qa", params, lambda: self._measure_qa(keep_ratio))
+
+    def _measure_qa(self, keep_ratio: float) -> dict[str, float]:
+        import torch
+
+        import mmtok
+        from mmtok.models.data import DIGIT_WORDS
+        from mmtok.models.train_backbone import PROMPT, task_tokens
+        from mmtok.tokens import TokenSequence
+
+        tok, model = self._get("vq"), self._get("backbone")
+        data = task_tokens(tok, "heldout", 1000, 128, 1)
+        prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
+        context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]
+        n = self.spec.calibration_qa
+        correct, scores = 0, []
+        for i in range(n):
+            seq = TokenSequence("image", ids=data["ids"][i], grid=(16, 16), tokenizer=tok.name)
+            if keep_ratio < 1:
+                seq, _ = mmtok.truncate(seq, context=context, tokenizer=tok, keep_ratio=keep_ratio)
+            with torch.no_grad():
+                predicted = int(model([[prompt, seq]])["logits"].argmax(-1))
+            label = int(data["labels"][i])
+            correct += predicted == label
+            if "judge" in self.spec.objectives:
+                result = self._get("judge").score(
+                    f"the digit {DIGIT_WORDS[predicted]}", DIGIT_WORDS[label], "which digit is written in the picture?"
+                )
+                if result.score is not None:
+                    scores.append(result.score)
+        return {"accuracy": correct / n, "judge": sum(scores) / len(scores) if scores else float("nan")}
+
+    # -- a whole setting
+    def tokens_and_cost(self, setting: dict[str, Any]) -> tuple[int, Decimal]:
+        import torch
+
+        from mmtok.budgets.pricing import image_tokens, model_spec, price
+        from mmtok.media import Audio
+        from mmtok.tokens import TokenSequence
+
+        spec, model, size = self.spec, setting["model"], int(setting["image_size"])
+        if model == SELF_HOSTED:
+            per_image = math.ceil((size // 8) ** 2 * float(setting["keep_ratio"]))
+            audio_tokens = math.ceil(spec.audio_seconds * float(setting["audio_tokens_per_second"]))
+            image_seq = TokenSequence("image", ids=torch.zeros(per_image, dtype=torch.long), grid=(size // 8,) * 2)
+            audio_seq = TokenSequence("audio", embeddings=torch.zeros(max(audio_tokens, 1), 1))
+            cost = spec.images * price(image_seq, model).total_cost
+            cost += price(audio_seq, model).total_cost if spec.audio_seconds > 0 else 0
+            tokens = spec.images * per_image + audio_tokens
+        else:
+            per_image = image_tokens(size, size, model, "high")
+            image_rate = model_spec(model).row.rates.get("image_input_per_mtok")
+            if image_rate is None:
+                raise ConfigError(f"model {model} has no image rate")
+            cost = Decimal(spec.images * per_image) * image_rate / Decimal(1_000_000)
+            audio_tokens = 0
+            if spec.audio_seconds > 0:
+                silence = Audio.from_tensor(torch.zeros(max(1, round(spec.audio_seconds * 16000))), 16000)
+                quote = price(silence, model)
+                audio_tokens, cost = quote.input_tokens, cost + quote.total_cost
+            tokens = spec.images * per_image + audio_tokens
+        rates = model_spec(model).row.rates
+        cost += Decimal(spec.text_tokens) * rates["input_per_mtok"] / Decimal(1_000_000)
+        cost += Decimal(spec.output_tokens) * rates.get("output_per_mtok", Decimal(0)) / Decimal(1_000_000)
+        return tokens + spec.text_tokens, cost
+
+    def evaluate(self, setting: dict[str, Any]) -> dict[str, float]:
+        self.evaluations += 1
+        tokens, cost = self.tokens_and_cost(setting)
+        result: dict[str, float] = {"cost": float(cost), "tokens": float(tokens)}
+        wanted = set(self.spec.objectives) | set(self.spec.bars)
+        if "fd" in wanted:
+            result["fd"] = self.fd(setting["model"], int(setting["image_size"]))
+        if "wer" in wanted:
+            result["wer"] = self.wer(
+                setting["model"], float(setting["audio_tokens_per_second"]), int(setting["codebook_levels"])
+            )
+        if {"accuracy", "judge"} & wanted:
+            result.update(self.qa(float(setting["keep_ratio"])))
+        return result
+
+
+# ------------------------------------------------------------------------------------------------ search
+@dataclass
+class Plan:
+    spec: Spec
+    front: list[dict[str, Any]]  # {"setting": ..., "objectives": ...} on the Pareto front
+    evaluated: list[dict[str, Any]]
+    history: list[dict[str, float]]  # per generation: hypervolume, best cost at the bars
+    knee: dict[str, Any] | None
+    cheapest_meeting_bars: dict[str, Any] | None
+    shortfall: str | None = None  # why nothing is feasible, when that happens
+    evaluations: int = 0
+    measurements: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec.name,
+            "front": self.front,
+            "knee": self.knee,
+            "cheapest_meeting_bars": self.cheapest_meeting_bars,
+            "history": self.history,
+            "evaluations": self.evaluations,
+            "measurements": self.measurements,
+            "shortfall": self.shortfall,
+        }
+
+
+def objective_vector(spec: Spec, values: dict[str, float]) -> list[float]:
+    """Objectives as pymoo minimises them (maximised ones negated)."""
+    return [values[o] if o in spec.minimize else -values[o] for o in spec.objectives]
+
+
+def meets_bars(spec: Spec, values: dict[str, float]) -> bool:
+    for name, bar in spec.bars.items():
+        value = values.get(name)
+        if value is None or (math.isnan(value)) or (value > bar if OBJECTIVES[name] == "min" else value < bar):
+            return False
+    return True
+
+
+def reference_point(spec: Spec, rows: list[dict[str, float]]) -> np.ndarray:
+    """A fixed reference for hypervolume: 10% beyond the worst of every objective seen."""
+    matrix = np.array([objective_vector(spec, r) for r in rows])
+    worst, best = matrix.max(0), matrix.min(0)
+    return worst + 0.1 * np.maximum(worst - best, 1e-9)
+
+
+def hypervolume(spec: Spec, rows: list[dict[str, float]], ref: np.ndarray) -> float:
+    from pymoo.indicators.hv import HV
+
+    if not rows:
+        return 0.0
+    return float(HV(ref_point=ref)(np.array([objective_vector(spec, r) for r in rows])))
+
+
+def pareto_rows(spec: Spec, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from pymoo.util.nds.non_dominated_sorting import NonDominatedSorting
+
+    feasible = [e for e in entries if e["objectives"]["tokens"] <= spec.budget_tokens]
+    if not feasible:
+        return []
+    matrix = np.array([objective_vector(spec, e["objectives"]) for e in feasible])
+    front = NonDominatedSorting().do(matrix, only_non_dominated_front=True)
+    return [feasible[i] for i in front]
+
+
+def plan(
+    spec: Spec | str | os.PathLike[str],
+    *,
+    population: int | None = None,
+    generations: int | None = None,
+    evaluator: CalibrationEvaluator | None = None,
+    on_generation: Any = None,
+) -> Plan:
+    """Search the spec's knobs with NSGA-II; returns the Pareto front, the knee and the cheapest point at the bars."""
+    from pymoo.algorithms.moo.nsga2 import NSGA2
+    from pymoo.core.callback import Callback
+    from pymoo.core.mixed import MixedVariableDuplicateElimination, MixedVariableMating, MixedVariableSampling
+    from pymoo.core.problem import ElementwiseProblem
+    from pymoo.optimize import minimize
+
+    if not isinstance(spec, Spec):
+        spec = load_spec(spec)
+    evaluator = evaluator or CalibrationEvaluator(spec)
+    seen: dict[str, dict[str, Any]] = {}
+
+    class Problem(ElementwiseProblem):
+        def __init__(self) -> None:
+            super().__init__(vars=domains(spec), n_obj=len(spec.objectives), n_ieq_constr=1)
+
+        def _evaluate(self, x: dict[str, Any], out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+            setting = {k: (float(v) if k == "keep_ratio" else v) for k, v in x.items()}
+            key = setting_key(setting)
+            if key not in seen:
+                seen[key] = {"setting": setting, "objectives": evaluator.evaluate(setting)}
+            values = seen[key]["objectives"]
+            out["F"] = objective_vector(spec, values)
+            out["G"] = [values["tokens"] - spec.budget_tokens]
+
+    history: list[dict[str, float]] = []
+
+    class Track(Callback):
+        def notify(self, algorithm: Any) -> None:
+            entries = list(seen.values())
+            front = pareto_rows(spec, entries)
+            ref = reference_point(spec, [e["objectives"] for e in entries])
+            at_bars = [
+                e
+                for e in entries
+                if e["objectives"]["tokens"] <= spec.budget_tokens and meets_bars(spec, e["objectives"])
+            ]
+            record = {
+                "generation": algorithm.n_gen,
+                "evaluations": len(seen),
+                "hypervolume": hypervolume(spec, [e["objectives"] for e in front], ref),
+                "best_cost_at_bars": min((e["objectives"]["cost"] for e in at_bars), default=None),
+            }
+            history.append(record)
+            if on_generation:
+                on_generation(record)
+
+    algorithm = NSGA2(
+        pop_size=population or spec.population,
+        sampling=MixedVariableSampling(),
+        mating=MixedVariableMating(eliminate_duplicates=MixedVariableDuplicateElimination()),
+        eliminate_duplicates=MixedVariableDuplicateElimination(),
+    )
+    minimize(
+        Problem(),
+        algorithm,
+        ("n_gen", generations or spec.generations),
+        seed=spec.seed,
+        callback=Track(),
+        verbose=False,
+    )
+    return summarise(spec, list(seen.values()), history, evaluator)
+
+
+def summarise(
+    spec: Spec, entries: list[dict[str, Any]], history: list[dict[str, float]], evaluator: CalibrationEvaluator
+) -> Plan:
+    front = sorted(pareto_rows(spec, entries), key=lambda e: e["objectives"]["cost"])
+    feasible = [e for e in entries if e["objectives"]["tokens"] <= spec.budget_tokens]
+    shortfall = None
+    if not feasible:
+        cheapest = min(entries, key=lambda e: e["objectives"]["tokens"])
+        need = int(cheapest["objectives"]["tokens"])
+        shortfall = (
+            f"no setting fits the budget of {spec.budget_tokens:,} tokens; the smallest needs {need:,} "
+            f"({need - spec.budget_tokens:,} over): {setting_key(cheapest['setting'])}"
+        )
+    at_bars = [e for e in feasible if meets_bars(spec, e["objectives"])]
+    cheapest_at_bars = min(at_bars, key=lambda e: e["objectives"]["cost"]) if at_bars else None
+    if feasible and spec.bars and not at_bars:
+        shortfall = shortfall or "no feasible setting meets every bar: " + "; ".join(
+            f"best {name} = {best_value(spec, feasible, name):.4g} vs bar {bar}" for name, bar in spec.bars.items()
+        )
+    knee = None
+    if len(front) >= 3:
+        from pymoo.mcdm.high_tradeoff import HighTradeoffPoints
+
+        matrix = np.array([objective_vector(spec, e["objectives"]) for e in front])
+        span = np.maximum(matrix.max(0) - matrix.min(0), 1e-12)
+        points = HighTradeoffPoints().do((matrix - matrix.min(0)) / span)
+        if points is not None and len(points):
+            knee = front[int(points[0])]
+    elif front:
+        knee = front[len(front) // 2]
+    return Plan(
+        spec, front, entries, history, knee, cheapest_at_bars, shortfall, evaluator.evaluations, evaluator.measurements
+    )
+
+
+def best_value(spec: Spec, entries: list[dict[str, Any]], name: str) -> float:
+    values = [e["objectives"][name] for e in entries if not math.isnan(e["objectives"].get(name, float("nan")))]
+    return (min if OBJECTIVES[name] == "min" else max)(values)
+
+
+def grid(spec: Spec) -> list[dict[str, Any]]:
+    """Every setting of a spec whose knobs are all discrete (for the exhaustive comparison)."""
+    choices = {}
+    for knob, var in domains(spec).items():
+        if not hasattr(var, "options"):
+            raise EvalError(f"knob {knob} is continuous: the grid needs discrete options")
+        choices[knob] = list(var.options)
+    return [dict(zip(choices, combo, strict=True)) for combo in itertools.product(*choices.values())]

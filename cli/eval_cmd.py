@@ -1,0 +1,84 @@
+"""``mmtok eval run`` and ``mmtok eval report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from mmtok.cli.common import console, print_error
+from mmtok.errors import MmtokError
+
+eval_app = typer.Typer(
+    help="Batch evaluation runs: FD/FID, WER, LLM judge; resumable and sharded.", no_args_is_help=True
+)
+
+
+@eval_app.command("run")
+def eval_run(
+    suite: str = typer.Argument(..., help="Suite file (TOML) or a shipped suite's name (see eval/suites/)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Run folder (results.jsonl, summary.json)."),
+    resume: bool = typer.Option(False, help="Continue a run that was interrupted: done items are skipped."),
+    workers: int = typer.Option(1, min=1, help="Local worker processes (or launch with torchrun)."),
+) -> None:
+    """Evaluate a suite's items, one result line each; bad items are recorded, not fatal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from mmtok.cli.common import err_console
+    from mmtok.eval.runner import run
+
+    try:
+        with Progress(
+            TextColumn("eval"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err_console(),
+            transient=True,
+            disable=not err_console().is_terminal,
+        ) as bar:
+            task = bar.add_task("eval", total=None)
+            summary = run(
+                suite,
+                out,
+                resume=resume,
+                workers=workers,
+                progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(2 if "already holds" in str(e) or "suite" in str(e) else 1) from None
+    if not summary:
+        return
+    _print_summary(summary, out)
+    if summary["failed"]:
+        raise typer.Exit(1)
+
+
+def _print_summary(summary: dict, out: Path) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{summary['suite']}: {summary['ok']}/{summary['items']} items", show_edge=False)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("protocol", overflow="fold")
+    for key, value in summary["metrics"].items():
+        protocol = summary["protocol"].get(key) or summary["protocol"].get(key.split("_")[0], "")
+        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value), protocol)
+    console().print(table)
+    for error in summary["errors"]:
+        print_error(f"{error['id']}: {error['error']}")
+    console().print(f"[dim]results: {out / 'results.jsonl'}; summary: {out / 'summary.json'}[/]")
+
+
+@eval_app.command("report")
+def eval_report(run_dir: Path = typer.Argument(..., help="A run folder written by `mmtok eval run`.")) -> None:
+    """Write report.md and report.html (tables and per-item figures) into the run folder."""
+    from mmtok.eval.report import write_report
+
+    try:
+        md, page = write_report(run_dir)
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(1) from None
+    console().print(f"wrote {md} and {page}")

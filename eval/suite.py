@@ -1,0 +1,180 @@
+"""Evaluation suites: a TOML file naming a dataset, a pipeline and metrics; parsed strictly (unknown keys named).
+
+    name = "images-heldout"
+    [dataset]
+    kind = "images"                  # images | speech | qa
+    source = "builtin:heldout-photos"  # or a folder, or a .jsonl manifest ({"id", "path", "text"/"question"/...})
+    limit = 0                        # 0: every item
+    [pipeline]
+    tokenizer = "vq-clip-tiny"
+    image_size = 64
+    truncation = { method = "mi", threshold = 0.18 }
+    [metrics]
+    names = ["psnr", "ssim", "fd"]
+    fd_extractor = "efficientnet-lite0"
+
+Items are built here: every item has a stable ``id`` (the key results are stored under) and what its metrics need.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mmtok.errors import ConfigError
+
+KINDS = {"images": {"psnr", "ssim", "fd"}, "speech": {"wer", "cer"}, "qa": {"judge", "accuracy"}}
+SECTIONS = {
+    "dataset": {"kind", "source", "limit"},
+    "pipeline": {
+        "tokenizer",
+        "image_size",
+        "truncation",
+        "tokens_per_second",
+        "quantize",
+        "codebook_levels",
+        "backbone",
+    },
+    "metrics": {"names", "fd_extractor", "asr", "judge", "on_judge_error"},
+}
+
+
+@dataclass
+class Suite:
+    name: str
+    kind: str
+    source: str
+    limit: int = 0
+    pipeline: dict[str, Any] = field(default_factory=dict)
+    metrics: list[str] = field(default_factory=list)
+    fd_extractor: str = "efficientnet-lite0"
+    asr: str = "whisper"
+    judge: Any = "local"
+    on_judge_error: str = "error"  # error | skip
+    description: str = ""
+    path: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "source": self.source,
+            "limit": self.limit,
+            "pipeline": self.pipeline,
+            "metrics": self.metrics,
+            "fd_extractor": self.fd_extractor,
+            "asr": self.asr,
+            "judge": self.judge,
+            "on_judge_error": self.on_judge_error,
+        }
+
+
+def shipped_suites() -> dict[str, Path]:
+    folder = Path(str(resources.files("mmtok.eval") / "suites"))
+    return {p.stem: p for p in sorted(folder.glob("*.toml"))}
+
+
+def load_suite(spec: str | Path) -> Suite:
+    path = Path(spec)
+    if not path.is_file():
+        shipped = shipped_suites()
+        if str(spec) in shipped:
+            path = shipped[str(spec)]
+        else:
+            raise ConfigError(f"{spec}: no such suite file (shipped suites: {', '.join(shipped)})")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    unknown = sorted(set(data) - {"name", "description", *SECTIONS})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
+    for section, allowed in SECTIONS.items():
+        extra = sorted(set(data.get(section, {})) - allowed)
+        if extra:
+            raise ConfigError(
+                f"{path}: unknown key(s) in [{section}]: {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}"
+            )
+    dataset, metrics = data.get("dataset", {}), data.get("metrics", {})
+    kind = dataset.get("kind")
+    if kind not in KINDS:
+        raise ConfigError(f"{path}: [dataset] kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    names = metrics.get("names", sorted(KINDS[kind]))
+    wrong = sorted(set(names) - KINDS[kind])
+    if wrong:
+        raise ConfigError(f"{path}: metric(s) {', '.join(wrong)} do not apply to {kind}; use {sorted(KINDS[kind])}")
+    if metrics.get("on_judge_error", "error") not in ("error", "skip"):
+        raise ConfigError(f"{path}: on_judge_error must be error or skip")
+    if not dataset.get("source"):
+        raise ConfigError(f"{path}: [dataset] source is required")
+    return Suite(
+        name=data.get("name", path.stem),
+        kind=kind,
+        source=str(dataset["source"]),
+        limit=int(dataset.get("limit", 0)),
+        pipeline=data.get("pipeline", {}),
+        metrics=list(names),
+        fd_extractor=metrics.get("fd_extractor", "efficientnet-lite0"),
+        asr=metrics.get("asr", "whisper"),
+        judge=metrics.get("judge", "local"),
+        on_judge_error=metrics.get("on_judge_error", "error"),
+        description=data.get("description", ""),
+        path=path,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------- items
+def items(suite: Suite) -> list[dict[str, Any]]:
+    """The suite's items, each with a stable ``id``."""
+    source = suite.source
+    if source.startswith("builtin:"):
+        found = _builtin(source.split(":", 1)[1], suite)
+    else:
+        found = _manifest(Path(source), suite)
+    return found[: suite.limit] if suite.limit else found
+
+
+def _builtin(name: str, suite: Suite) -> list[dict[str, Any]]:
+    if name == "heldout-photos":
+        size = int(suite.pipeline.get("image_size", 64))
+        return [{"id": f"photo-{i:04d}", "builtin": name, "index": i, "size": size} for i in range(256)]
+    if name == "heldout-speech":
+        folder = Path(str(resources.files("mmtok.eval") / "data" / "speech" / "heldout"))
+        return _manifest(folder / "transcripts.jsonl", suite)
+    if name == "digits-qa":
+        return [
+            {"id": f"digit-{i:04d}", "builtin": name, "index": i, "question": "which digit is written in the picture?"}
+            for i in range(1000)
+        ]
+    raise ConfigError(f"unknown builtin dataset {name!r}: heldout-photos, heldout-speech, digits-qa")
+
+
+def _manifest(path: Path, suite: Suite) -> list[dict[str, Any]]:
+    if path.is_dir():
+        import mmtok
+
+        return [
+            {"id": str(p.relative_to(path)), "path": str(p)}
+            for p in mmtok.iter_files([path])
+            if not isinstance(p, mmtok.MediaError)
+        ]
+    if not path.is_file():
+        raise ConfigError(f"{path}: dataset source not found")
+    found = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{n}: not JSON: {e}") from None
+        if "path" not in row:
+            raise ConfigError(f"{path}:{n}: each item needs a 'path'")
+        row.setdefault("id", row["path"])
+        row["path"] = str((path.parent / row["path"]).resolve())
+        found.append(row)
+    return found
