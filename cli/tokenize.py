@@ -21,6 +21,7 @@ class _Tokenizers:
         self.names = {"image": image, "av": av}
         self.device = device
         self.loaded: dict[str, Any] = {}
+        self.av_levels: int | None = None  # residual codebook levels kept for audio/video
 
     def get(self, which: str) -> Any:
         if which not in self.loaded:
@@ -40,6 +41,7 @@ def tokenize(
     image_size: int | None = typer.Option(None, help="Image side in px (multiple of 8): (side/8)^2 tokens."),
     tokens_per_second: float | None = typer.Option(None, help="Audio/video token rate (default: the tokenizer's)."),
     continuous: bool = typer.Option(False, help="Audio/video: keep continuous embeddings, no codebook ids."),
+    codebook_levels: int | None = typer.Option(None, min=1, help="Audio/video: residual codebook levels kept."),
     batch_size: int = typer.Option(32, min=1, help="Images per forward pass (folders)."),
     workers: int = typer.Option(2, min=0, help="DataLoader processes decoding images (folders)."),
     shard_size: int = typer.Option(1024, min=1, help="Sequences per shard file (folders)."),
@@ -57,6 +59,7 @@ def tokenize(
     from mmtok.pipeline import tokenize_folder
 
     toks = _Tokenizers(tokenizer, av_tokenizer, device)
+    toks.av_levels = codebook_levels
     options = parse_truncation(truncate, threshold, None, keep_ratio)
 
     def shorten(seq: Any) -> Any:
@@ -156,7 +159,9 @@ def _tokenize_file(
         seq.save(target)
         streams = {"image": seq}
     elif media.kind in ("audio", "video"):
-        streams = toks.get("av").encode_streams(media, tokens_per_second=rate, quantize=not continuous)
+        streams = toks.get("av").encode_streams(
+            media, tokens_per_second=rate, quantize=not continuous, codebook_levels=toks.av_levels
+        )
         mmtok.save_sequences(target, streams)
     else:
         raise MediaError(path, f"cannot tokenize {media.kind}; give images, audio or video")

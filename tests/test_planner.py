@@ -1,0 +1,136 @@
+"""The budget planner: spec validation, a real NSGA-II search on measured cost and fidelity, the report, the
+disk cache, infeasible budgets and unmet bars."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+from mmtok.budgets.planner import CalibrationEvaluator, load_spec, plan
+from mmtok.budgets.report import recommendations, write_report
+from mmtok.cli.main import app
+from mmtok.errors import ConfigError, PriceError
+
+SMALL = """
+name = "small"
+[request]
+images = 2
+audio_seconds = 0
+text_tokens = 100
+output_tokens = 50
+budget_tokens = {budget}
+[variables]
+image_size = [32, 64, 128]
+model = ["mmtok-semantic", "gemini-2.5-flash", "gpt-4o"]
+[objectives]
+minimize = ["cost", "fd"]
+[bars]
+fd = {bar}
+[calibration]
+photos = 8
+fd_extractor = "clip-tiny"
+[search]
+population = 6
+generations = 3
+"""
+
+
+def spec_file(tmp_path, body: str):
+    path = tmp_path / "spec.toml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setattr("mmtok.budgets.planner.CACHE", folder)
+    return folder
+
+
+def test_a_real_search_gives_a_front_a_knee_and_a_report(tmp_path, cache):
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0)))
+    evaluator = CalibrationEvaluator(spec, cache)
+    result = plan(spec, evaluator=evaluator)
+    assert result.front and len(result.history) == 3
+    assert all(h["hypervolume"] >= 0 for h in result.history)
+    costs = [e["objectives"]["cost"] for e in result.front]
+    assert costs == sorted(costs)
+    fds = [e["objectives"]["fd"] for e in result.front]
+    assert fds == sorted(fds, reverse=True)  # along a two-objective front, cheaper means worse fidelity
+    assert result.cheapest_meeting_bars is not None and result.knee is not None
+    files = write_report(result, tmp_path / "report")
+    text = files["md"].read_text()
+    assert "Recommended configurations" in text and "FD, not FID" in text and "front-cost-fd.png" in text
+    assert files["csv"].read_text().count("\n") == len(result.front) + 1
+    assert recommendations(result)[0][0] == "A: cheapest"
+    again = CalibrationEvaluator(spec, cache)
+    plan(spec, evaluator=again)
+    assert again.measurements == 0  # every measurement came from the disk cache
+
+
+def test_an_infeasible_budget_reports_the_cheapest_setting_and_the_shortfall(tmp_path, cache):
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=50, bar=100.0)))
+    result = plan(spec, evaluator=CalibrationEvaluator(spec, cache), generations=1)
+    assert not result.front
+    assert "no setting fits the budget of 50 tokens; the smallest needs" in result.shortfall
+    assert "over" in result.shortfall
+
+
+def test_an_unmet_bar_says_how_far_the_best_is(tmp_path, cache):
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=0.0)))
+    result = plan(spec, evaluator=CalibrationEvaluator(spec, cache), generations=1)
+    assert result.cheapest_meeting_bars is None and "best fd =" in result.shortfall
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        (("image_size = [32, 64, 128]", "pixels = [32]"), ConfigError, r"unknown variable\(s\) pixels"),
+        (('"gpt-4o"]', '"gpt-4o-turbo-max"]'), PriceError, "unknown model 'gpt-4o-turbo-max'"),
+        (("fd = 100.0", "wer = 0.1"), ConfigError, "a bar on 'wer', which is not an objective"),
+        (
+            ('minimize = ["cost", "fd"]', 'minimize = ["cost"]\nmaximize = ["fd"]'),
+            ConfigError,
+            "fd can only be minimised",
+        ),
+        (
+            ('minimize = ["cost", "fd"]', 'minimize = ["cost"]\nmaximize = ["accuracy"]'),
+            ConfigError,
+            "provider answers cannot be measured",
+        ),
+        (("[search]", "[searching]"), ConfigError, r"unknown key\(s\) searching"),
+    ],
+)
+def test_bad_specs_name_what_is_wrong(tmp_path, change, error, match):
+    body = SMALL.format(budget=10000, bar=100.0).replace(*change)
+    with pytest.raises(error, match=match):
+        load_spec(spec_file(tmp_path, body))
+
+
+def test_contradictory_bars(tmp_path):
+    body = SMALL.format(budget=10000, bar=100.0).replace(
+        'model = ["mmtok-semantic", "gemini-2.5-flash", "gpt-4o"]', 'model = ["mmtok-semantic"]'
+    )
+    body = body.replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "fd"]\nmaximize = ["accuracy"]')
+    body = body.replace("fd = 100.0", "fd = 100.0\naccuracy = 1.5")
+    with pytest.raises(ConfigError, match=r"accuracy bar must be in \[0, 1\]"):
+        load_spec(spec_file(tmp_path, body))
+
+
+def test_an_objective_whose_backend_is_missing_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "faster_whisper", None)
+    body = SMALL.format(budget=10000, bar=100.0).replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "wer"]')
+    body = body.replace("fd = 100.0", "wer = 0.5")
+    with pytest.raises(ConfigError, match=r"needs the eval extra"):
+        load_spec(spec_file(tmp_path, body))
+
+
+def test_plan_command(tmp_path, cache):
+    path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
+    result = CliRunner().invoke(app, ["plan", str(path), "--out", str(tmp_path / "out"), "--generations", "2"])
+    assert result.exit_code == 0, result.output
+    assert "generation 2" in result.stdout and (tmp_path / "out" / "report.html").is_file()
