@@ -186,6 +186,11 @@ class Audio:
         channels = 1 if mono else self.channels
         pending: list[np.ndarray] = []
         held = 0
+        # Samples past the declared length are held back: a codec's end padding (within one or two frames) is
+        # dropped, as in waveform(); more than that means the header under-counted, and everything is yielded.
+        declared = round(self.num_samples * rate / self.sample_rate_hz) if self.stream_index is not None else None
+        tolerance = _padding_samples(rate)
+        sent = 0
         try:
             with _av_open(self.path) as container:
                 stream = (
@@ -199,10 +204,23 @@ class Audio:
                         held += out.samples
                     while held >= block or (frame is None and held):
                         joined = np.concatenate(pending, axis=1)
-                        chunk, rest = joined[:, :block], joined[:, block:]
+                        size = block
+                        if declared is not None:
+                            room = declared - sent
+                            if room > 0:
+                                size = min(block, room)  # stop at the declared length first
+                            elif held > tolerance:
+                                declared = None  # the header under-counted: stream everything
+                            elif frame is None:
+                                pending, held = [], 0  # the codec's end padding: drop it
+                                break
+                            else:
+                                break  # within the padding allowance: wait for more samples or the end
+                        chunk, rest = joined[:, :size], joined[:, size:]
                         pending, held = ([rest] if rest.shape[1] else []), rest.shape[1]
                         wave = torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32))
                         _check_samples(self.path, wave)
+                        sent += wave.shape[1]
                         yield wave
         except av.FFmpegError as e:
             raise MediaError(self.path, f"audio stream is corrupt: {e}") from None
@@ -220,6 +238,8 @@ class Audio:
             wave = torch.from_numpy(array.T.copy())
         else:
             wave = _decode_av_audio(self.path, self.stream_index, self.format, self.channels, self.sample_rate_hz)
+            if 0 < wave.shape[-1] - self.num_samples <= _padding_samples(self.sample_rate_hz):
+                wave = wave[:, : self.num_samples]  # the codec's end padding (e.g. AAC's last frame)
         if wave.shape[-1] == 0:
             raise MediaError(self.path, "audio contains no samples")
         _check_samples(self.path, wave)
@@ -258,6 +278,12 @@ def _av_open(path: Path | None) -> Any:
     import av
 
     return av.open(str(path), metadata_errors="ignore")
+
+
+def _padding_samples(rate: int) -> int:
+    """How far decoded audio may run past the header's length and still be codec padding (two 1,024-sample AAC
+    frames at 44.1 kHz, scaled to ``rate``)."""
+    return round(2048 * rate / 44_100) + 1
 
 
 def _planar(path: Path | None, frame: Any, channels: int) -> np.ndarray:

@@ -187,3 +187,21 @@ def test_import_mmtok_does_not_import_torch():
     code = "import sys, mmtok; mmtok.load; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("name", ["clip.mp4", "clip.webm", "speech.m4a", "speech.mp3", "speech.ogg"])
+def test_decoded_audio_has_the_declared_length_in_one_piece_or_in_blocks(samples, name):
+    """AAC pads its last frame (clip.mp4 decodes to 133,120 samples for 132,300 declared); the padding is dropped,
+    so audio and video streams of one file stay time-aligned, and streaming gives the same samples as decoding."""
+    media = mmtok.load(samples / name)
+    audio = media.audio if isinstance(media, Video) else media
+    whole = audio.waveform()
+    # WebM's header rounds its duration up to the next millisecond-ish cluster: decoded is never longer than declared
+    assert audio.num_samples - audio.sample_rate_hz // 100 <= whole.shape[1] <= audio.num_samples
+    streamed = torch.cat(list(audio.blocks(0.25, mono=False)), dim=1)
+    # Ogg goes through libsndfile in waveform() and FFmpeg in blocks(): same samples up to decoder rounding
+    assert streamed.shape == whole.shape and torch.allclose(streamed, whole, atol=1e-3)
+    at_16k = sum(block.shape[1] for block in audio.blocks(0.1, 16_000))
+    assert abs(at_16k - whole.shape[1] * 16_000 / audio.sample_rate_hz) <= 2
+    if name == "clip.mp4":
+        assert whole.shape[1] == audio.num_samples == 132_300
