@@ -199,8 +199,14 @@ class GroupedExperts(nn.Module):
 
     def grouped(self, x_AD: torch.Tensor, offsets_E: torch.Tensor) -> torch.Tensor:
         """Rows sorted by expert, ``offsets_E`` the int32 cumulative counts: grouped GEMMs over the segments."""
-        h = F.silu(F.grouped_mm(x_AD, self.w1_EDF, offs=offsets_E)) * F.grouped_mm(x_AD, self.w3_EDF, offs=offsets_E)
-        return F.grouped_mm(h, self.w2_EFD, offs=offsets_E)
+        mm = _grouped_mm()
+        h = F.silu(mm(x_AD, self.w1_EDF, offs=offsets_E)) * mm(x_AD, self.w3_EDF, offs=offsets_E)
+        return mm(h, self.w2_EFD, offs=offsets_E)
+
+
+def _grouped_mm() -> Any:
+    """``F.grouped_mm`` (public since torch 2.10), else the private ``torch._grouped_mm`` it wraps."""
+    return getattr(F, "grouped_mm", None) or torch._grouped_mm
 
 
 class MoE(nn.Module):
