@@ -45,7 +45,7 @@ def task_tokens(tokenizer: Any, split: str, count: int, size: int, seed: int) ->
     """Token ids, labels and digit boxes of ``count`` canvases, cached by tokenizer, split, size and seed."""
     from safetensors.torch import load_file, save_file
 
-    path = CACHE / f"{tokenizer.name}-{split}-{count}-{size}-{seed}.safetensors"
+    path = CACHE / f"{tokenizer.name}-{weights_fingerprint(tokenizer)}-{split}-{count}-{size}-{seed}.safetensors"
     if path.is_file():
         return load_file(str(path))
     images, labels, boxes = digit_canvases(split, count, size, seed)
@@ -58,6 +58,17 @@ def task_tokens(tokenizer: Any, split: str, count: int, size: int, seed: int) ->
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(data, str(path))
     return data
+
+
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """A short hash of a model's weights (the first values of every tensor), so caches follow retraining."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().flatten()[:256].float().cpu().numpy().tobytes())
+    return digest.hexdigest()[:10]
 
 
 def examples_from(ids: torch.Tensor, grid: tuple[int, int], prompt_seq: Any, tokenizer_name: str) -> list[list[Any]]:
