@@ -4,7 +4,8 @@ Run: ``python -m mmtok.eval.av_eval [--tokenizer av-tiny] [--rates 12.5 16 25 50
 
 Protocol: the 40 held-out Harvard sentences in ``eval/data/speech/heldout`` (espeak-ng en-us, 16 kHz FLAC, never
 seen in training) are transcribed as they are (the baseline) and after encode -> decode (log-mel -> InverseMelScale
--> GriffinLim) at each token rate, with the codebook (discrete ids) and without (continuous embeddings). WER is
+-> GriffinLim) at each token rate, with the residual codebook (discrete ids, the first 1, 2, 4 or 8 levels: 10 bits
+each) and without it (continuous embeddings). WER is
 corpus-level, jiwer on normalised text (see ``mmtok.eval.asr.NORMALISER``); the ASR backend is printed.
 """
 
@@ -26,7 +27,13 @@ def heldout_speech() -> list[tuple[Path, str]]:
     return [(folder / r["path"], r["text"]) for r in rows]
 
 
-def evaluate(tokenizer: Any, rates: list[float], asr_name: str = "whisper", limit: int | None = None) -> dict[str, Any]:
+def evaluate(
+    tokenizer: Any,
+    rates: list[float],
+    asr_name: str = "whisper",
+    limit: int | None = None,
+    levels: list[int] | None = None,
+) -> dict[str, Any]:
     import mmtok
 
     asr = get_asr(asr_name)
@@ -42,24 +49,27 @@ def evaluate(tokenizer: Any, rates: list[float], asr_name: str = "whisper", limi
             "wer": wer(texts, [asr.transcribe(a) for a in audio]),
         }
     ]
+    levels = levels or [tokenizer.config.num_quantizers]
+    bits = (tokenizer.config.codebook_size - 1).bit_length()
     for rate in rates:
-        for quantize in (True, False):
+        for level in [*levels, None]:
             hyps = []
             tokens = 0
             for a in audio:
-                seq = tokenizer.encode(a, tokens_per_second=rate, quantize=quantize)
+                seq = tokenizer.encode(a, tokens_per_second=rate, quantize=level is not None, codebook_levels=level)
                 tokens += len(seq)
                 hyps.append(asr.transcribe(tokenizer.decode(seq)))
             seconds = sum(a.duration_s for a in audio)
             rows.append(
                 {
-                    "condition": f"{rate:g} tokens/s, {'codebook ids' if quantize else 'continuous'}",
+                    "condition": f"{rate:g} tokens/s, "
+                    + (f"{level} codebook level{'s' if level > 1 else ''}" if level else "continuous"),
                     "tokens_per_second": rate,
-                    "codebook": quantize,
+                    "codebook_levels": level,
                     "wer": wer(texts, hyps),
                     "tokens": tokens,
                     "audio_seconds": round(seconds, 2),
-                    "bits_per_second": round(tokens * 10 / seconds, 1) if quantize else None,
+                    "bits_per_second": round(tokens * level * bits / seconds, 1) if level else None,
                 }
             )
     return {
@@ -79,12 +89,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokenizer", default="av-tiny")
     parser.add_argument("--rates", type=float, nargs="+", default=[12.5, 16.0, 25.0, 50.0])
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 4, 8], help="residual codebook levels")
     parser.add_argument("--asr", default="whisper")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     tok = mmtok.get_tokenizer(args.tokenizer).eval()
-    result = evaluate(tok, args.rates, args.asr, args.limit)
+    result = evaluate(tok, args.rates, args.asr, args.limit, args.levels)
     print(
         f"WER after tokenisation — {result['tokenizer']}; ASR {result['asr']}; {result['normaliser']}; "
         f"{result['sentences']} held-out sentences"

@@ -1,12 +1,13 @@
-"""Drop the tokens that the context already carries: mutual-information truncation and its baselines.
+"""Keep the tokens that carry information about the context, drop the rest: MI truncation and its baselines.
 
     short, report = mmtok.truncate(seq, context="the digit seven", method="mi", threshold=0.18)
 
-``method="mi"`` scores each token by its pointwise mutual information with the context (a trained critic,
-``critic-vq-text`` by default: nats, from an NWJ bound) and keeps the tokens whose score with *any* context item
-exceeds ``threshold`` (a dynamic count), or the ``keep`` / ``keep_ratio`` best. Baselines behind the same call:
-``random``, ``uniform`` (fixed stride over positions), ``norm`` (largest feature norm), ``divprune`` (greedy
-max-min diversity) and ``tome`` (bipartite soft matching: merges tokens, so the result carries embeddings, not ids).
+``method="mi"`` scores each token by its pointwise mutual information with the context, in nats, from a trained
+critic (``critic-vq-text`` by default, which reads each token's code with its neighbours' codes), and keeps the
+tokens whose score with *any* context item exceeds ``threshold`` (a dynamic count), or the ``keep`` /
+``keep_ratio`` best. Baselines behind the same call: ``random``, ``uniform`` (fixed stride over positions), ``norm``
+(largest feature norm), ``divprune`` (greedy max-min diversity) and ``tome`` (bipartite soft matching: merges
+tokens, so the result carries embeddings, not ids).
 
 The result keeps each token's ``positions`` (and ``times``), so models still know where the tokens were. At least
 ``min_keep`` tokens (default 1) are always kept; the report says when that floor was used.
@@ -215,8 +216,15 @@ def truncate(
     if n == 0:
         raise TruncationError("cannot truncate an empty sequence")
     notes: list[str] = []
+    if method == "mi" and critic is None:
+        import mmtok
+
+        critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
     if features is None:
-        features = token_features(seq, tokenizer, normalized=method != "norm")
+        if method == "mi":
+            features = critic.token_features(seq, tokenizer) if seq.ids is not None else token_features(seq)
+        else:
+            features = token_features(seq, tokenizer, normalized=method != "norm")
     _check_features(features, n)
     if threshold is None:
         k = _budget(n, keep, keep_ratio)
@@ -239,10 +247,6 @@ def truncate(
     scores = None
     info = None
     if method == "mi":
-        if critic is None:
-            import mmtok
-
-            critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
         if features.shape[1] != critic.config.token_dim:
             raise TruncationError(
                 f"token features are {features.shape[1]}-d but the critic takes {critic.config.token_dim}-d"

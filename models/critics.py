@@ -4,9 +4,10 @@
 - ``ConcatCritic``: f(x, y) = MLP([x, y]) over every pair (B^2 evaluations; more expressive, costlier).
 
 ``fit_critic`` trains a critic with any bound of ``mmtok.mi`` on paired samples. ``TokenCritic`` is the shipped
-relevance critic: a separable NWJ critic between a visual token's teacher-aligned feature and a context text's
-teacher embedding, whose pointwise output f - 1 estimates pmi(token; context) in nats — the quantity the design
-seed thresholds at 0.18.
+relevance critic: a separable critic between a visual token (its code and its neighbours' codes, or its
+teacher-aligned feature) and a context text's teacher embedding, whose output estimates pmi(token; context) in
+nats — the quantity the design seed thresholds at 0.18. Trained with the SMILE/Jensen-Shannon objective its logit
+is the log density ratio itself; trained with NWJ, f - 1 is.
 """
 
 from __future__ import annotations
@@ -92,10 +93,15 @@ class TokenCriticConfig:
     estimator: str = "nwj"
     image_tokenizer: str = "vq-clip-tiny"
     teacher: str = "clip-tiny"
+    # "aligned": the tokenizer's teacher-aligned token features; "local": the token's code vector and its grid
+    # neighbours' (radius ``radius``), which say what the token shows where it is (strokes vs background).
+    token_features: str = "aligned"
+    radius: int = 1
 
 
 class TokenCritic(nn.Module):
-    """pmi(visual token; context) in nats from a separable NWJ critic (optimal NWJ critic: 1 + pmi)."""
+    """pmi(visual token; context) in nats from a separable critic (optimal NWJ critic: 1 + pmi; optimal
+    Jensen-Shannon critic, as trained by SMILE: pmi)."""
 
     kind = "critic"
 
@@ -104,18 +110,34 @@ class TokenCritic(nn.Module):
         self.config = config or TokenCriticConfig()
         self.name = name
         c = self.config
+        if c.token_features not in ("aligned", "local"):
+            from mmtok.errors import ConfigError
+
+            raise ConfigError(f"critic token_features must be 'aligned' or 'local', got {c.token_features!r}")
         self.critic = SeparableCritic(c.token_dim, c.context_dim, c.hidden, c.embed, c.layers)
 
     def scores(self, tokens: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """Raw critic scores ``[N, C]`` between token features ``[N, Dt]`` and context embeddings ``[C, Dc]``."""
         return self.critic(tokens, context)
 
+    def token_features(self, seq: Any, tokenizer: Any = None) -> torch.Tensor:
+        """The features this critic reads for each token of an image sequence, ``[N, token_dim]``."""
+        if tokenizer is None:
+            import mmtok
+
+            tokenizer = mmtok.get_tokenizer(seq.tokenizer or self.config.image_tokenizer)
+        if self.config.token_features == "local":
+            return tokenizer.local_codes(seq, self.config.radius).float().cpu()
+        return tokenizer.features(seq, tokens=True)[1].float().cpu()
+
     def pmi(self, tokens: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
-        """Pointwise MI estimate ``[N, C]`` in nats (the NWJ critic's f - 1; InfoNCE/DV critics are normalised
-        over the given contexts instead)."""
+        """Pointwise MI estimate ``[N, C]`` in nats (the NWJ critic's f - 1; the JS-trained SMILE critic's f;
+        InfoNCE/DV critics are normalised over the given contexts instead)."""
         scores = self.scores(tokens, context)
         if self.config.estimator == "nwj":
             return scores - 1
+        if self.config.estimator == "smile":
+            return scores
         return scores - torch.logsumexp(scores, dim=1, keepdim=True) + torch.log(torch.tensor(float(len(context))))
 
     def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:

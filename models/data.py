@@ -249,20 +249,36 @@ def synthetic_motion_clip(
     return frames, events
 
 
+def photo_canvases(split: str, count: int, size: int = 128, seed: int = 0) -> tuple[torch.Tensor, list[str]]:
+    """The backgrounds of ``digit_canvases`` with no digit: dimmed photo crops, uint8 ``[n, 3, S, S]``, and the name
+    of each crop's photo (a key of ``PHOTO_CAPTIONS``)."""
+    from mmtok.models.imaging import to_uint8
+
+    rng = random.Random(seed)
+    backgrounds = sorted(photo_split(split).items())
+    images, names = [], []
+    for _ in range(count):
+        name, photo = rng.choice(backgrounds)
+        images.append(to_uint8((random_crop(photo, size, rng, min_scale=0.3) * 0.6).clamp(-1, 1)))
+        names.append(name)
+    return torch.stack(images), names
+
+
 def digit_canvases(
-    split: str, count: int, size: int = 128, seed: int = 0
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    split: str, count: int, size: int = 128, seed: int = 0, strokes: bool = False
+) -> tuple[torch.Tensor, ...]:
     """Handwritten digits pasted at random places and scales onto photo crops: most of each image is background.
 
     ``split`` picks both the digits and the photos (train or held-out). Returns uint8 images ``[n, 3, S, S]``, the
-    digit labels ``[n]`` and each digit's box ``[n, 4]`` (top, left, height, width) in pixels.
+    digit labels ``[n]`` and each digit's box ``[n, 4]`` (top, left, height, width) in pixels; with ``strokes``
+    also each pixel's stroke opacity ``[n, S, S]`` in [0, 1].
     """
     from mmtok.models.imaging import to_uint8
 
     rng = random.Random(seed)
     backgrounds = sorted(photo_split(split).items())
     digits, labels = mnist(split)
-    images, out_labels, boxes = [], [], []
+    images, out_labels, boxes, opacity = [], [], [], []
     for _ in range(count):
         _, photo = rng.choice(backgrounds)
         canvas = (random_crop(photo, size, rng, min_scale=0.3) * 0.6).clamp(-1, 1)  # dimmed background
@@ -277,4 +293,9 @@ def digit_canvases(
         images.append(to_uint8(canvas))
         out_labels.append(int(labels[i]))
         boxes.append([top, left, side, side])
-    return torch.stack(images), torch.tensor(out_labels), torch.tensor(boxes)
+        if strokes:
+            mask = torch.zeros(size, size)
+            mask[top : top + side, left : left + side] = alpha
+            opacity.append(mask)
+    out = (torch.stack(images), torch.tensor(out_labels), torch.tensor(boxes))
+    return (*out, torch.stack(opacity)) if strokes else out

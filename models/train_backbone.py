@@ -141,7 +141,7 @@ def train_backbone(
                 step + 1,
                 {
                     "loss": task_loss.item(),
-                    "aux": float(result["aux_loss"]),
+                    "aux": float(result["aux_loss"].detach()),
                     "avg_k": result["average_k"],
                     "dropped": result["dropped"],
                 },

@@ -196,6 +196,14 @@ def build_quantizer(cfg: VQConfig) -> nn.Module:
     return FSQ(levels=list(cfg.fsq_levels), dim=cfg.code_dim, channel_first=True)
 
 
+def neighbourhoods(code_maps: torch.Tensor, radius: int = 1) -> torch.Tensor:
+    """Code maps ``[B, c, h, w]`` -> every position's ``(2r+1) x (2r+1)`` neighbourhood, ``[B, h*w, (2r+1)^2 * c]``
+    (zero padding at the border)."""
+    b, c, h, w = code_maps.shape
+    k = 2 * radius + 1
+    return F.unfold(code_maps, k, padding=radius).reshape(b, c * k * k, h * w).transpose(1, 2)
+
+
 class VQTokenizer(nn.Module):
     """The tokenizer: ``encode`` images to TokenSequences, ``decode`` back, ``features`` in teacher space."""
 
@@ -348,6 +356,22 @@ class VQTokenizer(nn.Module):
             codes[None], seq.token_positions.to(self._device), seq.grid[1], normalized=normalized
         )
         return (pooled[0], token_feats[0]) if tokens else pooled[0]
+
+    @torch.no_grad()
+    def local_codes(self, seq: Any, radius: int = 1) -> torch.Tensor:
+        """Each token's code vector with its grid neighbours': ``[N, (2r+1)^2 * c]`` (zeros off the grid and where
+        a neighbour was truncated away). Works on complete and truncated sequences (it follows their positions)."""
+        if seq.ids is None or seq.grid is None:
+            raise TokenError("local codes need a sequence with ids and a grid")
+        h, w = seq.grid
+        ids = seq.ids.to(self._device)
+        if int(ids.min()) < 0 or int(ids.max()) >= self.codebook_size:
+            raise TokenError(f"ids outside the codebook [0, {self.codebook_size})")
+        codes = self.codes_from_ids(ids[None, :, None])[0, :, :, 0].T  # (N, c)
+        positions = seq.token_positions.to(self._device)
+        grid = codes.new_zeros(codes.shape[1], h * w)
+        grid[:, positions] = codes.T
+        return neighbourhoods(grid.reshape(1, -1, h, w), radius)[0, positions]
 
     @property
     def _device(self) -> torch.device:
