@@ -57,7 +57,7 @@ def truncate(
     key: str | None = typer.Option(None, help="Which sequence of a multi-sequence file."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Drop the tokens that the context already carries (or a baseline selection at a budget)."""
+    """Keep the tokens that carry information about the context, by pmi (or a baseline selection at a budget)."""
     import mmtok
 
     try:

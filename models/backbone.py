@@ -1,8 +1,11 @@
 """The Mixture-of-Experts backbone that consumes mmtok's token sequences.
 
 A pre-norm transformer whose FFNs are MoE layers (``mmtok.models.moe``). Input adapters turn each modality's
-TokenSequence into ``dim``-wide rows: visual codebook ids (embedding table) with 2-D positions taken from the
-sequence's grid positions (so truncated sequences keep where their tokens were), audio/video embeddings (linear
+TokenSequence into ``dim``-wide rows: visual codebook ids — either through a learned embedding table
+(``visual_input = "ids"``) or, by default, through the image tokenizer's own frozen code vectors: each token's code and
+its grid neighbours' codes (those that are present) go through a small MLP (``visual_input = "codes"``), so similar
+codes start with similar rows — with 2-D positions taken from the sequence's grid positions (so truncated sequences
+keep where their tokens were), audio/video embeddings (linear
 adapter; they already carry time positions), and UTF-8 text bytes with 1-D positions. A learned modality embedding
 is added to each row and a [CLS] row leads every example; a linear head on [CLS] solves the task.
 
@@ -43,6 +46,10 @@ class BackboneConfig:
     num_classes: int = 10
     class_names: list[str] = field(default_factory=list)
     image_tokenizer: str = "vq-clip-tiny"
+    visual_input: str = "ids"  # "ids": learned embedding per id; "codes": the tokenizer's code vectors + MLP
+    code_dim: int = 8  # width of the tokenizer's code vectors (visual_input = "codes")
+    visual_radius: int = 1  # grid neighbourhood read around each token (visual_input = "codes")
+    readout: str = "cls"  # "cls": the [CLS] row feeds the head; "mean": the mean of all real rows
 
     def moe_config(self) -> MoEConfig:
         return MoEConfig(dim=self.dim, **self.moe)
@@ -78,7 +85,20 @@ class Backbone(nn.Module):
         self.config = cfg = config or BackboneConfig()
         self.name = name
         self.modality_embedding = nn.Embedding(len(MODALITIES), cfg.dim)
-        self.visual_embedding = nn.Embedding(cfg.visual_vocab, cfg.dim)
+        if cfg.readout not in ("cls", "mean"):
+            from mmtok.errors import ConfigError
+
+            raise ConfigError(f"readout must be 'cls' or 'mean', got {cfg.readout!r}")
+        if cfg.visual_input not in ("ids", "codes"):
+            from mmtok.errors import ConfigError
+
+            raise ConfigError(f"visual_input must be 'ids' or 'codes', got {cfg.visual_input!r}")
+        if cfg.visual_input == "ids":
+            self.visual_embedding = nn.Embedding(cfg.visual_vocab, cfg.dim)
+        else:
+            width = cfg.code_dim * (2 * cfg.visual_radius + 1) ** 2
+            self.register_buffer("visual_codes", torch.zeros(cfg.visual_vocab, cfg.code_dim))  # frozen, saved
+            self.visual_mlp = nn.Sequential(nn.Linear(width, cfg.dim), nn.GELU(), nn.Linear(cfg.dim, cfg.dim))
         self.av_adapter = nn.Linear(cfg.av_dim, cfg.dim)
         self.text_embedding = nn.Embedding(cfg.text_vocab, cfg.dim)
         self.text_position = nn.Embedding(cfg.max_text, cfg.dim)
@@ -102,8 +122,9 @@ class Backbone(nn.Module):
             ids = seq.ids.to(dev)
             if ids.ndim != 1 or int(ids.min()) < 0 or int(ids.max()) >= self.config.visual_vocab:
                 raise TokenError(f"image ids must be [N] in [0, {self.config.visual_vocab})")
-            pos = sincos_2d(seq.token_positions.to(dev), seq.grid[1], self.config.dim)
-            rows = self.visual_embedding(ids) + pos
+            positions = seq.token_positions.to(dev)
+            pos = sincos_2d(positions, seq.grid[1], self.config.dim)
+            rows = self.visual_rows(ids, positions, seq.grid) + pos
         elif seq.modality in ("audio", "video"):
             if seq.embeddings is None:
                 raise TokenError(f"{seq.modality} sequences need embeddings")
@@ -127,6 +148,30 @@ class Backbone(nn.Module):
             raise TokenError(f"{seq.modality} sequence contains NaN or infinite values")
         return rows + self.modality_embedding.weight[MODALITIES.index(seq.modality)]
 
+    def visual_rows(self, ids: torch.Tensor, positions: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+        if self.config.visual_input == "ids":
+            return self.visual_embedding(ids)
+        from mmtok.models.vq import neighbourhoods
+
+        h, w = grid
+        codes = self.visual_codes[ids]  # (N, c)
+        maps = codes.new_zeros(codes.shape[1], h * w)
+        maps[:, positions] = codes.T  # tokens truncated away stay zero
+        local = neighbourhoods(maps.reshape(1, -1, h, w), self.config.visual_radius)[0, positions]
+        return self.visual_mlp(local)
+
+    def set_visual_codes(self, tokenizer: Any) -> None:
+        """Copy the image tokenizer's code vectors (``visual_input = "codes"``)."""
+        with torch.no_grad():
+            ids = torch.arange(self.config.visual_vocab)
+            codes = tokenizer.codes_from_ids(ids[None, :, None])[0, :, :, 0].T  # (V, c)
+            if codes.shape != self.visual_codes.shape:
+                raise CheckpointError(
+                    f"{tokenizer.name} has {tuple(codes.shape)} codes, the backbone expects "
+                    f"{tuple(self.visual_codes.shape)}"
+                )
+            self.visual_codes.copy_(codes.to(self.visual_codes))
+
     def batch(self, examples: list[list[Any]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Examples (each a list of TokenSequences) -> padded rows ``[B, L, dim]`` and the keep mask ``[B, L]``."""
         if not examples:
@@ -149,7 +194,11 @@ class Backbone(nn.Module):
         for block in self.blocks:
             x, block_aux = block(x, keep)
             aux = aux + block_aux
-        logits = self.head(self.norm(x[:, 0]))
+        if self.config.readout == "mean":  # every real row feeds the head directly (learns faster than [CLS])
+            pooled = (x * keep[..., None]).sum(1) / keep.sum(1, keepdim=True).clamp(min=1)
+        else:
+            pooled = x[:, 0]
+        logits = self.head(self.norm(pooled))
         stats = [block.moe.last_stats for block in self.blocks]
         return {
             "logits": logits,

@@ -117,7 +117,11 @@ def train_backbone(
     train_examples = examples_from(data["ids"], (side, side), prompt, image_tok.name)
     held_examples = examples_from(held["ids"], (side, side), prompt, image_tok.name)
 
-    model = Backbone(model_cfg, name=train.name).to(dev)
+    model_cfg.code_dim = image_tok.config.code_dim
+    model = Backbone(model_cfg, name=train.name)
+    if model_cfg.visual_input == "codes":
+        model.set_visual_codes(image_tok)
+    model = model.to(dev)
     optimizer = torch.optim.AdamW(split_decay(model), lr=train.lr, weight_decay=train.weight_decay)
     out_dir = Path(train.out)
     log = TrainLog(out_dir, train.steps, 0, True, "train backbone")
