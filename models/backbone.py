@@ -2,10 +2,11 @@
 
 A pre-norm transformer whose FFNs are MoE layers (``mmtok.models.moe``). Input adapters turn each modality's
 TokenSequence into ``dim``-wide rows: visual codebook ids — either through a learned embedding table
-(``visual_input = "ids"``) or, by default, through the image tokenizer's own frozen code vectors: each token's code and
-its grid neighbours' codes (those that are present) go through a small MLP (``visual_input = "codes"``), so similar
-codes start with similar rows — with 2-D positions taken from the sequence's grid positions (so truncated sequences
-keep where their tokens were), audio/video embeddings (linear
+(``visual_input = "ids"``) or through the image tokenizer's own frozen code vectors laid back on their grid and read by
+a small convolutional stem (``visual_input = "codes"``; positions truncated away are zeros on that grid, so a pruned
+sequence is read as a sparser picture, and similar codes start with similar rows; early convolutions are what lets a
+small transformer learn from few examples, Xiao et al. 2021) — with 2-D positions taken from the sequence's grid
+positions (so truncated sequences keep where their tokens were), audio/video embeddings (linear
 adapter; they already carry time positions), and UTF-8 text bytes with 1-D positions. A learned modality embedding
 is added to each row and a [CLS] row leads every example; a linear head on [CLS] solves the task.
 
@@ -48,7 +49,8 @@ class BackboneConfig:
     image_tokenizer: str = "vq-clip-tiny"
     visual_input: str = "ids"  # "ids": learned embedding per id; "codes": the tokenizer's code vectors + MLP
     code_dim: int = 8  # width of the tokenizer's code vectors (visual_input = "codes")
-    visual_radius: int = 1  # grid neighbourhood read around each token (visual_input = "codes")
+    stem_layers: int = 3  # 3x3 convolutions over the code grid (visual_input = "codes")
+    stem_width: int = 64
     readout: str = "cls"  # "cls": the [CLS] row feeds the head; "mean": the mean of all real rows
 
     def moe_config(self) -> MoEConfig:
@@ -85,10 +87,10 @@ class Backbone(nn.Module):
         self.config = cfg = config or BackboneConfig()
         self.name = name
         self.modality_embedding = nn.Embedding(len(MODALITIES), cfg.dim)
-        if cfg.readout not in ("cls", "mean"):
+        if cfg.readout not in ("cls", "mean", "max"):
             from mmtok.errors import ConfigError
 
-            raise ConfigError(f"readout must be 'cls' or 'mean', got {cfg.readout!r}")
+            raise ConfigError(f"readout must be 'cls', 'mean' or 'max', got {cfg.readout!r}")
         if cfg.visual_input not in ("ids", "codes"):
             from mmtok.errors import ConfigError
 
@@ -96,12 +98,20 @@ class Backbone(nn.Module):
         if cfg.visual_input == "ids":
             self.visual_embedding = nn.Embedding(cfg.visual_vocab, cfg.dim)
         else:
-            width = cfg.code_dim * (2 * cfg.visual_radius + 1) ** 2
             self.register_buffer("visual_codes", torch.zeros(cfg.visual_vocab, cfg.code_dim))  # frozen, saved
-            self.visual_mlp = nn.Sequential(nn.Linear(width, cfg.dim), nn.GELU(), nn.Linear(cfg.dim, cfg.dim))
+            stem: list[nn.Module] = []
+            width = cfg.code_dim
+            for _ in range(max(cfg.stem_layers - 1, 0)):
+                stem += [nn.Conv2d(width, cfg.stem_width, 3, padding=1), nn.GELU()]
+                width = cfg.stem_width
+            stem.append(nn.Conv2d(width, cfg.dim, 3, padding=1))
+            self.visual_stem = nn.Sequential(*stem)
+            self.visual_norm = nn.LayerNorm(cfg.dim)  # content rows at the scale of the position code
         self.av_adapter = nn.Linear(cfg.av_dim, cfg.dim)
         self.text_embedding = nn.Embedding(cfg.text_vocab, cfg.dim)
         self.text_position = nn.Embedding(cfg.max_text, cfg.dim)
+        for table in (self.modality_embedding, self.text_embedding, self.text_position):
+            nn.init.normal_(table.weight, std=0.02)  # GPT-2's scale: tags and prompts do not drown the picture
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.norm = nn.LayerNorm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
@@ -151,14 +161,12 @@ class Backbone(nn.Module):
     def visual_rows(self, ids: torch.Tensor, positions: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
         if self.config.visual_input == "ids":
             return self.visual_embedding(ids)
-        from mmtok.models.vq import neighbourhoods
-
         h, w = grid
         codes = self.visual_codes[ids]  # (N, c)
         maps = codes.new_zeros(codes.shape[1], h * w)
         maps[:, positions] = codes.T  # tokens truncated away stay zero
-        local = neighbourhoods(maps.reshape(1, -1, h, w), self.config.visual_radius)[0, positions]
-        return self.visual_mlp(local)
+        features = self.visual_stem(maps.reshape(1, -1, h, w)).flatten(2)[0]  # (dim, h*w)
+        return self.visual_norm(features[:, positions].T)
 
     def set_visual_codes(self, tokenizer: Any) -> None:
         """Copy the image tokenizer's code vectors (``visual_input = "codes"``)."""
@@ -194,8 +202,10 @@ class Backbone(nn.Module):
         for block in self.blocks:
             x, block_aux = block(x, keep)
             aux = aux + block_aux
-        if self.config.readout == "mean":  # every real row feeds the head directly (learns faster than [CLS])
+        if self.config.readout == "mean":  # every real row feeds the head directly
             pooled = (x * keep[..., None]).sum(1) / keep.sum(1, keepdim=True).clamp(min=1)
+        elif self.config.readout == "max":  # channel-wise max over real rows: a small object anywhere stands out
+            pooled = x.masked_fill(~keep[..., None], float("-inf")).amax(1)
         else:
             pooled = x[:, 0]
         logits = self.head(self.norm(pooled))

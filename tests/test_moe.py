@@ -227,6 +227,41 @@ def test_backbone_takes_mixed_modalities_and_lengths():
     torch.testing.assert_close(out["logits"][1], alone, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("readout", ["cls", "mean", "max"])
+def test_backbone_reads_code_vectors_on_their_grid(readout, tmp_path):
+    from mmtok.errors import ConfigError
+
+    torch.manual_seed(0)
+    cfg = BackboneConfig(
+        dim=32, layers=1, heads=2, visual_vocab=64, code_dim=4, visual_input="codes", readout=readout,
+        stem_width=8, num_classes=3, moe={"num_experts": 4, "hidden_dim": 32, "top_k": 2},
+    )  # fmt: skip
+    model = Backbone(cfg).eval()
+
+    class Codes:  # a tokenizer's code table: 64 ids -> 4-d vectors
+        name = "fake-vq"
+        table = torch.randn(64, 4)
+
+        def codes_from_ids(self, ids):
+            return self.table[ids].permute(0, 3, 1, 2)
+
+    model.set_visual_codes(Codes())
+    torch.testing.assert_close(model.visual_codes, Codes.table)
+    image = TokenSequence("image", ids=torch.randint(0, 64, (16,)), grid=(4, 4))
+    short = image.select(torch.tensor([0, 5, 9]))
+    out = model([[image], [short]])
+    assert out["logits"].shape == (2, 3) and torch.isfinite(out["logits"]).all()
+    # a kept token's row sees only the neighbours that are still there: truncation changes its row
+    full_rows = model.visual_rows(image.ids, image.token_positions, image.grid)
+    short_rows = model.visual_rows(short.ids, short.token_positions, short.grid)
+    assert short_rows.shape == (3, 32) and not torch.allclose(full_rows[[0, 5, 9]], short_rows)
+    # the code table is saved with the weights (stored as float16)
+    model.save_pretrained(tmp_path / "bb")
+    torch.testing.assert_close(Backbone.from_pretrained(tmp_path / "bb").visual_codes, Codes.table, atol=2e-3, rtol=0)
+    with pytest.raises(ConfigError, match="readout"):
+        Backbone(BackboneConfig(readout="first"))
+
+
 def test_backbone_bad_inputs(tmp_path):
     model = tiny_backbone()
     with pytest.raises(TokenError, match="empty batch"):
