@@ -78,10 +78,15 @@ def main() -> None:
             cells = []
             for i in range(len(LEVELS)):
                 values = [r[i] for r in runs]
-                mean = statistics.fmean(values)
-                std = statistics.pstdev(values) if len(values) > 1 else 0.0
-                cells.append(f"{mean:5.2f} ± {std:4.2f}")
-                if estimator == "infonce" and max(values) > log_batch + 1e-6:
+                finite = [v for v in values if math.isfinite(v)]  # NWJ's exp term can overflow on hard levels
+                if not finite:
+                    cells.append(f"{'diverged':>12}")
+                    continue
+                mean = statistics.fmean(finite)
+                std = statistics.pstdev(finite) if len(finite) > 1 else 0.0
+                mark = "" if len(finite) == len(values) else f" ({len(values) - len(finite)} diverged)"
+                cells.append(f"{mean:5.2f} ± {std:4.2f}{mark}")
+                if estimator == "infonce" and max(finite) > log_batch + 1e-6:
                     infonce_ok = False
             print(f"  {transform:<9}  {estimator:<8}    " + "  ".join(cells))
     print(f"InfoNCE never above log(batch) = {log_batch:.3f}: {infonce_ok}")

@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--sweep", default="0.1,0.18,0.3,0.45,0.6,0.8", help="thresholds for the sweep table")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     device = torch.device(args.device)
@@ -162,6 +163,33 @@ def main() -> None:
             }
             rows.append([name, f"{acc:.1%}", f"{tokens:.1f}", f"{seconds * 1000:.1f}", f"{memory:.0f}"])
     full_acc = results["full sequence"]["accuracy"]
+    sweep_rows, sweep = [], []
+    for threshold in [float(t) for t in args.sweep.split(",") if t.strip()]:
+        kept = [
+            truncate(seq, context=context, critic=critic, features=f, threshold=threshold)[0]
+            for seq, f in zip(full, features, strict=True)
+        ]
+        sizes = [len(k) for k in kept]
+        row = {"threshold": threshold, "visual_tokens": statistics.fmean(sizes), "mi": accuracy(kept)}
+        for method in ("random", "uniform"):
+            row[method] = accuracy(
+                [
+                    truncate(seq, method=method, keep=k, features=f, seed=i)[0]
+                    for i, (seq, f, k) in enumerate(zip(full, features, sizes, strict=True))
+                ]
+            )
+        sweep.append(row)
+        sweep_rows.append(
+            [
+                f"{threshold:g}",
+                f"{row['visual_tokens']:.1f}",
+                f"{1 - row['visual_tokens'] / 256:.0%}",
+                f"{row['mi']:.1%}",
+                f"{row['mi'] / full_acc:.1%}",
+                f"{row['random']:.1%}",
+                f"{row['uniform']:.1%}",
+            ]
+        )
     mi_name = f"MI dynamic (threshold {args.threshold})"
     mi = results[mi_name]
     saved_per_example = (full_latency - mi["latency_ms"] / 1000) / args.batch
@@ -175,6 +203,11 @@ def main() -> None:
         ["condition", "accuracy", "visual tokens", "latency ms/batch", "peak memory MB"],
         rows,
     )
+    print_table(
+        f"threshold sweep (full sequence: {full_acc:.1%}; baselines at the same per-image counts)",
+        ["threshold", "visual tokens", "removed", "MI accuracy", "of full", "random", "uniform"],
+        sweep_rows,
+    )
     print(
         f"\nMI removes {1 - mi['visual_tokens'] / 256:.0%} of visual tokens and keeps "
         f"{mi['accuracy'] / full_acc:.1%} of the full sequence's accuracy (target: >= 50% removed, >= 97% kept)"
@@ -186,7 +219,8 @@ def main() -> None:
         if saved_per_example > 0
         else "scoring: no backbone time saved"
     )
-    write_json(args.json, {"results": results, "scoring_seconds": scoring_seconds, "examples": n, "machine": machine()})
+    payload = {"results": results, "sweep": sweep, "scoring_seconds": scoring_seconds, "examples": n}
+    write_json(args.json, {**payload, "threshold": args.threshold, "machine": machine()})
 
 
 if __name__ == "__main__":
