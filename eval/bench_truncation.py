@@ -97,12 +97,18 @@ def main() -> None:
     labels = data["labels"][:n]
 
     started = time.perf_counter()
-    features = [token_features(seq, tok) for seq in full]
+    mi_features = [critic.token_features(seq, tok) for seq in full]  # what the critic reads: local code windows
     mi_runs = [
         truncate(seq, context=context, critic=critic, features=f, threshold=args.threshold)
-        for seq, f in zip(full, features, strict=True)
+        for seq, f in zip(full, mi_features, strict=True)
     ]
     scoring_seconds = time.perf_counter() - started
+    unit = [token_features(seq, tok) for seq in full]  # the tokens' CLIP-space features, for the baselines
+    raw = [token_features(seq, tok, normalized=False) for seq in full]  # "norm" ranks by their length
+
+    def features_for(method: str) -> list[torch.Tensor]:
+        return mi_features if method == "mi" else raw if method == "norm" else unit
+
     counts = [r[1].tokens_out for r in mi_runs]
     conditions = {"full sequence": full, f"MI dynamic (threshold {args.threshold})": [r[0] for r in mi_runs]}
     for method in METHODS:
@@ -110,11 +116,11 @@ def main() -> None:
         kwargs = {"critic": critic, "context": context} if method == "mi" else {}
         conditions[label] = [
             truncate(seq, method=method, keep=k, features=f, seed=i, **kwargs)[0]
-            for i, (seq, f, k) in enumerate(zip(full, features, counts, strict=True))
+            for i, (seq, f, k) in enumerate(zip(full, features_for(method), counts, strict=True))
         ]
     fixed = round(statistics.fmean(counts))
     conditions[f"fixed truncation (uniform, {fixed} tokens)"] = [
-        truncate(s, method="uniform", keep=fixed, features=f)[0] for s, f in zip(full, features, strict=True)
+        truncate(s, method="uniform", keep=fixed, features=f)[0] for s, f in zip(full, unit, strict=True)
     ]
 
     def accuracy(seqs: list[TokenSequence]) -> float:
@@ -167,7 +173,7 @@ def main() -> None:
     for threshold in [float(t) for t in args.sweep.split(",") if t.strip()]:
         kept = [
             truncate(seq, context=context, critic=critic, features=f, threshold=threshold)[0]
-            for seq, f in zip(full, features, strict=True)
+            for seq, f in zip(full, mi_features, strict=True)
         ]
         sizes = [len(k) for k in kept]
         row = {"threshold": threshold, "visual_tokens": statistics.fmean(sizes), "mi": accuracy(kept)}
@@ -175,7 +181,7 @@ def main() -> None:
             row[method] = accuracy(
                 [
                     truncate(seq, method=method, keep=k, features=f, seed=i)[0]
-                    for i, (seq, f, k) in enumerate(zip(full, features, sizes, strict=True))
+                    for i, (seq, f, k) in enumerate(zip(full, unit, sizes, strict=True))
                 ]
             )
         sweep.append(row)

@@ -121,20 +121,24 @@ class Backbone(nn.Module):
         return self.head.weight.device
 
     # ------------------------------------------------------------------------------------------------ inputs
-    def embed(self, seq: Any) -> torch.Tensor:
-        """One TokenSequence -> rows ``[N, dim]`` (modality embedding included)."""
+    def _image_ids(self, seq: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if seq.ids is None or seq.grid is None:
+            raise TokenError("image sequences need codebook ids and a grid")
+        ids = seq.ids.to(self.device)
+        if ids.ndim != 1 or int(ids.min()) < 0 or int(ids.max()) >= self.config.visual_vocab:
+            raise TokenError(f"image ids must be [N] in [0, {self.config.visual_vocab})")
+        return ids, seq.token_positions.to(self.device)
+
+    def embed(self, seq: Any, visual: torch.Tensor | None = None) -> torch.Tensor:
+        """One TokenSequence -> rows ``[N, dim]`` (modality embedding included). ``visual``: an image sequence's
+        content rows when already computed (``batch`` runs the conv stem once for all images of a batch)."""
         dev = self.device
         if len(seq) == 0:
             raise TokenError(f"empty {seq.modality} sequence")
         if seq.modality == "image":
-            if seq.ids is None or seq.grid is None:
-                raise TokenError("image sequences need codebook ids and a grid")
-            ids = seq.ids.to(dev)
-            if ids.ndim != 1 or int(ids.min()) < 0 or int(ids.max()) >= self.config.visual_vocab:
-                raise TokenError(f"image ids must be [N] in [0, {self.config.visual_vocab})")
-            positions = seq.token_positions.to(dev)
+            ids, positions = self._image_ids(seq)
             pos = sincos_2d(positions, seq.grid[1], self.config.dim)
-            rows = self.visual_rows(ids, positions, seq.grid) + pos
+            rows = (self.visual_rows(ids, positions, seq.grid) if visual is None else visual) + pos
         elif seq.modality in ("audio", "video"):
             if seq.embeddings is None:
                 raise TokenError(f"{seq.modality} sequences need embeddings")
@@ -159,14 +163,32 @@ class Backbone(nn.Module):
         return rows + self.modality_embedding.weight[MODALITIES.index(seq.modality)]
 
     def visual_rows(self, ids: torch.Tensor, positions: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+        """Content rows ``[N, dim]`` of one image sequence."""
         if self.config.visual_input == "ids":
             return self.visual_embedding(ids)
+        return self._stem([(ids, positions)], grid)[0]
+
+    def _stem(self, images: list[tuple[torch.Tensor, torch.Tensor]], grid: tuple[int, int]) -> list[torch.Tensor]:
+        """The conv stem over several images of one grid at once: (ids, positions) each -> rows ``[N_i, dim]``."""
         h, w = grid
-        codes = self.visual_codes[ids]  # (N, c)
-        maps = codes.new_zeros(codes.shape[1], h * w)
-        maps[:, positions] = codes.T  # tokens truncated away stay zero
-        features = self.visual_stem(maps.reshape(1, -1, h, w)).flatten(2)[0]  # (dim, h*w)
-        return self.visual_norm(features[:, positions].T)
+        maps = self.visual_codes.new_zeros(len(images), self.config.code_dim, h * w)
+        for i, (ids, positions) in enumerate(images):
+            maps[i][:, positions] = self.visual_codes[ids].T  # tokens truncated away stay zero
+        features = self.visual_stem(maps.reshape(len(images), -1, h, w)).flatten(2)  # (B, dim, h*w)
+        return [self.visual_norm(features[i][:, positions].T) for i, (_, positions) in enumerate(images)]
+
+    def _batched_visual_rows(self, examples: list[list[Any]]) -> dict[int, torch.Tensor]:
+        if self.config.visual_input != "codes":
+            return {}
+        groups: dict[tuple[int, int], list[Any]] = {}
+        for seq in (s for example in examples for s in example):
+            if seq.modality == "image" and len(seq) and seq.grid is not None:
+                groups.setdefault(tuple(seq.grid), []).append(seq)
+        rows: dict[int, torch.Tensor] = {}
+        for grid, seqs in groups.items():
+            for seq, r in zip(seqs, self._stem([self._image_ids(s) for s in seqs], grid), strict=True):
+                rows[id(seq)] = r
+        return rows
 
     def set_visual_codes(self, tokenizer: Any) -> None:
         """Copy the image tokenizer's code vectors (``visual_input = "codes"``)."""
@@ -185,7 +207,8 @@ class Backbone(nn.Module):
         if not examples:
             raise TokenError("empty batch: no examples")
         cls = self.modality_embedding.weight[0][None]
-        rows = [torch.cat([cls, *[self.embed(seq) for seq in example]]) for example in examples]
+        visual = self._batched_visual_rows(examples)
+        rows = [torch.cat([cls, *[self.embed(seq, visual.get(id(seq))) for seq in example]]) for example in examples]
         longest = max(len(r) for r in rows)
         x = torch.zeros(len(rows), longest, self.config.dim, device=self.device)
         keep = torch.zeros(len(rows), longest, dtype=torch.bool, device=self.device)
