@@ -100,8 +100,13 @@ def context_embeddings(context: Any, critic: Any) -> torch.Tensor:
     if torch.is_tensor(context):
         emb = context if context.ndim == 2 else context[None]
     elif isinstance(context, str) or (isinstance(context, (list, tuple)) and all(isinstance(c, str) for c in context)):
-        texts = [context] if isinstance(context, str) else list(context)
-        emb = critic_teacher(critic).encode_text(texts).detach()
+        texts = (context,) if isinstance(context, str) else tuple(context)
+        key = (id(critic), texts)
+        if key not in _text_contexts:  # a batch job asks the same question of every image: encode it once
+            if len(_text_contexts) >= 256:
+                _text_contexts.pop(next(iter(_text_contexts)))
+            _text_contexts[key] = critic_teacher(critic).encode_text(list(texts)).detach()
+        emb = _text_contexts[key]
     elif hasattr(context, "modality"):
         if context.modality == "text" and context.ids is not None:
             import mmtok
@@ -125,6 +130,7 @@ def context_embeddings(context: Any, critic: Any) -> torch.Tensor:
 
 
 _teachers: dict[str, Any] = {}
+_text_contexts: dict[tuple[int, tuple[str, ...]], torch.Tensor] = {}
 
 
 def critic_teacher(critic: Any) -> Any:
