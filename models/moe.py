@@ -189,13 +189,15 @@ class GroupedExperts(nn.Module):
         return (F.silu(x_AD @ self.w1_EDF[e]) * (x_AD @ self.w3_EDF[e])) @ self.w2_EFD[e]
 
     def segments(self, x_AD: torch.Tensor, counts_E: list[int]) -> torch.Tensor:
-        """Rows already sorted by expert: one matmul chain per non-empty contiguous segment."""
-        out, start = [], 0
-        for e, count in enumerate(counts_E):
-            if count:
-                out.append(self.expert(e, x_AD[start : start + count]))
-                start += count
-        return torch.cat(out) if out else x_AD.new_zeros(0, self.w2_EFD.shape[-1])
+        """Rows already sorted by expert: one matmul chain per non-empty contiguous segment.
+
+        ``split`` and ``unbind`` (not ``x[start:end]`` / ``w[e]``) so that backward assembles each gradient once,
+        instead of materialising a full-size zero gradient per expert."""
+        if not any(counts_E):
+            return x_AD.new_zeros(0, self.w2_EFD.shape[-1])
+        w1, w3, w2 = self.w1_EDF.unbind(0), self.w3_EDF.unbind(0), self.w2_EFD.unbind(0)
+        out = [(F.silu(x @ w1[e]) * (x @ w3[e])) @ w2[e] for e, x in enumerate(x_AD.split(counts_E)) if counts_E[e]]
+        return torch.cat(out)
 
     def grouped(self, x_AD: torch.Tensor, offsets_E: torch.Tensor) -> torch.Tensor:
         """Rows sorted by expert, ``offsets_E`` the int32 cumulative counts: grouped GEMMs over the segments."""
@@ -276,8 +278,18 @@ class MoE(nn.Module):
         weight_A = routing.weights[active]
         order = torch.argsort(expert_A, stable=True)
         token_A, expert_A, weight_A = token_A[order], expert_A[order], weight_A[order]
-        x_AD = x_TD[token_A]
         counts_E = torch.bincount(expert_A, minlength=self.cfg.num_experts)
+        if path == "segment" and not torch.is_grad_enabled():
+            # inference: gather, run and add back one expert at a time, so each working set stays in cache
+            # (one sorted gather of all A rows is a pass over memory that the per-expert loop never makes)
+            out_TD = torch.zeros_like(x_TD)
+            counts = counts_E.tolist()
+            for e, (tokens, weights) in enumerate(zip(token_A.split(counts), weight_A.split(counts), strict=True)):
+                if counts[e]:
+                    y = self.experts.expert(e, x_TD[tokens]) * weights[:, None]
+                    out_TD.index_add_(0, tokens, y.to(x_TD.dtype))
+            return out_TD
+        x_AD = x_TD[token_A]
         if path == "grouped_mm":
             y_AD = self.experts.grouped(x_AD, torch.cumsum(counts_E, 0).to(torch.int32))
         else:

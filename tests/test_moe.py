@@ -56,6 +56,10 @@ def test_all_dispatch_paths_match_the_reference_forward_and_backward(kw, tokens)
         torch.testing.assert_close(outputs[path], outputs["loop"], atol=1e-5, rtol=1e-4)
         for mine, ref in zip(grads[path], grads["loop"], strict=True):
             torch.testing.assert_close(mine, ref, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():  # inference takes its own per-expert path
+        for path in PATHS:
+            moe.cfg.dispatch = path
+            torch.testing.assert_close(moe(x)[0], outputs["loop"], atol=1e-5, rtol=1e-4)
 
 
 def test_experts_that_get_no_tokens_are_fine():
