@@ -185,7 +185,7 @@ def test_expert_parallel_all_to_all_matches_the_single_process_layer(tmp_path):
         torch.testing.assert_close(out, expected[rank * 20 : (rank + 1) * 20], atol=1e-5, rtol=1e-4)
         out.sum().backward()
         assert inp.grad is not None and torch.isfinite(inp.grad).all()
-        sys.stdout.write(f"rank {rank} ok\n")  # one write: the two ranks share one pipe
+        sys.stdout.write(f"rank {rank} ok\\n")  # one write: the two ranks share one pipe
         sys.stdout.flush()
         dist.destroy_process_group()
     """)
