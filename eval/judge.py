@@ -151,7 +151,7 @@ class LocalJudge:
         import importlib.util
 
         import torch
-        from safetensors.torch import load_file, save_file
+        from safetensors.torch import load_file, save_model
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         folder = CACHE / "smollm2-135m-instruct"
@@ -171,7 +171,7 @@ class LocalJudge:
             folder.mkdir(parents=True, exist_ok=True)
             model.config.save_pretrained(folder)  # config.json
             tokenizer.save_pretrained(folder)
-            save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(weights))
+            save_model(model, str(weights))  # drops the tied lm_head copy of the embedding table
         else:
             config = AutoConfig.from_pretrained(folder)
             tokenizer = AutoTokenizer.from_pretrained(folder)
