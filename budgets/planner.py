@@ -151,6 +151,8 @@ def validate(spec: Spec) -> None:
 
     for model in models:
         model_spec(model)  # unknown models fail here, with the closest names
+        if model != SELF_HOSTED:
+            _check_modalities(model, spec, where)
     if {"accuracy", "judge"} & set(spec.objectives) and any(m != SELF_HOSTED for m in models):
         raise ConfigError(
             f"{where}: accuracy and judge are measured on the self-hosted mmtok backbone; provider "
@@ -169,6 +171,26 @@ def validate(spec: Spec) -> None:
             raise ConfigError(
                 f"{where}: the wer objective needs the eval extra (faster-whisper, jiwer): pip install 'mmtok[eval]'"
             ) from None
+
+
+def _check_modalities(model: str, spec: Spec, where: str) -> None:
+    """A provider model must take every modality the request sends (GPT-4o audio models take no images)."""
+    import torch
+
+    from mmtok.budgets.pricing import image_tokens, price
+    from mmtok.errors import PriceError
+    from mmtok.media import Audio
+
+    probes = []
+    if spec.images > 0:
+        probes.append(("images", lambda: image_tokens(512, 512, model, "high")))
+    if spec.audio_seconds > 0:
+        probes.append(("audio", lambda: price(Audio.from_tensor(torch.zeros(16000), 16000), model)))
+    for kind, probe in probes:
+        try:
+            probe()
+        except PriceError as e:
+            raise ConfigError(f"{where}: the request sends {kind}, but {e}; remove {model!r} from model") from None
 
 
 # ------------------------------------------------------------------------------------------------ variables

@@ -103,6 +103,7 @@ def test_an_unmet_bar_says_how_far_the_best_is(tmp_path, cache):
             "provider answers cannot be measured",
         ),
         (("[search]", "[searching]"), ConfigError, r"unknown key\(s\) searching"),
+        (('"gpt-4o"]', '"gpt-4o-audio-preview"]'), ConfigError, "sends images, but model gpt-4o-audio-preview"),
     ],
 )
 def test_bad_specs_name_what_is_wrong(tmp_path, change, error, match):
