@@ -98,7 +98,7 @@ def test_an_unmet_bar_says_how_far_the_best_is(tmp_path, cache):
             "fd can only be minimised",
         ),
         (
-            ('minimize = ["cost", "fd"]', 'minimize = ["cost"]\nmaximize = ["accuracy"]'),
+            ('minimize = ["cost", "fd"]', 'minimize = ["cost", "fd"]\nmaximize = ["accuracy"]'),
             ConfigError,
             "provider answers cannot be measured",
         ),
