@@ -18,23 +18,36 @@ from mmtok.cli.common import console
 DEMO_MODELS = ("gpt-4o", "claude-sonnet-4-5", "gemini-2.5-flash")
 
 
+STEPS = ("inspect", "price", "tokenize", "backbone", "plan")
+
+
 def demo(
     out: Path = typer.Option(Path("mmtok-demo"), "--out", "-o", help="Folder for the demo's tokens and plan report."),
+    steps: str = typer.Option(",".join(STEPS), "--steps", help="Comma-separated steps to run, in order."),
 ) -> None:
     """Run mmtok's main job on the shipped sample media: inspect, price, tokenize, truncate, plan."""
     import mmtok
     from mmtok.samples import samples_dir
 
+    chosen = [s.strip() for s in steps.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in STEPS]
+    if unknown or not chosen:
+        raise typer.BadParameter(f"unknown step(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(STEPS)}")
     start = time.perf_counter()
     console().rule("[bold]mmtok demo")
     console().print(f"sample media: {samples_dir()}  ->  output: {out}/")
     out.mkdir(parents=True, exist_ok=True)
     media = [m for m in mmtok.scan([samples_dir()]) if not isinstance(m, mmtok.MediaError)]
-    _inspect_step(media)
-    _price_step(media)
-    _tokenize_step(media, out / "tokens")
-    _backbone_step()
-    _plan_step(out / "plan")
+    run = {
+        "inspect": lambda: _inspect_step(media),
+        "price": lambda: _price_step(media),
+        "tokenize": lambda: _tokenize_step(media, out / "tokens"),
+        "backbone": _backbone_step,
+        "plan": lambda: _plan_step(out / "plan"),
+    }
+    for step in STEPS:
+        if step in chosen:
+            run[step]()
     console().rule(f"done in {time.perf_counter() - start:.0f} s")
 
 
@@ -107,15 +120,14 @@ def _tokenize_step(media: list, out: Path) -> None:
                     f"reconstruction PSNR {psnr(original[None], recon[None]):.1f} dB at {original.shape[-1]} px"
                 )
                 table.add_row(item.path.name, vq.name, str(len(seq)), detail)
+                seq.save(out / f"{item.path.stem}.safetensors")
             elif isinstance(item, (Audio, Video)):
                 streams = av.encode_streams(item)
                 for stream, seq in streams.items():
                     levels = seq.ids.shape[1] if seq.ids is not None and seq.ids.ndim == 2 else 1
                     detail = f"{stream}: {seq.meta['tokens_per_second']:g} tokens/s, {levels} codebook levels"
                     table.add_row(item.path.name, av.name, str(len(seq)), detail)
-            else:
-                continue
-            seq.save(out / f"{item.path.name}.safetensors")
+                mmtok.save_sequences(out / f"{item.path.name}.safetensors", streams)  # one file, a key per stream
     console().print(table)
     console().print(f"[dim]token files: {out}/ (mmtok detokenize turns image and audio tokens back into media)[/]")
 
@@ -135,6 +147,7 @@ def _backbone_step(count: int = 8) -> None:
     backbone = mmtok.get_model("backbone-tiny", kind="backbone").eval()
     prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
     images, labels, _ = digit_canvases("heldout", count, 128, seed=7)
+    context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]  # the same ten prompts for every photo
     table = Table(show_edge=False, header_style="bold")
     for column in ("photo", "digit", "answer (all tokens)", "answer (MI-truncated)", "tokens kept"):
         table.add_column(column, justify="right")
@@ -143,19 +156,19 @@ def _backbone_step(count: int = 8) -> None:
     with torch.no_grad():
         for i in range(count):
             seq = vq.encode(images[i], image_size=128)
-            short, report = truncate(seq, context=PROMPT, method="mi", tokenizer=vq)
+            short, report = truncate(seq, context=context, method="mi", tokenizer=vq)
             answers = backbone([[prompt, seq], [prompt, short]])["logits"].argmax(-1).tolist()
             truth = int(labels[i])
             right["all"] += answers[0] == truth
             right["cut"] += answers[1] == truth
-            kept_total += report.kept
-            all_total += report.original
+            kept_total += report.tokens_out
+            all_total += report.tokens_in
             table.add_row(
                 f"#{i}",
                 DIGIT_WORDS[truth],
                 _mark(DIGIT_WORDS[answers[0]], answers[0] == truth),
                 _mark(DIGIT_WORDS[answers[1]], answers[1] == truth),
-                f"{report.kept}/{report.original}",
+                f"{report.tokens_out}/{report.tokens_in}",
             )
     console().print(table)
     console().print(

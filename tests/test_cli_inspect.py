@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
 from typer.testing import CliRunner
 
 from mmtok.cli.main import app
@@ -57,8 +58,23 @@ def test_usage_errors_exit_2():
     assert runner.invoke(app, ["inspect", "--no-such-flag", "x"]).exit_code == 2
 
 
-def test_demo_inspects_the_shipped_samples():
-    result = runner.invoke(app, ["demo"])
+def test_demo_inspects_prices_tokenizes_and_asks_the_backbone(tmp_path):
+    steps = "inspect,price,tokenize,backbone"
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--steps", steps])
     assert result.exit_code == 0, result.output
-    for name in ("astronaut.png", "clip.mp4", "speech.wav", "note.txt"):
+    for name in ("astronaut.png", "clip.mp4", "speech.wav", "note.txt", "gemini-2.5-flash"):
         assert name in result.stdout
+    assert (tmp_path / "demo" / "tokens" / "chelsea.safetensors").is_file()
+    assert "correct:" in result.stdout and "with all tokens" in result.stdout
+
+
+def test_demo_rejects_unknown_steps(tmp_path):
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path), "--steps", "inspect,juggle"])
+    assert result.exit_code == 2 and "juggle" in result.output
+
+
+@pytest.mark.slow
+def test_demo_runs_every_step_and_writes_the_plan_report(tmp_path):
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "demo" / "plan" / "report.md").is_file() and "report:" in result.stdout
