@@ -225,8 +225,13 @@ def domains(spec: Spec) -> dict[str, Any]:
 
 
 def setting_key(setting: dict[str, Any]) -> str:
-    clean = {k: (round(float(v), 3) if k == "keep_ratio" else v) for k, v in setting.items()}
+    clean = {k: (round(float(v), 3) if k == "keep_ratio" else _plain(v)) for k, v in setting.items()}
     return json.dumps(clean, sort_keys=True)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars (pymoo hands its Choice values back as np.int64 / np.str_) -> Python scalars."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
 
 
 # ------------------------------------------------------------------------------------------------ measuring
@@ -513,7 +518,7 @@ def plan(
             super().__init__(vars=domains(spec), n_obj=len(spec.objectives), n_ieq_constr=1)
 
         def _evaluate(self, x: dict[str, Any], out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-            setting = {k: (float(v) if k == "keep_ratio" else v) for k, v in x.items()}
+            setting = {k: (float(v) if k == "keep_ratio" else _plain(v)) for k, v in x.items()}
             key = setting_key(setting)
             if key not in seen:
                 seen[key] = {"setting": setting, "objectives": evaluator.evaluate(setting)}

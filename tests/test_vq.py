@@ -186,7 +186,7 @@ def test_pickle_checkpoints_are_refused(tmp_path):
 
 
 def test_unknown_tokenizer_name():
-    with pytest.raises(ConfigError, match=r"unknown tokenizer 'vq-clip-tine'; did you mean vq-clip-tiny\?"):
+    with pytest.raises(ConfigError, match=r"unknown tokenizer 'vq-clip-tine'; did you mean vq-clip-tiny\b"):
         mmtok.get_tokenizer("vq-clip-tine")
 
 
