@@ -231,7 +231,9 @@ def setting_key(setting: dict[str, Any]) -> str:
 
 def _plain(value: Any) -> Any:
     """numpy scalars (pymoo hands its Choice values back as np.int64 / np.str_) -> Python scalars."""
-    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
+    if isinstance(value, str):
+        return str(value)  # np.str_ -> str
+    return value.item() if hasattr(value, "item") else value
 
 
 # ------------------------------------------------------------------------------------------------ measuring
