@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--asr", default="whisper")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--plot", type=Path, default=None, help="PNG of WER against token rate")
     args = parser.parse_args()
     tok = mmtok.get_tokenizer(args.tokenizer).eval()
     result = evaluate(tok, args.rates, args.asr, args.limit, args.levels)
@@ -105,6 +106,44 @@ def main() -> None:
         print(f"  {row['condition']:<36} WER {row['wer']:.1%}{extra}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+    if args.plot:
+        plot(result, args.plot)
+
+
+def plot(result: dict, path: Path) -> Path:
+    """WER against token rate, one line per codebook setting, the original audio as a reference line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines: dict[str, list[tuple[float, float]]] = {}
+    original = None
+    for row in result["rows"]:
+        if row["tokens_per_second"] is None:
+            original = row["wer"]
+            continue
+        levels = row.get("codebook_levels")
+        label = f"{levels} codebook level{'s' if levels != 1 else ''}" if levels else "continuous (no codebook)"
+        lines.setdefault(label, []).append((row["tokens_per_second"], row["wer"]))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, points in lines.items():
+        points.sort()
+        ax.plot([p[0] for p in points], [100 * p[1] for p in points], marker="o", label=label)
+    if original is not None:
+        ax.axhline(100 * original, color="black", linestyle="--", label="original audio")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({r for pts in lines.values() for r, _ in pts}))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel("audio tokens per second")
+    ax.set_ylabel("WER (%)")
+    ax.set_title(f"{result['tokenizer']}: WER of reconstructed speech ({result['sentences']} held-out sentences)")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 if __name__ == "__main__":
