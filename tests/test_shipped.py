@@ -86,9 +86,8 @@ def test_backbone_reads_held_out_digits_and_mi_truncation_beats_random(vq):
     full = [TokenSequence("image", ids=held["ids"][i], grid=(16, 16), tokenizer=vq.name) for i in range(200)]
     labels = held["labels"][:200]
     mi = [truncate(s, context=context, critic=critic, tokenizer=vq)[0] for s in full]
-    rand = [
-        truncate(s, method="random", keep=len(m), tokenizer=vq, seed=i)[0] for i, (s, m) in enumerate(zip(full, mi))
-    ]
+    pairs = enumerate(zip(full, mi, strict=True))
+    rand = [truncate(s, method="random", keep=len(m), tokenizer=vq, seed=i)[0] for i, (s, m) in pairs]
 
     def accuracy(seqs):
         with torch.no_grad():
