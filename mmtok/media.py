@@ -183,6 +183,9 @@ class Audio:
             for start in range(0, wave.shape[1], block):
                 yield wave[:, start : start + block]
             return
+        if self.stream_index is None and rate == self.sample_rate_hz:  # libsndfile, no resampling: read blocks
+            yield from self._soundfile_blocks(block, mono)
+            return
         channels = 1 if mono else self.channels
         pending: list[np.ndarray] = []
         held = 0
@@ -224,6 +227,22 @@ class Audio:
                         yield wave
         except av.FFmpegError as e:
             raise MediaError(self.path, f"audio stream is corrupt: {e}") from None
+
+    def _soundfile_blocks(self, block: int, mono: bool) -> Iterator[torch.Tensor]:
+        import soundfile as sf
+        import torch
+
+        try:
+            for array in sf.blocks(str(self.path), blocksize=block, dtype="float32", always_2d=True):  # (n, C)
+                wave = torch.from_numpy(array.T.copy())
+                if mono and wave.shape[0] > 1:
+                    wave = wave.mean(dim=0, keepdim=True)
+                _check_samples(self.path, wave)
+                yield wave
+        except MediaError:
+            raise
+        except Exception as e:  # soundfile.LibsndfileError / RuntimeError on corrupt data
+            raise MediaError(self.path, f"cannot decode {self.format} audio: {e}") from None
 
     def _decode(self) -> torch.Tensor:
         import torch
