@@ -384,8 +384,12 @@ class Video:
         times: list[float] = []
         arrays: list[np.ndarray] = []
 
+        from av.video.reformatter import VideoReformatter
+
+        reformatter = VideoReformatter()  # one scaler context for the stream (frame.reformat builds one per call)
+
         def rgb(frame: av.VideoFrame) -> np.ndarray:
-            return frame.reformat(width=width, height=height, format="rgb24").to_ndarray()  # (H, W, 3)
+            return reformatter.reformat(frame, width=width, height=height, format="rgb24").to_ndarray()  # (H, W, 3)
 
         def flush() -> VideoChunk:
             chunk = VideoChunk(
