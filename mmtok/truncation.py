@@ -101,7 +101,7 @@ def context_embeddings(context: Any, critic: Any) -> torch.Tensor:
         emb = context if context.ndim == 2 else context[None]
     elif isinstance(context, str) or (isinstance(context, (list, tuple)) and all(isinstance(c, str) for c in context)):
         texts = (context,) if isinstance(context, str) else tuple(context)
-        key = (id(critic), texts)
+        key = (critic.config.teacher, texts)  # the embedding depends on the teacher only
         if key not in _text_contexts:  # a batch job asks the same question of every image: encode it once
             if len(_text_contexts) >= 256:
                 _text_contexts.pop(next(iter(_text_contexts)))
@@ -130,7 +130,7 @@ def context_embeddings(context: Any, critic: Any) -> torch.Tensor:
 
 
 _teachers: dict[str, Any] = {}
-_text_contexts: dict[tuple[int, tuple[str, ...]], torch.Tensor] = {}
+_text_contexts: dict[tuple[str, tuple[str, ...]], torch.Tensor] = {}
 
 
 def critic_teacher(critic: Any) -> Any:

@@ -195,3 +195,20 @@ def test_cli_truncate_with_a_baseline(tmp_path):
         ["truncate", str(path), "--method", "random", "--keep-ratio", "2", "--out", str(tmp_path / "x.safetensors")],
     )
     assert bad.exit_code == 1 and "keep_ratio must be in" in bad.stderr
+
+
+def test_a_text_context_is_encoded_once_per_teacher(monkeypatch):
+    import mmtok
+    from mmtok import truncation
+
+    critic = mmtok.get_model("critic-vq-text", kind="critic")
+    teacher = truncation.critic_teacher(critic)
+    calls = []
+    encode = teacher.encode_text
+    monkeypatch.setattr(teacher, "encode_text", lambda texts: calls.append(list(texts)) or encode(texts))
+    monkeypatch.setattr(truncation, "_text_contexts", {})
+    first = truncation.context_embeddings(["a photo of the digit two", "a photo of the digit nine"], critic)
+    again = truncation.context_embeddings(("a photo of the digit two", "a photo of the digit nine"), critic)
+    other = truncation.context_embeddings("a photo of the digit two", critic)
+    assert len(calls) == 2 and torch.equal(first, again)  # the repeated question was not encoded again
+    torch.testing.assert_close(other[0], first[0])
