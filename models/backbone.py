@@ -8,7 +8,8 @@ sequence is read as a sparser picture, and similar codes start with similar rows
 small transformer learn from few examples, Xiao et al. 2021) — with 2-D positions taken from the sequence's grid
 positions (so truncated sequences keep where their tokens were), audio/video embeddings (linear
 adapter; they already carry time positions), and UTF-8 text bytes with 1-D positions. A learned modality embedding
-is added to each row and a [CLS] row leads every example; a linear head on [CLS] solves the task.
+is added to each row and a [CLS] row leads every example; a linear head on the readout ([CLS], or the mean or
+channel-wise max over all rows) solves the task.
 
 Examples of mixed modalities and lengths are padded into one batch; attention masks the padding and the MoE layers
 route only real tokens. Router statistics (load per expert, average k, dropped tokens) come back with the output.
@@ -25,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmtok.errors import CheckpointError, TokenError
+from mmtok.errors import CheckpointError, ConfigError, TokenError
 from mmtok.models import checkpoint
 from mmtok.models.moe import MoE, MoEConfig
 from mmtok.models.vq import sincos_2d
@@ -47,11 +48,11 @@ class BackboneConfig:
     num_classes: int = 10
     class_names: list[str] = field(default_factory=list)
     image_tokenizer: str = "vq-clip-tiny"
-    visual_input: str = "ids"  # "ids": learned embedding per id; "codes": the tokenizer's code vectors + MLP
+    visual_input: str = "ids"  # "ids": learned embedding per id; "codes": the tokenizer's code vectors + conv stem
     code_dim: int = 8  # width of the tokenizer's code vectors (visual_input = "codes")
     stem_layers: int = 3  # 3x3 convolutions over the code grid (visual_input = "codes")
     stem_width: int = 64
-    readout: str = "cls"  # "cls": the [CLS] row feeds the head; "mean": the mean of all real rows
+    readout: str = "cls"  # what feeds the head: "cls" the [CLS] row; "mean" / "max" over all real rows
 
     def moe_config(self) -> MoEConfig:
         return MoEConfig(dim=self.dim, **self.moe)
@@ -88,12 +89,8 @@ class Backbone(nn.Module):
         self.name = name
         self.modality_embedding = nn.Embedding(len(MODALITIES), cfg.dim)
         if cfg.readout not in ("cls", "mean", "max"):
-            from mmtok.errors import ConfigError
-
             raise ConfigError(f"readout must be 'cls', 'mean' or 'max', got {cfg.readout!r}")
         if cfg.visual_input not in ("ids", "codes"):
-            from mmtok.errors import ConfigError
-
             raise ConfigError(f"visual_input must be 'ids' or 'codes', got {cfg.visual_input!r}")
         if cfg.visual_input == "ids":
             self.visual_embedding = nn.Embedding(cfg.visual_vocab, cfg.dim)
