@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmtok.errors import CheckpointError, TokenError
+from mmtok.errors import TokenError
 from mmtok.models import checkpoint
 
 CLASS_PATH = "mmtok.models.av:AVTokenizer"
@@ -410,11 +410,7 @@ class AVTokenizer(nn.Module):
 
     @classmethod
     def from_pretrained(cls, folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> AVTokenizer:
-        data = checkpoint.read_config(folder)
-        if data.get("class") != CLASS_PATH:
-            raise CheckpointError(f"{folder}: holds a {data.get('class')}, not an audio/video tokenizer")
-        config = checkpoint.config_from_dict(AVConfig, data.get("config", {}), str(folder))
-        tok = cls(config, name=data.get("name", Path(folder).name))
-        checkpoint.load_weights(folder, tok)
-        tok.eval()
+        tok = checkpoint.load_pretrained(
+            cls, folder, class_path=CLASS_PATH, config_class=AVConfig, what="an audio/video tokenizer"
+        )
         return tok.to(device) if device else tok

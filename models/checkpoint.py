@@ -110,6 +110,20 @@ def load_weights(folder: str | os.PathLike[str], model: nn.Module) -> None:
     model.load_state_dict(state, strict=True)
 
 
+def load_pretrained(
+    cls: type, folder: str | os.PathLike[str], *, class_path: str, config_class: type, what: str
+) -> Any:
+    """Rebuild a model saved by ``save_pretrained``: check its class, build it from its config, load the weights;
+    returned in eval mode. ``what`` names the expected model in the error ("a VQ tokenizer")."""
+    data = read_config(folder)
+    if data.get("class") != class_path:
+        raise CheckpointError(f"{folder}: holds a {data.get('class')}, not {what}")
+    config = config_from_dict(config_class, data.get("config", {}), str(folder))
+    model = cls(config, name=data.get("name", Path(folder).name))
+    load_weights(folder, model)
+    return model.eval()
+
+
 def check_state(model: nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))

@@ -22,7 +22,6 @@ import torch
 from torch import nn
 
 from mmtok import mi
-from mmtok.errors import CheckpointError
 from mmtok.models import checkpoint
 
 CLASS_PATH = "mmtok.models.critics:TokenCritic"
@@ -147,10 +146,6 @@ class TokenCritic(nn.Module):
 
     @classmethod
     def from_pretrained(cls, folder: str | os.PathLike[str], **_: Any) -> TokenCritic:
-        data = checkpoint.read_config(folder)
-        if data.get("class") != CLASS_PATH:
-            raise CheckpointError(f"{folder}: holds a {data.get('class')}, not a token critic")
-        config = checkpoint.config_from_dict(TokenCriticConfig, data.get("config", {}), str(folder))
-        model = cls(config, name=data.get("name", Path(folder).name))
-        checkpoint.load_weights(folder, model)
-        return model.eval()
+        return checkpoint.load_pretrained(
+            cls, folder, class_path=CLASS_PATH, config_class=TokenCriticConfig, what="a token critic"
+        )

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmtok.errors import CheckpointError, ConfigError, TokenError
+from mmtok.errors import ConfigError, TokenError
 from mmtok.models import checkpoint
 from mmtok.models.imaging import resize_to_square, to_uint8
 
@@ -394,11 +394,7 @@ class VQTokenizer(nn.Module):
 
     @classmethod
     def from_pretrained(cls, folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> VQTokenizer:
-        data = checkpoint.read_config(folder)
-        if data.get("class") != CLASS_PATH:
-            raise CheckpointError(f"{folder}: holds a {data.get('class')}, not a VQ tokenizer")
-        config = checkpoint.config_from_dict(VQConfig, data.get("config", {}), str(folder))
-        tok = cls(config, name=data.get("name", Path(folder).name))
-        checkpoint.load_weights(folder, tok)
-        tok.eval()
+        tok = checkpoint.load_pretrained(
+            cls, folder, class_path=CLASS_PATH, config_class=VQConfig, what="a VQ tokenizer"
+        )
         return tok.to(device) if device else tok
