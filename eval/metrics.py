@@ -38,10 +38,14 @@ def frechet_distance(mu1: np.ndarray, sigma1: np.ndarray, mu2: np.ndarray, sigma
     The matrix square root is scipy's ``sqrtm``; an offset on the diagonals keeps it finite when the product is
     singular, as in the reference FID implementation (pytorch-fid / clean-fid).
     """
+    import warnings
+
     from scipy import linalg
 
     diff = mu1 - mu2
-    covmean, _ = linalg.sqrtm(sigma1 @ sigma2, disp=False)
+    with warnings.catch_warnings():  # a singular product (fewer samples than dims) is handled just below
+        warnings.simplefilter("ignore", linalg.LinAlgWarning)
+        covmean = linalg.sqrtm(sigma1 @ sigma2)
     if not np.isfinite(covmean).all():
         offset = np.eye(sigma1.shape[0]) * 1e-6
         covmean = linalg.sqrtm((sigma1 + offset) @ (sigma2 + offset))
