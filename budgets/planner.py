@@ -26,7 +26,6 @@ import itertools
 import json
 import math
 import os
-import tomllib
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mmtok.errors import ConfigError, EvalError
+from mmtok.tomlfile import read_toml
 
 OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
 KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "model")
@@ -72,12 +72,7 @@ class Spec:
 
 def load_spec(path: str | os.PathLike[str]) -> Spec:
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read spec: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    data = read_toml(path, "spec")
     sections = {"name", "request", "variables", "objectives", "bars", "calibration", "search"}
     unknown = sorted(set(data) - sections)
     if unknown:

@@ -12,13 +12,13 @@ import datetime as dt
 import fnmatch
 import functools
 import os
-import tomllib
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 from mmtok.errors import PriceError
+from mmtok.tomlfile import read_toml
 
 MODALITIES = ("text", "image", "audio", "video")
 RATE_KEYS = frozenset(
@@ -69,17 +69,6 @@ class ModelRow:
     text: str | None = None  # overrides the family's text rule
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PriceError(f"{path}: cannot read price sheet: {e.strerror}") from None
-    except UnicodeDecodeError:
-        raise PriceError(f"{path}: price sheet is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as e:
-        raise PriceError(f"{path}: invalid TOML: {e}") from None
-
-
 def parse_rate(value: Any, where: str) -> Decimal:
     """A price as an exact decimal; floats are refused in favour of strings ("2.50") to keep sheets exact."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -121,7 +110,7 @@ def _parse_family(entry: Any, where: str) -> Family:
 def _families_cached(paths: tuple[Path, ...], stamps: tuple[float, ...]) -> tuple[Family, ...]:
     families: list[Family] = []
     for path in paths:
-        data = _read_toml(path)
+        data = read_toml(path, "price sheet", PriceError)
         entries = data.get("family", [])
         if not isinstance(entries, list):
             raise PriceError(f"{path}: 'family' must be an array of tables ([[family]])")
@@ -188,7 +177,7 @@ def _parse_row(name: str, row: Any, sheet: Path, provider: str, currency: str) -
 def _rows_cached(paths: tuple[Path, ...], stamps: tuple[float, ...]) -> dict[str, ModelRow]:
     rows: dict[str, ModelRow] = {}
     for path in paths:
-        data = _read_toml(path)
+        data = read_toml(path, "price sheet", PriceError)
         unknown = set(data) - SHEET_KEYS
         if unknown:
             raise PriceError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}")

@@ -19,13 +19,13 @@ Items are built here: every item has a stable ``id`` (the key results are stored
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from mmtok.errors import ConfigError
+from mmtok.tomlfile import read_toml
 
 KINDS = {"images": {"psnr", "ssim", "fd"}, "speech": {"wer", "cer"}, "qa": {"judge", "accuracy"}}
 SECTIONS = {
@@ -86,10 +86,7 @@ def load_suite(spec: str | Path) -> Suite:
             path = shipped[str(spec)]
         else:
             raise ConfigError(f"{spec}: no such suite file (shipped suites: {', '.join(shipped)})")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    data = read_toml(path, "suite")
     unknown = sorted(set(data) - {"name", "description", *SECTIONS})
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")

@@ -21,13 +21,13 @@ import difflib
 import importlib
 import json
 import os
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from mmtok.errors import ConfigError
+from mmtok.tomlfile import read_toml
 
 KINDS = ("tokenizer", "teacher", "backbone", "critic")
 _extra_dirs: list[Path] = []
@@ -76,12 +76,7 @@ def config_dirs() -> list[Path]:
 def read_config(path: str | os.PathLike[str]) -> RegistryEntry:
     """Parse one registry config file, with errors that name the file and the field."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read config: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    data = read_toml(path, "config")
     known = {"name", "kind", "class", "modality", "weights", "description", "options"}
     unknown = sorted(set(data) - known)
     if unknown:

@@ -12,7 +12,6 @@ import json
 import math
 import os
 import time
-import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from mmtok.errors import ConfigError
+from mmtok.tomlfile import read_toml
 
 C = TypeVar("C")
 
@@ -29,12 +29,7 @@ C = TypeVar("C")
 def read_toml_config(path: str | os.PathLike[str], sections: dict[str, type]) -> dict[str, Any]:
     """Parse a training config: each ``[section]`` into its dataclass, unknown sections and keys named."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    data = read_toml(path, "training config")
     unknown = sorted(set(data) - set(sections))
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}; expected {', '.join(sections)}")
