@@ -186,7 +186,8 @@ def _plan_step(out: Path) -> None:
     from importlib.resources import files
 
     from mmtok.budgets.planner import load_spec, plan
-    from mmtok.budgets.report import recommendations, write_report
+    from mmtok.budgets.report import write_report
+    from mmtok.cli.plan import print_summary
 
     console().rule("5. plan a token budget (NSGA-II over measured quality)")
     spec_path = Path(str(files("mmtok.budgets") / "examples" / "demo.toml"))
@@ -198,10 +199,4 @@ def _plan_step(out: Path) -> None:
             f"  generation {r['generation']}: {r['evaluations']} settings measured, hypervolume {r['hypervolume']:.4g}"
         ),
     )
-    files_written = write_report(result, out)
-    if result.shortfall:
-        console().print(f"[yellow]note:[/] {result.shortfall}")
-    for label, entry in recommendations(result):
-        objectives = ", ".join(f"{k} {v:.4g}" for k, v in entry["objectives"].items())
-        console().print(f"{label}: {entry['setting']} -> {objectives}")
-    console().print(f"report: {files_written['md']} and {files_written['html']}")
+    print_summary(result, write_report(result, out))

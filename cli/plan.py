@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -20,7 +21,7 @@ def plan(
     setting that meets the quality bars."""
     from mmtok.budgets.planner import load_spec
     from mmtok.budgets.planner import plan as run_plan
-    from mmtok.budgets.report import recommendations, write_report
+    from mmtok.budgets.report import write_report
 
     try:
         parsed = load_spec(spec)
@@ -38,6 +39,13 @@ def plan(
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(2 if "spec" in str(e) or ".toml" in str(e) else 1) from None
+    print_summary(result, files)
+
+
+def print_summary(result: Any, files: dict[str, Path]) -> None:
+    """The shortfall (if any), the recommended settings and where the report went."""
+    from mmtok.budgets.report import recommendations
+
     if result.shortfall:
         console().print(f"[yellow]note:[/] {result.shortfall}")
     for label, entry in recommendations(result):
