@@ -133,9 +133,12 @@ class Backbone(nn.Module):
         if len(seq) == 0:
             raise TokenError(f"empty {seq.modality} sequence")
         if seq.modality == "image":
-            ids, positions = self._image_ids(seq)
-            pos = sincos_2d(positions, seq.grid[1], self.config.dim)
-            rows = (self.visual_rows(ids, positions, seq.grid) if visual is None else visual) + pos
+            if visual is None:
+                ids, positions = self._image_ids(seq)
+                visual = self.visual_rows(ids, positions, seq.grid)
+            else:  # the batch path checked the ids when it ran the stem
+                positions = seq.token_positions.to(dev)
+            rows = visual + sincos_2d(positions, seq.grid[1], self.config.dim)
         elif seq.modality in ("audio", "video"):
             if seq.embeddings is None:
                 raise TokenError(f"{seq.modality} sequences need embeddings")
