@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from mmtok.errors import ConfigError, EvalError
-from mmtok.tomlfile import read_toml
+from mmtok.files import read_toml
 
 OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
 KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "model")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from mmtok.errors import PriceError
-from mmtok.tomlfile import read_toml
+from mmtok.files import read_toml
 
 MODALITIES = ("text", "image", "audio", "video")
 RATE_KEYS = frozenset(

@@ -208,6 +208,7 @@ def detokenize(
 
     import mmtok
     from mmtok.models.training import select_device
+    from mmtok.registry import get_registered
 
     try:
         sequences = mmtok.load_sequences(tokens)
@@ -218,7 +219,11 @@ def detokenize(
         if key is not None and key not in sequences:
             raise mmtok.TokenError(f"{tokens}: no sequence {key!r} (has {', '.join(sequences)})")
         seq = sequences[key] if key is not None else next(iter(sequences.values()))
-        tok = mmtok.get_tokenizer(tokenizer or seq.tokenizer).to(select_device(device)).eval()
+        if tokenizer is not None:  # the user's own choice: a name, config or folder
+            tok = mmtok.get_tokenizer(tokenizer)
+        else:  # the file's choice: registered names only
+            tok = get_registered(seq.tokenizer, "tokenizer", f"{tokens}", mmtok.TokenError)
+        tok = tok.to(select_device(device)).eval()
         media = tok.decode(seq)
         out.parent.mkdir(parents=True, exist_ok=True)
         if media.kind == "audio":

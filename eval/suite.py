@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mmtok.errors import ConfigError
-from mmtok.tomlfile import read_toml
+from mmtok.files import read_toml
 
 KINDS = {"images": {"psnr", "ssim", "fd"}, "speech": {"wer", "cer"}, "qa": {"judge", "accuracy"}}
 SECTIONS = {

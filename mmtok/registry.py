@@ -13,23 +13,37 @@ Each config file names one model and the class that builds it::
 Config folders are searched in order: the shipped ``models/configs``, then each folder in ``MMTOK_CONFIG_PATH``
 (``os.pathsep``-separated), then folders added with :func:`add_config_dir`; a later definition of a name wins.
 Reading the registry imports no model code, so ``list_tokenizers()`` is instant.
+
+Trust boundary: a file never chooses code. ``class`` must be one of :data:`MODEL_CLASSES` (mmtok's own model
+classes); Python code that wants a class of its own registers it with :func:`register_class` first. Names read
+from data files (a token file's ``tokenizer``, a checkpoint's ``image_tokenizer``) go through
+:func:`get_registered`, which takes registry names only, never a path.
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-import json
 import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mmtok.errors import ConfigError
-from mmtok.tomlfile import read_toml
+from mmtok.errors import ConfigError, MmtokError
+from mmtok.files import read_json, read_toml
 
 KINDS = ("tokenizer", "teacher", "backbone", "critic")
+# The only classes a config file or a checkpoint's config.json may name, with the kind each one is.
+MODEL_CLASSES: dict[str, str] = {
+    "mmtok.models.vq:VQTokenizer": "tokenizer",
+    "mmtok.models.av:AVTokenizer": "tokenizer",
+    "mmtok.models.text:ByteTokenizer": "tokenizer",
+    "mmtok.models.text:TiktokenTokenizer": "tokenizer",
+    "mmtok.models.teacher:Teacher": "teacher",
+    "mmtok.models.backbone:Backbone": "backbone",
+    "mmtok.models.critics:TokenCritic": "critic",
+}
 _extra_dirs: list[Path] = []
 
 
@@ -86,8 +100,7 @@ def read_config(path: str | os.PathLike[str]) -> RegistryEntry:
             raise ConfigError(f"{path}: '{key}' is required and must be a non-empty string")
     if data["kind"] not in KINDS:
         raise ConfigError(f"{path}: kind must be one of {', '.join(KINDS)}, got {data['kind']!r}")
-    if ":" not in data["class"]:
-        raise ConfigError(f"{path}: class must look like 'package.module:ClassName', got {data['class']!r}")
+    check_class(data["class"], data["kind"], str(path))
     options = data.get("options", {})
     if not isinstance(options, dict):
         raise ConfigError(f"{path}: [options] must be a table")
@@ -162,14 +175,12 @@ def _from_folder(path: Path, kind: str | None, **options: Any) -> Any:
     config_file = path / "config.json"
     if not config_file.is_file():
         raise ConfigError(f"{path}: not a pretrained model folder (no config.json)")
-    try:
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{config_file}: cannot read: {e}") from None
-    class_path = config.get("class")
+    config = read_json(config_file, "model config")
+    class_path = config.get("class") if isinstance(config, dict) else None
     if not isinstance(class_path, str):
         raise ConfigError(f"{config_file}: missing 'class' (which model class wrote this folder?)")
-    _check_kind(config.get("kind"), kind, str(config_file))
+    check_class(class_path, None, str(config_file))
+    _check_kind(MODEL_CLASSES[class_path], kind, str(config_file))
     return import_class(class_path, where=str(config_file)).from_pretrained(path, **options)
 
 
@@ -178,7 +189,42 @@ def _check_kind(actual: str | None, wanted: str | None, where: str) -> None:
         raise ConfigError(f"{where}: is a {actual}, not a {wanted}")
 
 
+def register_class(class_path: str, kind: str) -> None:
+    """Allow configs to name ``class_path`` ("package.module:ClassName", a class of ``kind``). Call it from your
+    own Python code: that is where the choice to run a class belongs, never in a file mmtok reads."""
+    if kind not in KINDS:
+        raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if class_path.count(":") != 1 or not all(class_path.partition(":")[::2]):
+        raise ConfigError(f"class must look like 'package.module:ClassName', got {class_path!r}")
+    MODEL_CLASSES[class_path] = kind
+
+
+def check_class(class_path: str, kind: str | None, where: str) -> None:
+    """Refuse any class that is not an mmtok model class (or one registered from Python) of ``kind``."""
+    if class_path not in MODEL_CLASSES:
+        raise ConfigError(
+            f"{where}: class {class_path!r} is not an mmtok model class (allowed: {', '.join(sorted(MODEL_CLASSES))}); "
+            "a class of your own must be registered from Python with mmtok.registry.register_class"
+        )
+    if kind is not None and MODEL_CLASSES[class_path] != kind:
+        raise ConfigError(f"{where}: {class_path} is a {MODEL_CLASSES[class_path]}, not a {kind}")
+
+
+def get_registered(name: Any, kind: str, where: str, error: type[MmtokError] = ConfigError) -> Any:
+    """A model by registry name only: for names that come from data files, where a path must never be followed."""
+    if not isinstance(name, str) or not name:
+        raise error(f"{where}: names no {kind} (got {name!r}); choose one explicitly")
+    if name not in {e.name for e in list_models(kind)}:
+        available = ", ".join(list_tokenizers() if kind == "tokenizer" else [e.name for e in list_models(kind)])
+        raise error(
+            f"{where}: names {kind} {name!r}, which is not a registered {kind} (registered: {available}); "
+            f"a file can only name registered models, so choose yours explicitly"
+        )
+    return get_entry(name, kind).build()
+
+
 def import_class(class_path: str, where: str) -> type:
+    check_class(class_path, None, where)
     module_name, _, attr = class_path.partition(":")
     try:
         module = importlib.import_module(module_name)

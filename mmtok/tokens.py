@@ -25,11 +25,34 @@ from typing import Any
 import torch
 
 from mmtok.errors import TokenError
+from mmtok.files import parse_json
 
 FORMAT = "mmtok.TokenSequence"
 FORMAT_VERSION = 1
 MODALITIES = ("image", "audio", "video", "text")
+MAX_GRID_CELLS = 1 << 20  # 1024 x 1024 tokens: an 8,192-px image at 8x downsampling; consumers allocate the grid
 _TENSOR_FIELDS = ("ids", "embeddings", "times", "positions")
+_HEADER_KEYS = {"format", "version", "modality", "grid", "tokenizer", "meta"}
+
+
+def _is_integer(tensor: torch.Tensor) -> bool:
+    return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+
+
+def _check_grid(grid: Any, n: int, positions: torch.Tensor | None) -> tuple[int, int]:
+    """(rows, cols) of positive ints, no more cells than :data:`MAX_GRID_CELLS`, holding every token."""
+    if not isinstance(grid, (tuple, list)) or len(grid) != 2:
+        raise TokenError(f"grid must be (rows, cols), got {grid!r}")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in grid):
+        raise TokenError(f"grid must be two positive integers, got {grid!r}")
+    rows, cols = int(grid[0]), int(grid[1])
+    if rows * cols > MAX_GRID_CELLS:
+        raise TokenError(f"grid {rows}x{cols} has {rows * cols:,} cells, over the limit of {MAX_GRID_CELLS:,}")
+    if n > rows * cols:
+        raise TokenError(f"{n} tokens do not fit a {rows}x{cols} grid")
+    if positions is not None and n and int(positions.max()) >= rows * cols:
+        raise TokenError(f"position {int(positions.max())} is outside the {rows}x{cols} grid")
+    return rows, cols
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,10 +85,20 @@ class TokenSequence:
             tensor = getattr(self, name)
             if tensor is not None and tensor.ndim != 1:
                 raise TokenError(f"{name} must be one-dimensional [N], got {tuple(tensor.shape)}")
+        if self.positions is not None and not _is_integer(self.positions):
+            raise TokenError(f"positions must be an integer tensor, got {self.positions.dtype}")
+        if self.times is not None and not self.times.is_floating_point():
+            raise TokenError(f"times must be a float tensor (seconds), got {self.times.dtype}")
+        if ids is not None and n and int(ids.min()) < 0:
+            raise TokenError(f"ids must be non-negative, got {int(ids.min())}")
+        if self.positions is not None and n and int(self.positions.min()) < 0:
+            raise TokenError(f"positions must be non-negative, got {int(self.positions.min())}")
         if self.grid is not None:
-            if len(self.grid) != 2 or min(self.grid) <= 0:
-                raise TokenError(f"grid must be (rows, cols) > 0, got {self.grid}")
-            object.__setattr__(self, "grid", (int(self.grid[0]), int(self.grid[1])))
+            object.__setattr__(self, "grid", _check_grid(self.grid, n, self.positions))
+        if not isinstance(self.tokenizer, str):
+            raise TokenError(f"tokenizer must be a name (a string), got {type(self.tokenizer).__name__}")
+        if not isinstance(self.meta, dict):
+            raise TokenError(f"meta must be a JSON object (a dict), got {type(self.meta).__name__}")
 
     def __len__(self) -> int:
         source = self.ids if self.ids is not None else self.embeddings
@@ -125,21 +158,36 @@ class TokenSequence:
         }
 
     @classmethod
-    def _from_parts(cls, header: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], source: str) -> TokenSequence:
-        if header.get("format") != FORMAT:
-            raise TokenError(f"{source}: not an mmtok TokenSequence file")
-        if header.get("version", 0) > FORMAT_VERSION:
-            raise TokenError(f"{source}: written by a newer mmtok (format version {header['version']})")
-        grid = header.get("grid")
+    def _from_parts(cls, header: Any, tensors: Mapping[str, torch.Tensor], source: str) -> TokenSequence:
+        """A sequence from a file's header and tensors; anything malformed is a TokenError naming ``source``."""
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise TokenError(f"{source}: not an mmtok TokenSequence header")
+        version = header.get("version", 0)
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise TokenError(f"{source}: format version must be an integer, got {version!r}")
+        if version > FORMAT_VERSION:
+            raise TokenError(f"{source}: written by a newer mmtok (format version {version})")
+        unknown = sorted(set(header) - _HEADER_KEYS)
+        if unknown:
+            raise TokenError(f"{source}: unknown header key(s) {', '.join(unknown)}")
+        extra = sorted(set(tensors) - set(_TENSOR_FIELDS))
+        if extra:
+            raise TokenError(f"{source}: unexpected tensor(s) {', '.join(extra)}")
+        for name in ("ids", "positions"):
+            if name in tensors and tensors[name].dtype != torch.int64:
+                raise TokenError(f"{source}: {name} must be int64, got {tensors[name].dtype}")
+        modality, grid, meta = header.get("modality"), header.get("grid"), header.get("meta")
+        if not isinstance(modality, str):
+            raise TokenError(f"{source}: header needs a modality (one of {', '.join(MODALITIES)})")
         try:
             return cls(
-                modality=header["modality"],
-                grid=tuple(grid) if grid else None,
-                tokenizer=header.get("tokenizer", ""),
-                meta=dict(header.get("meta") or {}),
+                modality=modality,
+                grid=None if grid is None else _check_grid(grid, 0, None),
+                tokenizer="" if header.get("tokenizer") is None else header["tokenizer"],
+                meta={} if meta is None else meta,
                 **{name: tensors[name] for name in _TENSOR_FIELDS if name in tensors},
             )
-        except (KeyError, TokenError) as e:
+        except TokenError as e:
             raise TokenError(f"{source}: {e}") from None
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -189,17 +237,24 @@ def load_sequences(path: str | os.PathLike[str]) -> dict[str, TokenSequence]:
         tensors = load_file(source)
     except (SafetensorError, OSError, ValueError) as e:
         raise TokenError(f"{source}: not a safetensors file ({e})") from None
-    try:
-        header = json.loads(metadata["mmtok"])
-    except (KeyError, json.JSONDecodeError):
-        raise TokenError(f"{source}: safetensors file without an mmtok header") from None
+    if "mmtok" not in metadata:
+        raise TokenError(f"{source}: safetensors file without an mmtok header")
+    header = parse_json(metadata["mmtok"], f"{source}: mmtok header", TokenError)
+    if not isinstance(header, dict):
+        raise TokenError(f"{source}: the mmtok header must be a JSON object")
     if header.get("format") == FORMAT:
         return {Path(source).stem: TokenSequence._from_parts(header, tensors, source)}
     if header.get("format") != FORMAT + "s":
-        raise TokenError(f"{source}: not an mmtok token file (format {header.get('format')!r})")
+        raise TokenError(f"{source}: not an mmtok token file (format {str(header.get('format'))[:40]!r})")
+    sequences = header.get("sequences")
+    if not isinstance(sequences, dict) or not sequences:
+        raise TokenError(f"{source}: a shard header needs a non-empty 'sequences' object")
+    claimed = {f"{key}/{name}" for key in sequences for name in _TENSOR_FIELDS}
+    stray = sorted(set(tensors) - claimed)
+    if stray:
+        raise TokenError(f"{source}: tensor(s) that belong to no sequence: {', '.join(stray[:3])}")
     out = {}
-    for key, seq_header in header["sequences"].items():
-        prefix = f"{key}/"
-        parts = {name[len(prefix) :]: t for name, t in tensors.items() if name.startswith(prefix)}
+    for key, seq_header in sequences.items():
+        parts = {name: tensors[f"{key}/{name}"] for name in _TENSOR_FIELDS if f"{key}/{name}" in tensors}
         out[key] = TokenSequence._from_parts(seq_header, parts, f"{source}[{key}]")
     return out

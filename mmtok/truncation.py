@@ -63,9 +63,9 @@ def token_features(seq: Any, tokenizer: Any = None, normalized: bool = True) -> 
     sequence's own embeddings."""
     if seq.ids is not None and seq.modality == "image":
         if tokenizer is None:
-            import mmtok
+            from mmtok.registry import get_registered
 
-            tokenizer = mmtok.get_tokenizer(seq.tokenizer)
+            tokenizer = get_registered(seq.tokenizer, "tokenizer", "token sequence", TruncationError)
         return tokenizer.features(seq, tokens=True, normalized=normalized)[1].float().cpu()
     if seq.embeddings is not None:
         return seq.embeddings.float()
@@ -109,9 +109,10 @@ def context_embeddings(context: Any, critic: Any) -> torch.Tensor:
         emb = _text_contexts[key]
     elif hasattr(context, "modality"):
         if context.modality == "text" and context.ids is not None:
-            import mmtok
+            from mmtok.registry import get_registered
 
-            text = mmtok.get_tokenizer(context.tokenizer or "text-bytes").decode(context)
+            tokenizer = get_registered(context.tokenizer or "text-bytes", "tokenizer", "context", TruncationError)
+            text = tokenizer.decode(context)
             return context_embeddings(text, critic)
         if context.embeddings is None:
             raise TruncationError(f"a {context.modality} context needs embeddings")

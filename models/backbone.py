@@ -272,8 +272,9 @@ class Backbone(nn.Module):
         if data.get("class") != CLASS_PATH:
             raise CheckpointError(f"{folder}: holds a {data.get('class')}, not a backbone")
         config = checkpoint.config_from_dict(BackboneConfig, data.get("config", {}), str(folder))
-        model = cls(config, name=data.get("name", Path(folder).name))
+        name = str(data.get("name", Path(folder).name))
         try:
+            model = checkpoint.build_checked(folder, lambda: cls(config, name=name))
             checkpoint.load_weights(folder, model)
         except CheckpointError as e:
             expected = config.moe_config().num_experts

@@ -13,6 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import types
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ import torch
 from torch import nn
 
 from mmtok.errors import CheckpointError
+from mmtok.files import read_json
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -79,19 +83,84 @@ def read_config(folder: str | os.PathLike[str]) -> dict[str, Any]:
                 "loaded (they can run code); convert the weights to safetensors"
             )
         raise CheckpointError(f"{folder}: not a pretrained model folder (no {CONFIG_FILE})")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: cannot read: {e}") from None
+    data = read_json(path, "model config", CheckpointError, max_bytes=1 << 20)
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: a model config must be a JSON object")
+    return data
 
 
-def config_from_dict(cls: type, data: dict[str, Any], where: str) -> Any:
-    """Build a dataclass config, naming unknown fields instead of failing deep inside the model."""
+def config_from_dict(cls: type, data: Any, where: str) -> Any:
+    """Build a dataclass config, naming unknown fields and values of the wrong type instead of failing deep inside
+    the model (``codebook_size = 1e9`` is a float, refused here; a huge int is caught by :func:`build_checked`)."""
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{where}: 'config' must be a JSON object")
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - fields)
     if unknown:
         raise CheckpointError(f"{where}: unknown config field(s) {', '.join(unknown)} for {cls.__name__}")
+    hints = typing.get_type_hints(cls)
+    for name, value in data.items():
+        if not _fits(value, hints.get(name, Any)):
+            raise CheckpointError(f"{where}: config field {name} = {value!r:.60} is not a {_type_name(hints[name])}")
     return cls(**data)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arm) for arm in typing.get_args(hint))
+    if hint is Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (tuple, list) or hint in (tuple, list):
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return isinstance(value, (list, tuple)) and all(any(_fits(v, a) for a in args) or not args for v in value)
+    if origin is dict or hint is dict:
+        return isinstance(value, dict)
+    return True  # a type this check does not model: left to the constructor
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint)
+
+
+def weight_shapes(folder: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
+    """Tensor names and shapes of ``model.safetensors``, read from its header alone (no tensor data)."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(folder) / WEIGHTS_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{folder}: no {WEIGHTS_FILE}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}  # noqa: SIM118 (not a dict)
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a readable safetensors file: {e}") from None
+
+
+def build_checked(
+    folder: str | os.PathLike[str], build: Callable[[], nn.Module], part: Callable[[nn.Module], nn.Module] = lambda m: m
+) -> nn.Module:
+    """``build()`` once on the meta device (which allocates nothing) and compare its tensors with the weight file's
+    header, then build it for real: a config that asks for a 32 GB model next to a small file fails before any
+    memory is taken. ``part`` picks the module the weights belong to."""
+    expected = weight_shapes(folder)
+    try:
+        with torch.device("meta"):
+            skeleton = part(build())
+    except (TypeError, ValueError, RuntimeError, AssertionError, ZeroDivisionError) as e:
+        raise CheckpointError(f"{folder}: its config does not describe a model: {e}") from None
+    check_shapes({k: tuple(v.shape) for k, v in skeleton.state_dict().items()}, expected, str(folder))
+    return build()
 
 
 def load_weights(folder: str | os.PathLike[str], model: nn.Module) -> None:
@@ -113,26 +182,30 @@ def load_weights(folder: str | os.PathLike[str], model: nn.Module) -> None:
 def load_pretrained(
     cls: type, folder: str | os.PathLike[str], *, class_path: str, config_class: type, what: str
 ) -> Any:
-    """Rebuild a model saved by ``save_pretrained``: check its class, build it from its config, load the weights;
-    returned in eval mode. ``what`` names the expected model in the error ("a VQ tokenizer")."""
+    """Rebuild a model saved by ``save_pretrained``: check its class, build it from its config (sizes checked
+    against the weight file first), load the weights; returned in eval mode. ``what`` names the expected model in
+    the error ("a VQ tokenizer")."""
     data = read_config(folder)
     if data.get("class") != class_path:
-        raise CheckpointError(f"{folder}: holds a {data.get('class')}, not {what}")
+        raise CheckpointError(f"{folder}: holds a {str(data.get('class'))[:80]}, not {what}")
     config = config_from_dict(config_class, data.get("config", {}), str(folder))
-    model = cls(config, name=data.get("name", Path(folder).name))
+    name = data.get("name", Path(folder).name)
+    model = build_checked(folder, lambda: cls(config, name=str(name)))
     load_weights(folder, model)
     return model.eval()
 
 
 def check_state(model: nn.Module, state: dict[str, torch.Tensor], where: str) -> None:
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    shapes = [
-        f"{k}: file {tuple(state[k].shape)} vs config {tuple(v.shape)}"
-        for k, v in expected.items()
-        if k in state and state[k].shape != v.shape
-    ]
+    check_shapes(
+        {k: tuple(v.shape) for k, v in model.state_dict().items()}, {k: tuple(v.shape) for k, v in state.items()}, where
+    )
+
+
+def check_shapes(expected: dict[str, tuple[int, ...]], found: dict[str, tuple[int, ...]], where: str) -> None:
+    """Names and shapes the model has (``expected``) against those in the file (``found``)."""
+    missing = sorted(set(expected) - set(found))
+    unexpected = sorted(set(found) - set(expected))
+    shapes = [f"{k}: file {found[k]} vs config {v}" for k, v in expected.items() if k in found and found[k] != v]
     problems = []
     if missing:
         problems.append(f"missing {len(missing)} tensor(s) e.g. {', '.join(missing[:3])}")

@@ -122,9 +122,9 @@ class TokenCritic(nn.Module):
     def token_features(self, seq: Any, tokenizer: Any = None) -> torch.Tensor:
         """The features this critic reads for each token of an image sequence, ``[N, token_dim]``."""
         if tokenizer is None:
-            import mmtok
+            from mmtok.registry import get_registered
 
-            tokenizer = mmtok.get_tokenizer(seq.tokenizer or self.config.image_tokenizer)
+            tokenizer = get_registered(seq.tokenizer or self.config.image_tokenizer, "tokenizer", "token sequence")
         if self.config.token_features == "local":
             return tokenizer.local_codes(seq, self.config.radius).float().cpu()
         return tokenizer.features(seq, tokens=True)[1].float().cpu()

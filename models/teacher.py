@@ -97,8 +97,11 @@ class Teacher(nn.Module):
                 raise ConfigError(f"{entry.source}: teacher {spec!r} names no weights")
             return cls.from_pretrained(entry.weights)
         data = checkpoint.read_config(path)
+        if data.get("class") != CLASS_PATH:
+            raise CheckpointError(f"{path}: holds a {str(data.get('class'))[:80]}, not a CLIP teacher")
         config = checkpoint.config_from_dict(TeacherConfig, data.get("config", {}), str(path))
-        teacher = cls(config, name=data.get("name", path.name))
+        name = str(data.get("name", path.name))
+        teacher = checkpoint.build_checked(path, lambda: cls(config, name=name), part=lambda t: t.clip)
         checkpoint.load_weights(path, teacher.clip)
         return teacher.eval()
 

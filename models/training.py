@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from mmtok.errors import ConfigError
-from mmtok.tomlfile import read_toml
+from mmtok.files import read_toml
 
 C = TypeVar("C")
 

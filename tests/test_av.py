@@ -24,8 +24,9 @@ from tests.makers import write_audio_only_mp4, write_video, write_wav
 def tok():
     torch.manual_seed(0)
     model = AVTokenizer(AVConfig(d_model=64, codebook_size=32, decoder_hidden=64, griffin_lim_iters=4), name="av-test")
-    model.train()
-    model.encode(sample_path("speech.wav"))  # in training mode, the first batch k-means-initialises the codebook
+    model.train()  # in training mode, the first batch k-means-initialises the codebook
+    features = model.audio_token_features(mmtok.load(sample_path("speech.wav")), 16.0)
+    model.quantize(model.content("audio", features))
     return model.eval()
 
 

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 import mmtok
+from mmtok import registry
 from mmtok.errors import ConfigError
 from mmtok.registry import add_config_dir, get_model, read_config
 
@@ -69,6 +70,8 @@ def toy_registry(tmp_path, monkeypatch):
     """)
     )
     monkeypatch.setenv("MMTOK_CONFIG_PATH", str(configs))
+    monkeypatch.setattr(registry, "MODEL_CLASSES", dict(registry.MODEL_CLASSES))
+    registry.register_class("toy_tokenizers:ByteTokenizer", "tokenizer")  # the user's own code allows its class
     return configs
 
 
@@ -107,8 +110,9 @@ def test_add_config_dir_registers_for_this_process(tmp_path, toy_registry, monke
     [
         ('name = "x"\nkind = "tokenizer"\n', "'class' is required"),
         ('name = "x"\nkind = "oracle"\nclass = "a:B"\n', "kind must be one of"),
-        ('name = "x"\nkind = "tokenizer"\nclass = "nocolon"\n', "must look like 'package.module:ClassName'"),
+        ('name = "x"\nkind = "tokenizer"\nclass = "nocolon"\n', "is not an mmtok model class"),
         ('name = "x"\nkind = "tokenizer"\nclass = "a:B"\ncolour = 3\n', r"unknown key\(s\) colour"),
+        ('name = "x"\nkind = "backbone"\nclass = "mmtok.models.vq:VQTokenizer"\n', "is a tokenizer, not a backbone"),
         ("name = = 3", "invalid TOML"),
     ],
 )
@@ -120,7 +124,9 @@ def test_bad_configs_name_the_file_and_field(tmp_path, text, match):
     assert str(path) in str(info.value)
 
 
-def test_config_naming_a_missing_module(tmp_path):
+def test_registered_class_naming_a_missing_module(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "MODEL_CLASSES", dict(registry.MODEL_CLASSES))
+    registry.register_class("no_such_module_xyz:Thing", "tokenizer")
     path = tmp_path / "m.toml"
     path.write_text('name = "m"\nkind = "tokenizer"\nclass = "no_such_module_xyz:Thing"\n')
     with pytest.raises(ConfigError, match="cannot import 'no_such_module_xyz'"):
@@ -130,6 +136,6 @@ def test_config_naming_a_missing_module(tmp_path):
 def test_folder_without_config_is_not_a_model(tmp_path):
     with pytest.raises(ConfigError, match="not a pretrained model folder"):
         mmtok.get_tokenizer(tmp_path)
-    (tmp_path / "config.json").write_text(json.dumps({"class": "x:Y", "kind": "backbone"}))
+    (tmp_path / "config.json").write_text(json.dumps({"class": "mmtok.models.backbone:Backbone", "kind": "backbone"}))
     with pytest.raises(ConfigError, match="is a backbone, not a tokenizer"):
         mmtok.get_tokenizer(tmp_path)

@@ -1,0 +1,175 @@
+"""Files are data: a token file, config or checkpoint never chooses code to run, and sizes are checked first.
+
+Each test holds the reproduction of a finding from the "untrusted files" review (issue 12).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from typer.testing import CliRunner
+
+import mmtok
+from mmtok.cli.main import app
+from mmtok.errors import CheckpointError, ConfigError, TokenError
+from mmtok.registry import get_entry
+
+runner = CliRunner()
+
+
+def _popen_config(folder: Path, marker: Path) -> Path:
+    """The attack: a registry config whose class is subprocess.Popen, with a shell command as its options."""
+    config = folder / "evil.toml"
+    config.write_text(
+        'name = "evil"\nkind = "tokenizer"\nclass = "subprocess:Popen"\n'
+        f'[options]\nargs = ["sh", "-c", "touch {marker}"]\n'
+    )
+    return config
+
+
+def _token_file(path: Path, tokenizer: str, grid: list[int] | None = (16, 16)) -> Path:
+    header = {"format": "mmtok.TokenSequence", "version": 1, "modality": "image", "grid": grid, "tokenizer": tokenizer}
+    save_file({"ids": torch.randint(0, 1024, (256,))}, str(path), metadata={"mmtok": json.dumps(header)})
+    return path
+
+
+def _raw_safetensors(path: Path, header_text: str, tensors: dict[str, torch.Tensor] | None = None) -> Path:
+    save_file(tensors or {"ids": torch.arange(4)}, str(path), metadata={"mmtok": header_text})
+    return path
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["detokenize", "{tokens}", "--out", "{out}.png"],
+        ["truncate", "{tokens}", "--method", "mi", "--context", "a cat", "--out", "{out}.safetensors"],
+        ["truncate", "{tokens}", "--method", "divprune", "--keep-ratio", "0.5", "--out", "{out}.safetensors"],
+    ],
+)
+def test_token_file_naming_a_popen_config_runs_nothing(tmp_path, command):
+    marker = tmp_path / "pwned"
+    config = _popen_config(tmp_path, marker)
+    tokens = _token_file(tmp_path / "tokens.safetensors", str(config))
+    args = [part.format(tokens=tokens, out=tmp_path / "out") for part in command]
+    result = runner.invoke(app, args)
+    assert not marker.exists(), "the token file ran a command"
+    assert result.exit_code == 1, result.output
+    assert "not a registered tokenizer" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_config_naming_any_class_is_refused_before_import(tmp_path, monkeypatch):
+    marker = tmp_path / "imported"
+    (tmp_path / "canary_module.py").write_text(f"open({str(marker)!r}, 'w').close()\nclass Thing: ...\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = tmp_path / "canary.toml"
+    config.write_text('name = "canary"\nkind = "tokenizer"\nclass = "canary_module:Thing"\n')
+    with pytest.raises(ConfigError, match="is not an mmtok model class"):
+        mmtok.get_tokenizer(config)
+    with pytest.raises(ConfigError, match="is not an mmtok model class"):
+        mmtok.get_tokenizer(_popen_config(tmp_path, tmp_path / "pwned"))
+    assert not marker.exists() and "canary_module" not in sys.modules
+
+
+def test_checkpoint_config_cannot_reach_a_pickle(tmp_path):
+    """`"class": "transformers:AutoModel"` beside a pickled pytorch_model.bin: refused, transformers not called."""
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"class": "transformers:AutoModel", "kind": "tokenizer"}))
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
+    with pytest.raises(ConfigError, match="'transformers:AutoModel' is not an mmtok model class"):
+        mmtok.get_tokenizer(folder)
+
+
+def test_checkpoint_asking_for_a_huge_model_fails_before_allocating(tmp_path):
+    folder = tmp_path / "vq"
+    shutil.copytree(get_entry("vq-clip-tiny").weights, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["config"]["codebook_size"] = 1e9  # a float: refused by type
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"codebook_size = 1000000000.0 is not a int"):
+        mmtok.get_tokenizer(folder)
+    config["config"]["codebook_size"] = 1_000_000_000  # an int: built on the meta device, compared with the file
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="shape mismatch"):
+        mmtok.get_tokenizer(folder)
+
+
+def test_shipped_weights_still_load_through_the_checked_build():
+    vq = mmtok.get_tokenizer("vq-clip-tiny")
+    assert vq.config.codebook_size == 1024
+    assert mmtok.get_model("clip-tiny", kind="teacher").embed_dim == 128
+
+
+@pytest.mark.parametrize(
+    ("header", "match"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"format": "mmtok.TokenSequence", "modality": "image", "grid": "16x16"}', "grid must be"),
+        ('{"format": "mmtok.TokenSequence", "modality": "image", "meta": [1]}', "meta must be a JSON object"),
+        ('{"format": "mmtok.TokenSequence", "modality": "image", "tokenizer": 7}', "tokenizer must be a name"),
+        ('{"format": "mmtok.TokenSequence", "modality": 3}', "needs a modality"),
+        ('{"format": "mmtok.TokenSequence", "modality": "image", "version": "1"}', "version must be an integer"),
+        ('{"format": "mmtok.TokenSequences", "sequences": [1]}', "non-empty 'sequences' object"),
+        ('{"format": "mmtok.TokenSequence", "modality": "image", "grid": [100000, 100000]}', "over the limit"),
+        ('{"format": "mmtok.TokenSequence", "modality": "image", "grid": [1, 2]}', "do not fit a 1x2 grid"),
+    ],
+)
+def test_malformed_headers_are_token_errors(tmp_path, header, match):
+    path = _raw_safetensors(tmp_path / "bad.safetensors", header)
+    with pytest.raises(TokenError, match=match) as info:
+        mmtok.load_sequences(path)
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("tensors", "match"),
+    [
+        ({"ids": torch.arange(4, dtype=torch.int32)}, "ids must be int64"),
+        ({"ids": torch.arange(4), "positions": torch.arange(4, dtype=torch.float32)}, "positions must be int64"),
+        ({"ids": torch.arange(4), "times": torch.arange(4)}, "times must be a float tensor"),
+        ({"ids": torch.arange(4) - 2}, "ids must be non-negative"),
+        ({"ids": torch.arange(4), "positions": torch.tensor([0, 1, 2, 99])}, "position 99 is outside the 2x2 grid"),
+        ({"ids": torch.arange(4), "evil": torch.zeros(1)}, "unexpected tensor"),
+    ],
+)
+def test_tensors_of_the_wrong_kind_are_token_errors(tmp_path, tensors, match):
+    header = json.dumps({"format": "mmtok.TokenSequence", "modality": "image", "grid": [2, 2]})
+    path = _raw_safetensors(tmp_path / "bad.safetensors", header, tensors)
+    with pytest.raises(TokenError, match=match):
+        mmtok.load_sequences(path)
+
+
+def test_huge_grid_never_reaches_truncate(tmp_path):
+    tokens = _token_file(tmp_path / "big.safetensors", "vq-clip-tiny", grid=[100_000, 100_000])
+    result = runner.invoke(app, ["truncate", str(tokens), "--context", "a cat", "--out", str(tmp_path / "o.st")])
+    assert result.exit_code == 1
+    assert "over the limit" in result.output and "Traceback" not in result.output
+
+
+def test_a_shard_header_is_checked_against_its_tensors(tmp_path):
+    text = {"format": "mmtok.TokenSequence", "modality": "text"}
+    header = {"format": "mmtok.TokenSequences", "sequences": {"a": text}}
+    path = tmp_path / "shard.safetensors"
+    save_file({"a/ids": torch.arange(3), "b/ids": torch.arange(2)}, str(path), metadata={"mmtok": json.dumps(header)})
+    with pytest.raises(TokenError, match="belong to no sequence: b/ids"):
+        mmtok.load_sequences(path)
+    header["sequences"] = {"a": 5, "b": header["sequences"]["a"]}
+    save_file({"a/ids": torch.arange(3), "b/ids": torch.arange(2)}, str(path), metadata={"mmtok": json.dumps(header)})
+    with pytest.raises(TokenError, match=r"shard.safetensors\[a\]: not an mmtok TokenSequence header"):
+        mmtok.load_sequences(path)
+
+
+def test_safetensors_header_length_lie_is_a_token_error(tmp_path):
+    path = tmp_path / "lie.safetensors"
+    path.write_bytes(struct.pack("<Q", 10**12) + b"{}")
+    with pytest.raises(TokenError, match="not a safetensors file"):
+        mmtok.load_sequences(path)
