@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from mmtok.cli.common import console, print_error
-from mmtok.errors import MmtokError
+from mmtok.errors import ConfigError, MmtokError
 
 eval_app = typer.Typer(
     help="Batch evaluation runs: FD/FID, WER, LLM judge; resumable and sharded.", no_args_is_help=True
@@ -45,20 +45,29 @@ def eval_run(
                 workers=workers,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )
-    except MmtokError as e:
+    except ConfigError as e:  # a bad suite or manifest, a refused resume, a run folder in use: nothing ran
         print_error(e)
-        raise typer.Exit(2 if "already holds" in str(e) or "suite" in str(e) else 1) from None
-    if not summary:
+        raise typer.Exit(2) from None
+    except MmtokError as e:  # a worker died, a results file cannot be read
+        print_error(e)
+        raise typer.Exit(1) from None
+    except OSError as e:  # the run folder's disk, permissions, ...
+        print_error(f"{out}: {e.strerror or e}" if e.filename is None else f"{e.filename}: {e.strerror or e}")
+        raise typer.Exit(1) from None
+    if not summary:  # a torchrun rank other than 0: rank 0 prints the summary
         return
     _print_summary(summary, out)
-    if summary["failed"]:
+    if summary["failed"] or summary.get("missing"):
         raise typer.Exit(1)
 
 
 def _print_summary(summary: dict, out: Path) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{summary['suite']}: {summary['ok']}/{summary['items']} items", show_edge=False)
+    title = f"{summary['suite']}: {summary['ok']}/{summary['items']} items ok"
+    if summary["failed"] or summary.get("missing"):
+        title += f", {summary['failed']} failed, {summary.get('missing', 0)} not run"
+    table = Table(title=title, show_edge=False)
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("protocol", overflow="fold")

