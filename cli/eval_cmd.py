@@ -18,7 +18,15 @@ eval_app = typer.Typer(
 def eval_run(
     suite: str = typer.Argument(..., help="Suite file (TOML) or a shipped suite's name (see eval/suites/)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder (results.jsonl, summary.json)."),
-    resume: bool = typer.Option(False, help="Continue a run that was interrupted: done items are skipped."),
+    resume: bool = typer.Option(
+        False, help="Continue a run that was interrupted: done items are skipped. A changed suite is refused."
+    ),
+    rerun_changed: bool = typer.Option(
+        False,
+        "--rerun-changed",
+        help="With a changed suite: re-run only the items whose content or pipeline/metrics settings changed, "
+        "drop items no longer in the suite, and store the new suite (implies --resume).",
+    ),
     workers: int = typer.Option(1, min=1, help="Local worker processes (or launch with torchrun)."),
 ) -> None:
     """Evaluate a suite's items, one result line each; bad items are recorded, not fatal."""
@@ -42,6 +50,7 @@ def eval_run(
                 suite,
                 out,
                 resume=resume,
+                rerun_changed=rerun_changed,
                 workers=workers,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )

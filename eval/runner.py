@@ -22,24 +22,37 @@ from typing import Any
 import torch
 
 from mmtok.errors import ConfigError, EvalError, MmtokError
-from mmtok.eval.suite import Suite, items, load_suite
+from mmtok.eval.suite import (
+    Suite,
+    config_hash,
+    describe_changes,
+    expected_rows,
+    fingerprint,
+    item_hash,
+    items,
+    load_suite,
+    row_hash,
+)
+from mmtok.files import read_json, write_atomic
 
 RESULTS = "results.jsonl"
+SUITE = "suite.json"  # the suite's settings (to_dict), as shown in reports
+FINGERPRINT = "fingerprint.json"  # the suite's settings and each item's content hash
 
 
 # ------------------------------------------------------------------------------------------------ result files
 def read_results(out: Path) -> dict[str, dict[str, Any]]:
-    """First complete result line of each item id."""
+    """The last complete result line of each item id (a re-run item appends a newer row)."""
     rows: dict[str, dict[str, Any]] = {}
-    path = out / RESULTS
+    path = Path(out) / RESULTS
     if not path.is_file():
         return rows
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes().splitlines():
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError:
             continue  # a line cut by a crash: that item is simply done again
-        rows.setdefault(row["id"], row)
+        rows[row["id"]] = row
     return rows
 
 
@@ -236,18 +249,17 @@ def item_error(e: BaseException) -> str:
     return text if isinstance(e, MmtokError) else f"{type(e).__name__}: {text}"
 
 
-def run_shard(suite_path: str, out: str, rank: int, world: int, threads: int) -> None:
-    """Evaluate this worker's share of the items not already in results.jsonl."""
+def run_shard(
+    suite: Suite, out: str, todo: list[tuple[dict[str, Any], str]], rank: int, world: int, threads: int
+) -> None:
+    """Evaluate this worker's share (``todo[rank::world]``) of the items to do; ``todo`` pairs each item with the
+    hash its row records (what it is computed from)."""
     torch.set_num_threads(max(1, threads))
-    suite = load_suite(suite_path)
     out_dir = Path(out)
-    done = set(read_results(out_dir))
     ctx = Context(suite, out_dir)
     writer = ResultWriter(out_dir)
     try:
-        for item in items(suite)[rank::world]:
-            if item["id"] in done:
-                continue
+        for item, computed_from in todo[rank::world]:
             started = time.perf_counter()
             try:
                 row = evaluate_item(item, ctx)
@@ -259,6 +271,7 @@ def run_shard(suite_path: str, out: str, rank: int, world: int, threads: int) ->
                     "id": item["id"],
                     **row,
                     "error": error,
+                    "hash": computed_from,
                     "worker": rank,
                     "seconds": round(time.perf_counter() - started, 3),
                 }
@@ -267,24 +280,112 @@ def run_shard(suite_path: str, out: str, rank: int, world: int, threads: int) ->
         writer.close()
 
 
+def _prepare(
+    suite: Suite, out_dir: Path, *, resume: bool, rerun_changed: bool
+) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
+    """Check the run folder against the suite, store the suite's fingerprint; the items still to do."""
+    suite_items = items(suite)
+    new = fingerprint(suite, suite_items)
+    results = out_dir / RESULTS
+    has_results = results.is_file() and results.stat().st_size > 0
+    if has_results and not resume:
+        raise ConfigError(
+            f"{out_dir} already holds {len(read_results(out_dir))} results: pass --resume to continue, "
+            "or choose another --out"
+        )
+    old = _stored_fingerprint(out_dir) if has_results else None
+    rows = read_results(out_dir)
+    if old is not None:
+        changes = describe_changes(old, new)
+        if changes and not rerun_changed:
+            raise ConfigError(
+                f"{out_dir}: the suite changed since these results were computed: {'; '.join(changes)}. "
+                "Pass --rerun-changed to re-run the items it affects, or choose another --out"
+            )
+        if any("hash" not in row for row in rows.values()):
+            rows = _stamp_legacy_rows(out_dir, old)
+    expected = expected_rows(new)
+    todo = [
+        (item, expected[item["id"]])
+        for item in suite_items
+        if rows.get(item["id"], {}).get("hash") != expected[item["id"]]
+    ]
+    write_atomic(out_dir / SUITE, json.dumps(new["suite"], indent=2, default=str) + "\n")
+    write_atomic(out_dir / FINGERPRINT, json.dumps(new, indent=1, default=str) + "\n")
+    return new, todo
+
+
+def _stored_fingerprint(out_dir: Path) -> dict[str, Any]:
+    """The fingerprint of the suite the folder's results belong to. A folder written before fingerprints existed
+    has only suite.json: its items are taken to be the current ones (their content was not recorded)."""
+    if (out_dir / FINGERPRINT).is_file():
+        fp = read_json(out_dir / FINGERPRINT, "run fingerprint", EvalError)
+        if not isinstance(fp, dict) or not {"suite", "config", "items"} <= set(fp) or not isinstance(fp["items"], dict):
+            raise EvalError(f"{out_dir / FINGERPRINT}: not a run fingerprint")
+        return fp
+    if not (out_dir / SUITE).is_file():
+        raise ConfigError(f"{out_dir}: holds {RESULTS} but no {SUITE}: cannot tell which suite its results belong to")
+    stored = read_json(out_dir / SUITE, "run suite", EvalError)
+    if not isinstance(stored, dict):
+        raise EvalError(f"{out_dir / SUITE}: not a suite")
+    old = Suite.from_dict(stored)
+    return {"suite": stored, "config": config_hash(old), "items": {i["id"]: item_hash(i) for i in _items_or_none(old)}}
+
+
+def _items_or_none(suite: Suite) -> list[dict[str, Any]]:
+    try:
+        return items(suite)
+    except MmtokError:
+        return []
+
+
+def _stamp_legacy_rows(out_dir: Path, old: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Rows written before rows carried their hash get the hash of the suite they were computed with (rewritten
+    once, atomically, under the run's lock)."""
+    path = out_dir / RESULTS
+    stamped = []
+    for line in path.read_bytes().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and "hash" not in row and row.get("id") in old["items"]:
+            row["hash"] = row_hash(old["config"], old["items"][row["id"]])
+        stamped.append(json.dumps(row, default=str) + "\n")
+    write_atomic(path, "".join(stamped))
+    return read_results(out_dir)
+
+
 def run(
-    suite_spec: str | Path, out: str | Path, *, resume: bool = False, workers: int = 1, progress: Any = None
+    suite_spec: str | Path,
+    out: str | Path,
+    *,
+    resume: bool = False,
+    rerun_changed: bool = False,
+    workers: int = 1,
+    progress: Any = None,
 ) -> dict[str, Any]:
-    """Run (or resume) a suite; returns the summary (also written to ``summary.json``)."""
+    """Run (or resume) a suite; returns the summary (also written to ``summary.json``).
+
+    ``resume``: skip the items whose result is there (computed from the same item and settings). A suite that
+    changed since is refused, naming what changed, unless ``rerun_changed`` (which implies ``resume``): then only
+    the items whose content or pipeline/metrics settings changed are run again, items no longer in the suite drop
+    out of the summary, and the stored suite becomes this one.
+    """
+    resume = resume or rerun_changed
     suite = load_suite(suite_spec)
     out_dir = Path(out)
-    existing = read_results(out_dir)
-    if existing and not resume:
-        raise ConfigError(
-            f"{out_dir} already holds {len(existing)} results: pass --resume to continue, or choose another --out"
-        )
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_dir}: --out must be a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "suite.json").write_text(json.dumps(suite.to_dict(), indent=2) + "\n")
-    total = len(items(suite))
+    fp, todo = _prepare(suite, out_dir, resume=resume, rerun_changed=rerun_changed)
+    expected = expected_rows(fp)
     rank_env, world_env = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     threads = max(1, (os.cpu_count() or 1) // max(workers, world_env))
-    if world_env > 1:  # torchrun: this process is one rank
-        run_shard(str(suite.path), str(out_dir), rank_env, world_env, threads)
+    if not todo and world_env <= 1:
+        pass  # every item's result is there: nothing to start
+    elif world_env > 1:  # torchrun: this process is one rank
+        run_shard(suite, str(out_dir), todo, rank_env, world_env, threads)
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
@@ -293,25 +394,35 @@ def run(
         if rank_env != 0:
             return {}
     elif workers <= 1:
-        _with_progress(lambda: run_shard(str(suite.path), str(out_dir), 0, 1, threads), out_dir, total, progress)
+        _with_progress(lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads), out_dir, expected, progress)
     else:
         context = mp.get_context("spawn")
         procs = [
-            context.Process(target=run_shard, args=(str(suite.path), str(out_dir), r, workers, threads))
+            context.Process(target=run_shard, args=(suite, str(out_dir), todo, r, workers, threads))
             for r in range(workers)
         ]
         for proc in procs:
             proc.start()
-        _with_progress(lambda: [proc.join() for proc in procs], out_dir, total, progress)
+        _with_progress(lambda: [proc.join() for proc in procs], out_dir, expected, progress)
         failed = [p.exitcode for p in procs if p.exitcode]
         if failed:
+            _write_summary(out_dir)
             raise EvalError(f"{len(failed)} worker(s) died (exit codes {failed}); rerun with --resume")
-    summary = summarize(out_dir, [item["id"] for item in items(suite)])
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return _write_summary(out_dir)
+
+
+def _write_summary(out_dir: Path) -> dict[str, Any]:
+    summary = summarize(out_dir)
+    write_atomic(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 
-def _with_progress(work: Any, out_dir: Path, total: int, progress: Any) -> None:
+def _done(out_dir: Path, expected: dict[str, str]) -> int:
+    rows = read_results(out_dir)
+    return sum(1 for item_id, h in expected.items() if rows.get(item_id, {}).get("hash") == h)
+
+
+def _with_progress(work: Any, out_dir: Path, expected: dict[str, str], progress: Any) -> None:
     """Run ``work`` while reporting progress; an exception in ``work`` is raised here, in the caller's thread."""
     if progress is None:
         work()
@@ -329,34 +440,40 @@ def _with_progress(work: Any, out_dir: Path, total: int, progress: Any) -> None:
     thread = threading.Thread(target=target, name="mmtok-eval", daemon=True)
     thread.start()
     while thread.is_alive():
-        progress(len(read_results(out_dir)), total)
+        progress(_done(out_dir, expected), len(expected))
         thread.join(0.5)
     if failure:
         raise failure[0]
-    progress(len(read_results(out_dir)), total)
+    progress(_done(out_dir, expected), len(expected))
 
 
 # ------------------------------------------------------------------------------------------------ summary
-def summarize(out_dir: Path, expected: list[str] | None = None) -> dict[str, Any]:
-    """Suite-level metrics over the results of the ``expected`` item ids (the suite's items, in suite order).
+def summarize(out_dir: Path) -> dict[str, Any]:
+    """Suite-level metrics over the current result of each of the suite's items, in suite order.
 
-    ``items`` is the number of items in the suite, ``ok`` + ``failed`` + ``missing`` (not run yet) add up to it.
+    ``items`` is the number of items in the suite; ``ok`` + ``failed`` + ``missing`` (not run yet, or run with other
+    settings or content) add up to it. Rows of items no longer in the suite are left out.
     """
-    from mmtok.eval.suite import Suite
-
-    suite = Suite(**{k: v for k, v in json.loads((out_dir / "suite.json").read_text()).items()})
+    out_dir = Path(out_dir)
     rows = read_results(out_dir)
-    ids = list(rows) if expected is None else list(expected)
-    present = [rows[i] for i in ids if i in rows]
+    if (out_dir / FINGERPRINT).is_file():
+        fp = _stored_fingerprint(out_dir)
+        suite = Suite.from_dict(fp["suite"])
+        expected = expected_rows(fp)
+        present = [rows[i] for i, h in expected.items() if i in rows and rows[i].get("hash") == h]
+        total = len(expected)
+    else:  # a folder written before fingerprints: its rows are all there is to count
+        suite = Suite.from_dict(read_json(out_dir / SUITE, "run suite", EvalError))
+        present, total = list(rows.values()), len(rows)
     ok = [r for r in present if not r.get("error")]
     failed = [r for r in present if r.get("error")]
     summary: dict[str, Any] = {
         "suite": suite.name,
         "kind": suite.kind,
-        "items": len(ids),
+        "items": total,
         "ok": len(ok),
         "failed": len(failed),
-        "missing": len(ids) - len(present),
+        "missing": total - len(present),
         "metrics": {},
         "protocol": {},
         "errors": [{"id": r["id"], "error": r["error"]} for r in failed][:20],

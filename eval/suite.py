@@ -18,6 +18,8 @@ Items are built here: every item has a stable ``id`` (the key results are stored
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -70,6 +72,12 @@ class Suite:
             "judge": self.judge,
             "on_judge_error": self.on_judge_error,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Suite:
+        """The suite stored in a run folder (``to_dict``'s keys; anything else is ignored)."""
+        known = set(cls.__dataclass_fields__) - {"path"}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def shipped_suites() -> dict[str, Path]:
@@ -187,3 +195,114 @@ def _manifest(path: Path, suite: Suite) -> list[dict[str, Any]]:
         row["path"] = str((path.parent / row["path"]).resolve())
         found.append(row)
     return found
+
+
+# ----------------------------------------------------------------------------------------------- fingerprints
+# A run folder stores the fingerprint of the suite it holds results of: the suite's settings and a hash of each
+# item's content. Each result row stores the hash of what it was computed from (its item's content and the
+# pipeline + metrics settings), so a resume can tell, item by item, which results still hold.
+FINGERPRINT_VERSION = 1
+# to_dict's keys as they are written in the suite's TOML, to name what changed
+_TOML_NAMES = {
+    "name": "name",
+    "kind": "dataset.kind",
+    "source": "dataset.source",
+    "limit": "dataset.limit",
+    "pipeline": "pipeline",
+    "metrics": "metrics.names",
+    "fd_extractor": "metrics.fd_extractor",
+    "asr": "metrics.asr",
+    "judge": "metrics.judge",
+    "on_judge_error": "metrics.on_judge_error",
+}
+# what an item's result depends on besides the item itself (name, source and limit only choose the items)
+_CONFIG_KEYS = ("kind", "pipeline", "metrics", "fd_extractor", "asr", "judge", "on_judge_error")
+
+
+def _digest(*parts: str | bytes, size: int = 32) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()[:size]
+
+
+def config_hash(suite: Suite | dict[str, Any]) -> str:
+    """Hash of the pipeline and metrics settings an item's result is computed with."""
+    data = suite.to_dict() if isinstance(suite, Suite) else suite
+    return _digest(json.dumps({k: data.get(k) for k in _CONFIG_KEYS}, sort_keys=True, default=str))
+
+
+def item_hash(item: dict[str, Any]) -> str:
+    """Hash of an item: its fields and, for a file, the file's bytes (an unreadable file hashes as such: the item
+    then fails with its own error)."""
+    h = hashlib.sha256(json.dumps(item, sort_keys=True, default=str).encode())
+    if isinstance(item.get("path"), str):
+        try:
+            with open(item["path"], "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        except OSError as e:
+            h.update(f"\0unreadable: {e.strerror}".encode())
+    return h.hexdigest()[:32]
+
+
+def row_hash(config: str, item: str) -> str:
+    """What a result row was computed from: the item's hash and the suite's config hash."""
+    return _digest(config, item, size=24)
+
+
+def fingerprint(suite: Suite, suite_items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "version": FINGERPRINT_VERSION,
+        "suite": suite.to_dict(),
+        "config": config_hash(suite),
+        "items": {item["id"]: item_hash(item) for item in suite_items},
+    }
+
+
+def expected_rows(fp: dict[str, Any]) -> dict[str, str]:
+    """Each item id of a fingerprint, in suite order, with the row hash its current result must carry."""
+    return {item_id: row_hash(fp["config"], h) for item_id, h in fp["items"].items()}
+
+
+_UNSET = object()
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):  # pipeline.truncation.threshold, metrics.judge.base_url, ...
+        for key in sorted(value):
+            _flatten(value[key], f"{prefix}.{key}", out)
+    else:
+        out[prefix] = value
+
+
+def _show(value: Any) -> str:
+    return "(unset)" if value is _UNSET else json.dumps(value, default=str)
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+
+
+def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What differs between two fingerprints, named as in the suite file: ``pipeline.image_size: 64 -> 32``,
+    ``dataset.limit: 40 -> 60``, ``20 items added (digit-0040, ...)``. Empty when nothing changed."""
+    flat_old: dict[str, Any] = {}
+    flat_new: dict[str, Any] = {}
+    for key, name in _TOML_NAMES.items():
+        _flatten(old["suite"].get(key, _UNSET), name, flat_old)
+        _flatten(new["suite"].get(key, _UNSET), name, flat_new)
+    changes = [
+        f"{key}: {_show(flat_old.get(key, _UNSET))} -> {_show(flat_new.get(key, _UNSET))}"
+        for key in [*flat_old, *(k for k in flat_new if k not in flat_old)]
+        if flat_old.get(key, _UNSET) != flat_new.get(key, _UNSET)
+    ]
+    old_items, new_items = old["items"], new["items"]
+    changed = [i for i in new_items if i in old_items and old_items[i] != new_items[i]]
+    added = [i for i in new_items if i not in old_items]
+    removed = [i for i in old_items if i not in new_items]
+    for ids, what in ((changed, "changed"), (added, "added"), (removed, "removed")):
+        if ids:
+            changes.append(f"{len(ids)} item{'s' if len(ids) > 1 else ''} {what} ({_ids(ids)})")
+    return changes

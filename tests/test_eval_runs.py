@@ -119,3 +119,66 @@ def test_manifest_ids_are_strings_or_ints_and_unique(tmp_path, row, message):
         items(suite)
     result = CliRunner().invoke(app, ["eval", "run", str(suite.path), "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+# --------------------------------------------------------------------------------- 4: a changed suite is named
+def test_resume_refuses_a_changed_suite_and_names_what_changed(tmp_path):
+    out = tmp_path / "run"
+    run(photo_suite(tmp_path, size=64, limit=3), out)
+    stored = (out / "suite.json").read_text()
+    changed = photo_suite(tmp_path, size=32, limit=5)
+    with pytest.raises(ConfigError) as refused:
+        run(changed, out, resume=True)
+    message = str(refused.value)
+    assert "dataset.limit: 3 -> 5" in message and "pipeline.image_size: 64 -> 32" in message
+    assert "2 items added (photo-0003, photo-0004)" in message and "--rerun-changed" in message
+    assert (out / "suite.json").read_text() == stored  # nothing overwritten
+    result = CliRunner().invoke(app, ["eval", "run", str(changed), "--out", str(out), "--resume"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_rerun_changed_reruns_only_what_changed_and_drops_what_left(tmp_path):
+    out = tmp_path / "run"
+    first = run(photo_suite(tmp_path, limit=3), out)
+    assert len(lines(out)) == 3 and all(row["hash"] for row in lines(out))
+    more = run(photo_suite(tmp_path, limit=5), out, rerun_changed=True)
+    assert [row["id"] for row in lines(out)][3:] == ["photo-0003", "photo-0004"]  # only the new items ran
+    assert (more["items"], more["ok"]) == (5, 5) and json.loads((out / "suite.json").read_text())["limit"] == 5
+    fewer = run(photo_suite(tmp_path, limit=3), out, rerun_changed=True)
+    assert len(lines(out)) == 5 and (fewer["items"], fewer["ok"]) == (3, 3)  # dropped, nothing re-run
+    assert fewer["metrics"] == first["metrics"]
+    resized = run(photo_suite(tmp_path, size=64, limit=3), out, rerun_changed=True)
+    assert len(lines(out)) == 8 and resized["metrics"] != first["metrics"]  # the pipeline changed: all re-run
+    assert run(photo_suite(tmp_path, size=64, limit=3), out, resume=True)["metrics"] == resized["metrics"]
+    assert len(lines(out)) == 8
+
+
+def test_an_items_content_change_is_named_and_rerun_alone(tmp_path, samples):
+    import shutil
+
+    for name in ("a.jpg", "b.jpg"):
+        shutil.copy(samples / "chelsea.jpg", tmp_path / name)
+    shutil.copy(samples / "rocket_rotated.jpg", tmp_path / "c.jpg")
+    manifest = image_manifest(tmp_path, samples, [{"id": n, "path": f"{n}.jpg"} for n in "abc"])
+    suite, out = image_suite(tmp_path, str(manifest)), tmp_path / "run"
+    before = run(suite, out)
+    shutil.copy(samples / "rocket_rotated.jpg", tmp_path / "b.jpg")
+    with pytest.raises(ConfigError, match=r"the suite changed .*: 1 item changed \(b\)\. Pass --rerun-changed"):
+        run(suite, out, resume=True)
+    after = run(suite, out, rerun_changed=True)
+    assert [row["id"] for row in lines(out)] == ["a", "b", "c", "b"] and after["ok"] == 3
+    rows = read_results(out)
+    assert rows["b"]["metrics"]["psnr_db"] == pytest.approx(rows["c"]["metrics"]["psnr_db"])
+    assert before["metrics"] != after["metrics"]
+
+
+def test_a_run_folder_from_before_fingerprints_resumes_when_its_suite_is_the_same(tmp_path):
+    out, suite = tmp_path / "run", photo_suite(tmp_path, limit=3)
+    whole = run(suite, out)
+    (out / "fingerprint.json").unlink()
+    old_rows = [{k: v for k, v in row.items() if k != "hash"} for row in lines(out)]
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old_rows))
+    with pytest.raises(ConfigError, match=r"dataset\.limit: 3 -> 4"):
+        run(photo_suite(tmp_path, limit=4, name="more.toml"), out, resume=True)
+    assert run(suite, out, resume=True)["metrics"] == whole["metrics"]
+    assert len(lines(out)) == 3 and all(row["hash"] for row in lines(out))  # stamped, nothing redone
