@@ -14,6 +14,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,26 +43,58 @@ FINGERPRINT = "fingerprint.json"  # the suite's settings and each item's content
 
 # ------------------------------------------------------------------------------------------------ result files
 def read_results(out: Path) -> dict[str, dict[str, Any]]:
-    """The last complete result line of each item id (a re-run item appends a newer row)."""
+    """The last result row of each item id (a re-run item appends a newer row). A last line without its newline
+    (a write cut by a crash, or one in progress) does not count; a malformed line before it is an error."""
     rows: dict[str, dict[str, Any]] = {}
-    path = Path(out) / RESULTS
-    if not path.is_file():
-        return rows
-    for line in path.read_bytes().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash: that item is simply done again
+    for row in _rows(Path(out) / RESULTS):
         rows[row["id"]] = row
     return rows
 
 
+def _rows(path: Path, repair: bool = False) -> list[dict[str, Any]]:
+    """Every complete row of a results file. ``repair`` (only under the run's lock: no one is writing) cuts a torn
+    last line off the file, so that the next row does not get glued onto it; its item is then done again."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return []
+    if not stat.S_ISREG(info.st_mode):
+        raise EvalError(f"{path}: not a regular file")
+    with open(path, "r+b" if repair else "rb") as f:
+        data = f.read()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            if repair:
+                f.truncate(end)
+            data = data[:end]
+    rows = []
+    for n, line in enumerate(data.split(b"\n")[:-1], 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            row = None
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            raise EvalError(
+                f"{path}:{n}: not a result row (a JSON object with a string 'id'); remove or fix that line, then "
+                "resume (its item is done again)"
+            )
+        rows.append(row)
+    return rows
+
+
 class ResultWriter:
+    """Appends rows to results.jsonl, each as one ``os.write`` of a whole line on an ``O_APPEND`` descriptor."""
+
     def __init__(self, out: Path) -> None:
         self.fd = os.open(out / RESULTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, row: dict[str, Any]) -> None:
-        os.write(self.fd, (json.dumps(row, default=str) + "\n").encode())
+        line = (json.dumps(row, default=str) + "\n").encode()
+        written = os.write(self.fd, line)
+        if written != len(line):  # a full disk: the torn line is cut off on resume
+            raise EvalError(f"results.jsonl: only {written} of {len(line)} bytes of a row were written (disk full?)")
 
     def close(self) -> None:
         os.close(self.fd)
@@ -263,6 +296,7 @@ def run_shard(
             started = time.perf_counter()
             try:
                 row = evaluate_item(item, ctx)
+                json.dumps(row, default=str)  # a row that cannot be written is this item's error too
                 error = None
             except Exception as e:  # whatever goes wrong in one item is that item's error
                 row, error = {}, item_error(e)
@@ -294,7 +328,7 @@ def _prepare(
             "or choose another --out"
         )
     old = _stored_fingerprint(out_dir) if has_results else None
-    rows = read_results(out_dir)
+    rows = {row["id"]: row for row in _rows(results, repair=True)}  # the last row of each id
     if old is not None:
         changes = describe_changes(old, new)
         if changes and not rerun_changed:
@@ -342,17 +376,11 @@ def _items_or_none(suite: Suite) -> list[dict[str, Any]]:
 def _stamp_legacy_rows(out_dir: Path, old: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Rows written before rows carried their hash get the hash of the suite they were computed with (rewritten
     once, atomically, under the run's lock)."""
-    path = out_dir / RESULTS
-    stamped = []
-    for line in path.read_bytes().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and "hash" not in row and row.get("id") in old["items"]:
+    rows = _rows(out_dir / RESULTS)
+    for row in rows:
+        if "hash" not in row and row["id"] in old["items"]:
             row["hash"] = row_hash(old["config"], old["items"][row["id"]])
-        stamped.append(json.dumps(row, default=str) + "\n")
-    write_atomic(path, "".join(stamped))
+    write_atomic(out_dir / RESULTS, "".join(json.dumps(row, default=str) + "\n" for row in rows))
     return read_results(out_dir)
 
 

@@ -182,3 +182,44 @@ def test_a_run_folder_from_before_fingerprints_resumes_when_its_suite_is_the_sam
         run(photo_suite(tmp_path, limit=4, name="more.toml"), out, resume=True)
     assert run(suite, out, resume=True)["metrics"] == whole["metrics"]
     assert len(lines(out)) == 3 and all(row["hash"] for row in lines(out))  # stamped, nothing redone
+
+
+# --------------------------------------------------------------------------------- 5: torn and malformed lines
+def test_a_torn_last_line_is_cut_off_on_resume_and_its_item_redone(tmp_path):
+    out, suite = tmp_path / "run", photo_suite(tmp_path, limit=4)
+    whole = run(suite, out)
+    data = (out / "results.jsonl").read_bytes()
+    last = data.rstrip(b"\n").rfind(b"\n") + 1
+    (out / "results.jsonl").write_bytes(data[: last + (len(data) - last) // 2])  # the last row cut in half
+    assert len(read_results(out)) == 3  # a torn line does not count
+    resumed = run(suite, out, resume=True)
+    assert (resumed["items"], resumed["ok"], resumed["missing"]) == (4, 4, 0)
+    assert resumed["metrics"] == whole["metrics"]
+    timeless = [{k: v for k, v in json.loads(line).items() if k != "seconds"} for line in data.splitlines()]
+    assert [{k: v for k, v in row.items() if k != "seconds"} for row in lines(out)] == timeless  # the fragment is
+    assert (out / "results.jsonl").read_bytes().count(b"\n") == 4  # gone, the item written once again
+
+
+def test_a_malformed_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
+    from mmtok.errors import EvalError
+
+    out, suite = tmp_path / "run", photo_suite(tmp_path, limit=3)
+    run(suite, out)
+    rows = (out / "results.jsonl").read_text().splitlines(keepends=True)
+    (out / "results.jsonl").write_text(rows[0] + '{"id": "photo-0001", "metr\n' + rows[2])
+    with pytest.raises(EvalError, match=r"results\.jsonl:2: not a result row"):
+        run(suite, out, resume=True)
+    result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(out), "--resume"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert CliRunner().invoke(app, ["eval", "report", str(out)]).exit_code == 1
+
+
+def test_the_summary_takes_the_last_row_of_each_id(tmp_path):
+    out = tmp_path / "run"
+    run(photo_suite(tmp_path, limit=2), out)
+    newer = lines(out)[0] | {"metrics": {"psnr_db": 99.0}}
+    with open(out / "results.jsonl", "a") as f:
+        f.write(json.dumps(newer) + "\n")
+    assert runner.summarize(out)["metrics"]["psnr_db"] == pytest.approx(
+        (99.0 + lines(out)[1]["metrics"]["psnr_db"]) / 2
+    )
