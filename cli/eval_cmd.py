@@ -27,6 +27,9 @@ def eval_run(
         help="With a changed suite: re-run only the items whose content or pipeline/metrics settings changed, "
         "drop items no longer in the suite, and store the new suite (implies --resume).",
     ),
+    retry_errors: bool = typer.Option(
+        False, "--retry-errors", help="Also re-run the items whose last result is an error (implies --resume)."
+    ),
     workers: int = typer.Option(1, min=1, help="Local worker processes (or launch with torchrun)."),
 ) -> None:
     """Evaluate a suite's items, one result line each; bad items are recorded, not fatal."""
@@ -51,6 +54,7 @@ def eval_run(
                 out,
                 resume=resume,
                 rerun_changed=rerun_changed,
+                retry_errors=retry_errors,
                 workers=workers,
                 progress=lambda done, total: bar.update(task, completed=done, total=total),
             )

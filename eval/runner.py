@@ -10,11 +10,14 @@ suite-level metrics with their protocols.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import multiprocessing as mp
 import os
+import signal
 import stat
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +42,8 @@ from mmtok.files import read_json, write_atomic
 RESULTS = "results.jsonl"
 SUITE = "suite.json"  # the suite's settings (to_dict), as shown in reports
 FINGERPRINT = "fingerprint.json"  # the suite's settings and each item's content hash
+LOCK = ".lock"  # flock'ed by the run's parent for the whole run
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 # ------------------------------------------------------------------------------------------------ result files
@@ -282,17 +287,47 @@ def item_error(e: BaseException) -> str:
     return text if isinstance(e, MmtokError) else f"{type(e).__name__}: {text}"
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Make this worker process end when ``parent_pid`` (the run that holds the lock) does: on Linux the kernel
+    sends SIGKILL when the parent goes (``PR_SET_PDEATHSIG``); then (and elsewhere) the parent is checked, which
+    covers a parent that died before the call."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the check below and the one before each item still hold
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _worker(
+    suite: Suite, out: str, todo: list[tuple[dict[str, Any], str]], rank: int, world: int, threads: int, parent: int
+) -> None:
+    die_with_parent(parent)
+    run_shard(suite, out, todo, rank, world, threads, parent_pid=parent)
+
+
 def run_shard(
-    suite: Suite, out: str, todo: list[tuple[dict[str, Any], str]], rank: int, world: int, threads: int
+    suite: Suite,
+    out: str,
+    todo: list[tuple[dict[str, Any], str]],
+    rank: int,
+    world: int,
+    threads: int,
+    parent_pid: int | None = None,
 ) -> None:
     """Evaluate this worker's share (``todo[rank::world]``) of the items to do; ``todo`` pairs each item with the
-    hash its row records (what it is computed from)."""
+    hash its row records (what it is computed from). A worker whose parent (``parent_pid``) is gone stops before
+    its next item: the folder's lock is no longer held, so it must not write."""
     torch.set_num_threads(max(1, threads))
     out_dir = Path(out)
     ctx = Context(suite, out_dir)
     writer = ResultWriter(out_dir)
     try:
         for item, computed_from in todo[rank::world]:
+            if parent_pid is not None and os.getppid() != parent_pid:
+                return
             started = time.perf_counter()
             try:
                 row = evaluate_item(item, ctx)
@@ -314,10 +349,47 @@ def run_shard(
         writer.close()
 
 
+class RunLock:
+    """An exclusive ``flock`` on ``.lock`` in the run folder, held by the run's parent process for the whole run
+    (workers do not inherit it): a second run on the same folder is refused rather than writing every id twice.
+    The kernel drops the lock when the holder ends, however it ends, so a stale lock never needs cleaning up; the
+    file stays (it names the last holder's pid)."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        try:
+            import fcntl
+        except ImportError:  # not a POSIX system: no lock (mmtok runs on Linux and macOS)
+            return self
+        fd = os.open(self.out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise ConfigError(
+                f"{self.out_dir}: another `mmtok eval run` (process {holder}) is writing to this run folder; "
+                "wait for it to end, or choose another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the lock
+            self.fd = None
+
+
 def _prepare(
-    suite: Suite, out_dir: Path, *, resume: bool, rerun_changed: bool
+    suite: Suite, out_dir: Path, *, resume: bool, rerun_changed: bool, retry_errors: bool
 ) -> tuple[dict[str, Any], list[tuple[dict[str, Any], str]]]:
-    """Check the run folder against the suite, store the suite's fingerprint; the items still to do."""
+    """Check the run folder against the suite, repair a torn last line, store the suite's fingerprint; the items
+    still to do. Called with the folder's lock held."""
     suite_items = items(suite)
     new = fingerprint(suite, suite_items)
     results = out_dir / RESULTS
@@ -339,11 +411,11 @@ def _prepare(
         if any("hash" not in row for row in rows.values()):
             rows = _stamp_legacy_rows(out_dir, old)
     expected = expected_rows(new)
-    todo = [
-        (item, expected[item["id"]])
-        for item in suite_items
-        if rows.get(item["id"], {}).get("hash") != expected[item["id"]]
-    ]
+    todo = []
+    for item in suite_items:
+        row = rows.get(item["id"], {})
+        if row.get("hash") != expected[item["id"]] or (retry_errors and row.get("error")):
+            todo.append((item, expected[item["id"]]))
     write_atomic(out_dir / SUITE, json.dumps(new["suite"], indent=2, default=str) + "\n")
     write_atomic(out_dir / FINGERPRINT, json.dumps(new, indent=1, default=str) + "\n")
     return new, todo
@@ -390,53 +462,101 @@ def run(
     *,
     resume: bool = False,
     rerun_changed: bool = False,
+    retry_errors: bool = False,
     workers: int = 1,
     progress: Any = None,
 ) -> dict[str, Any]:
     """Run (or resume) a suite; returns the summary (also written to ``summary.json``).
 
-    ``resume``: skip the items whose result is there (computed from the same item and settings). A suite that
-    changed since is refused, naming what changed, unless ``rerun_changed`` (which implies ``resume``): then only
-    the items whose content or pipeline/metrics settings changed are run again, items no longer in the suite drop
-    out of the summary, and the stored suite becomes this one.
+    ``resume``: skip the items whose result is there (computed from the same item and settings); failed items
+    count as done unless ``retry_errors``. A suite that changed since is refused, naming what changed, unless
+    ``rerun_changed``: then only the items whose content or pipeline/metrics settings changed are run again, items
+    no longer in the suite drop out of the summary, and the stored suite becomes this one. Both imply ``resume``.
+    A second run on the same folder is refused (a lock). Under ``torchrun`` each process is one rank.
     """
-    resume = resume or rerun_changed
+    resume = resume or rerun_changed or retry_errors
+    flags = {"resume": resume, "rerun_changed": rerun_changed, "retry_errors": retry_errors}
     suite = load_suite(suite_spec)
     out_dir = Path(out)
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    threads = max(1, (os.cpu_count() or 1) // max(workers, world))
+    if world > 1:
+        return _run_distributed(suite, out_dir, rank, world, threads, flags)
+    _make_folder(out_dir)
+    with RunLock(out_dir):
+        fp, todo = _prepare(suite, out_dir, **flags)
+        expected = expected_rows(fp)
+        if not todo:
+            pass  # every item's result is there: nothing to start
+        elif workers <= 1:
+            _with_progress(lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads), out_dir, expected, progress)
+        else:
+            context = mp.get_context("spawn")
+            procs = [
+                context.Process(target=_worker, args=(suite, str(out_dir), todo, r, workers, threads, os.getpid()))
+                for r in range(workers)
+            ]
+            for proc in procs:
+                proc.start()
+            _with_progress(lambda: [proc.join() for proc in procs], out_dir, expected, progress)
+            failed = [p.exitcode for p in procs if p.exitcode]
+            if failed:
+                _write_summary(out_dir)
+                raise EvalError(f"{len(failed)} worker(s) died (exit codes {failed}); rerun with --resume")
+        return _write_summary(out_dir)
+
+
+def _make_folder(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir}: --out must be a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
-    fp, todo = _prepare(suite, out_dir, resume=resume, rerun_changed=rerun_changed)
-    expected = expected_rows(fp)
-    rank_env, world_env = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    threads = max(1, (os.cpu_count() or 1) // max(workers, world_env))
-    if not todo and world_env <= 1:
-        pass  # every item's result is there: nothing to start
-    elif world_env > 1:  # torchrun: this process is one rank
-        run_shard(suite, str(out_dir), todo, rank_env, world_env, threads)
-        import torch.distributed as dist
 
-        dist.init_process_group("gloo")
-        dist.barrier()
-        dist.destroy_process_group()
-        if rank_env != 0:
+
+def _run_distributed(
+    suite: Suite, out_dir: Path, rank: int, world: int, threads: int, flags: dict[str, bool]
+) -> dict[str, Any]:
+    """One ``torchrun`` rank. Rank 0 takes the lock, checks and repairs the folder and stores the fingerprint; it
+    sends the items to do (or its refusal) to every rank; each rank runs ``todo[rank::world]``; rank 0 waits for
+    all and writes the summary. Other ranks return ``{}``."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    lock = RunLock(out_dir)
+    try:
+        message: list[Any] = [None, None]
+        refusal: Exception | None = None
+        if rank == 0:
+            try:
+                _make_folder(out_dir)
+                lock.__enter__()
+                message = [None, _prepare(suite, out_dir, **flags)[1]]
+            except Exception as e:  # every rank must hear of it, or they would wait for rank 0 forever
+                message = [(isinstance(e, ConfigError), item_error(e)), None]
+                refusal = e
+        dist.broadcast_object_list(message, src=0)
+        if message[0] is not None:
+            if refusal is not None:
+                raise refusal
+            is_config, text = message[0]
+            raise (ConfigError if is_config else EvalError)(text)
+        failure = None
+        try:
+            run_shard(suite, str(out_dir), message[1], rank, world, threads, parent_pid=os.getppid())
+        except Exception as e:  # reported by rank 0 once every rank is done
+            failure = f"rank {rank}: {item_error(e)}"
+        failures: list[Any] = [None] * world
+        dist.all_gather_object(failures, failure)
+        if rank != 0:
             return {}
-    elif workers <= 1:
-        _with_progress(lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads), out_dir, expected, progress)
-    else:
-        context = mp.get_context("spawn")
-        procs = [
-            context.Process(target=run_shard, args=(suite, str(out_dir), todo, r, workers, threads))
-            for r in range(workers)
-        ]
-        for proc in procs:
-            proc.start()
-        _with_progress(lambda: [proc.join() for proc in procs], out_dir, expected, progress)
-        failed = [p.exitcode for p in procs if p.exitcode]
-        if failed:
-            _write_summary(out_dir)
-            raise EvalError(f"{len(failed)} worker(s) died (exit codes {failed}); rerun with --resume")
-    return _write_summary(out_dir)
+        summary = _write_summary(out_dir)
+        bad = [f for f in failures if f]
+        if bad:
+            raise EvalError(f"{len(bad)} rank(s) failed ({'; '.join(bad)}); rerun with --resume")
+        return summary
+    finally:
+        dist.barrier()  # no rank tears gloo down while another is still in a collective
+        dist.destroy_process_group()
+        lock.__exit__()
 
 
 def _write_summary(out_dir: Path) -> dict[str, Any]:

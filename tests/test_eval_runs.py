@@ -5,6 +5,11 @@ same folder is refused, workers die with their parent, and a resumed speech run 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -223,3 +228,111 @@ def test_the_summary_takes_the_last_row_of_each_id(tmp_path):
     assert runner.summarize(out)["metrics"]["psnr_db"] == pytest.approx(
         (99.0 + lines(out)[1]["metrics"]["psnr_db"]) / 2
     )
+
+
+# --------------------------------------------------------------------------------- 6: one run per folder
+def test_a_second_run_on_the_same_folder_is_refused(tmp_path):
+    out, suite = tmp_path / "run", photo_suite(tmp_path, limit=2)
+    out.mkdir()
+    with runner.RunLock(out):  # another run holds the folder
+        with pytest.raises(ConfigError, match=rf"another `mmtok eval run` \(process {os.getpid()}\) is writing"):
+            run(suite, out)
+        result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(out), "--resume"])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert not (out / "results.jsonl").exists()
+    assert run(suite, out)["ok"] == 2  # the lock goes with its holder
+
+
+def test_failed_items_are_retried_only_when_asked(tmp_path, samples):
+    import shutil
+
+    manifest = image_manifest(tmp_path, samples, [{"id": n, "path": f"{n}.jpg"} for n in "ab"])
+    shutil.copy(samples / "chelsea.jpg", tmp_path / "a.jpg")
+    suite, out = image_suite(tmp_path, str(manifest)), tmp_path / "run"
+    assert run(suite, out)["failed"] == 1
+    shutil.copy(samples / "chelsea.jpg", tmp_path / "b.jpg")  # fixed, but b's content changed too: name it
+    with pytest.raises(ConfigError, match=r"1 item changed \(b\)"):
+        run(suite, out, resume=True)
+    (tmp_path / "b.jpg").unlink()  # the same missing file again: a failure that stays done on resume
+    assert run(suite, out, resume=True)["failed"] == 1 and len(lines(out)) == 2
+    again = run(suite, out, retry_errors=True)
+    assert again["failed"] == 1 and [row["id"] for row in lines(out)] == ["a", "b", "b"]
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.timeout(300)
+def test_workers_die_with_their_parent_and_the_folder_is_then_free(tmp_path):
+    suite = write(
+        tmp_path / "qa.toml",
+        '[dataset]\nkind = "qa"\nsource = "builtin:digits-qa"\nlimit = 1000\n[metrics]\nnames = ["accuracy"]\n',
+    )
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "mmtok.cli.main", "eval", "run", str(suite), "--out", str(out), "--workers", "2"]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and not ((out / "results.jsonl").exists() and len(read_results(out)) >= 2):
+        time.sleep(0.05)
+    workers = _children(proc.pid)
+    assert len(workers) >= 2
+    second = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(out), "--resume"])
+    assert second.exit_code == 2  # refused while the first holds the folder
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 3  # PR_SET_PDEATHSIG: at once
+    while time.time() < deadline and any(_alive(pid) for pid in workers):
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers)
+    stopped = (out / "results.jsonl").read_bytes()
+    time.sleep(1)
+    assert (out / "results.jsonl").read_bytes() == stopped and len(read_results(out)) < 1000  # no one writes
+    with runner.RunLock(out):  # the lock died with its holder
+        pass
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(300)
+def test_torchrun_ranks_share_one_locked_run_and_a_refusal_reaches_every_rank(tmp_path):
+    out = tmp_path / "run"
+
+    def torchrun(suite: Path, *flags: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+        command += ["--master_addr", "127.0.0.1", "--master_port", str(_free_port())]
+        command += ["-m", "mmtok.cli.main", "eval", "run", str(suite), "--out", str(out), *flags]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
+
+    done = torchrun(photo_suite(tmp_path, limit=4))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {row["worker"] for row in lines(out)} == {0, 1} and len(lines(out)) == 4
+    assert json.loads((out / "summary.json").read_text())["ok"] == 4
+    refused = torchrun(photo_suite(tmp_path, limit=6), "--resume")
+    assert refused.returncode != 0 and refused.stderr.count("error: ") == 2  # each rank: one line, exit 2
+    assert "dataset.limit: 4 -> 6" in refused.stderr and refused.stderr.count("exitcode  : 2") == 2
+    assert "eval/runner.py" not in refused.stderr and len(lines(out)) == 4  # (torchrun prints its own traceback)
