@@ -1,7 +1,14 @@
 """Token formulas of provider and open models, each from its published rule (sources in ``families.toml``).
 
 Every function returns a :class:`TokenCount`: the integer count, the working in words (what was resized to what,
-how many tiles or patches), and whether the rule is exact or a documented estimate. No torch, no I/O.
+how many tiles or patches), and a label saying how far the number can be trusted:
+
+- ``exact``: the provider's published rule, which reproduces every worked example it publishes;
+- ``documented``: the published rule, where counts measured elsewhere disagree (both are cited in ``families.toml``);
+- ``upper bound``: the provider publishes a maximum (Gemini 3 ``media_resolution`` budgets, OpenAI ``auto``);
+- ``estimate``: no exact rule is published.
+
+No torch, no I/O.
 """
 
 from __future__ import annotations
@@ -11,12 +18,23 @@ from dataclasses import dataclass
 
 from mmtok.errors import PriceError
 
+LABELS = ("exact", "documented", "upper bound", "estimate")  # best to worst
+
 
 @dataclass(frozen=True, slots=True)
 class TokenCount:
     tokens: int
     working: str  # how the count was obtained, for people
-    exact: bool = True  # False: a documented estimate (the provider publishes no exact rule)
+    label: str = "exact"  # one of LABELS
+
+    @property
+    def exact(self) -> bool:
+        return self.label == "exact"
+
+
+def weakest(labels: list[str] | tuple[str, ...]) -> str:
+    """The least certain of ``labels`` (a total built from an estimate is an estimate)."""
+    return max(labels, key=LABELS.index, default="exact")
 
 
 def _check_size(width: int, height: int) -> None:
@@ -33,22 +51,25 @@ def _fit(width: int, height: int, box: int) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------------------------------------------ OpenAI
-def openai_tile(width: int, height: int, base_tokens: int, tile_tokens: int, detail: str = "high") -> TokenCount:
-    """GPT-4o / GPT-4.1 / GPT-5 / o1 / o3 tile rule.
+def openai_tile(
+    width: int, height: int, base_tokens: int, tile_tokens: int, detail: str = "auto", short_side: int = 768
+) -> TokenCount:
+    """GPT-4o / GPT-4.1 / GPT-5 / GPT-5.1 / o1 / o3 tile rule (developers.openai.com images-vision guide).
 
-    low: ``base_tokens``. high: fit in 2048 x 2048, scale the shortest side down to 768, count 512-px tiles,
-    ``base + tile x tiles``. "auto" is billed here as high, the upper bound (OpenAI picks per image).
+    low: ``base_tokens``. high: fit in 2048 x 2048 (never enlarged), scale the shortest side down to ``short_side``
+    (768; 512 for GPT Image input images) rounding the other side down, count 512-px tiles, ``base + tile x tiles``.
+    ``auto`` lets OpenAI choose per image: billed here as high, so the count is an upper bound.
     """
     _check_size(width, height)
     if detail == "low":
         return TokenCount(base_tokens, f"detail=low: {base_tokens} base tokens")
     if detail not in ("high", "auto"):
-        raise PriceError(f"detail must be low, high or auto, got {detail!r}")
+        raise PriceError(f"detail must be low, high or auto for this model, got {detail!r}")
     w1, h1 = _fit(width, height, 2048)
     w2, h2 = w1, h1
-    if min(w1, h1) > 768:
-        scale = 768 / min(w1, h1)
-        w2, h2 = round(w1 * scale), round(h1 * scale)
+    if min(w1, h1) > short_side:
+        scale = short_side / min(w1, h1)
+        w2, h2 = (short_side, math.floor(h1 * scale)) if w1 <= h1 else (math.floor(w1 * scale), short_side)
     tiles_w, tiles_h = math.ceil(w2 / 512), math.ceil(h2 / 512)
     tiles = tiles_w * tiles_h
     tokens = base_tokens + tile_tokens * tiles
@@ -56,84 +77,142 @@ def openai_tile(width: int, height: int, base_tokens: int, tile_tokens: int, det
     if (w1, h1) != (width, height):
         steps.append(f"fit 2048: {w1}x{h1}")
     if (w2, h2) != (w1, h1):
-        steps.append(f"short side 768: {w2}x{h2}")
-    note = " (auto billed as high)" if detail == "auto" else ""
+        steps.append(f"short side {short_side}: {w2}x{h2}")
+    note = " (detail=auto billed as high)" if detail == "auto" else ""
     working = (
         f"{' -> '.join(steps)} -> {tiles_w}x{tiles_h} tiles of 512 px -> "
         f"{base_tokens} + {tile_tokens} x {tiles} = {tokens}{note}"
     )
-    return TokenCount(tokens, working)
+    return TokenCount(tokens, working, "upper bound" if detail == "auto" else "exact")
 
 
-def openai_patch(width: int, height: int, multiplier: float, patch_px: int = 32, max_patches: int = 1536) -> TokenCount:
-    """GPT-4.1-mini/nano, GPT-5-mini/nano, o4-mini patch rule: 32-px patches, at most 1536, x model multiplier.
+OPENAI_MAX_PATCHES = 30_000  # "If this count exceeds 30,000 patches, the API rejects the request."
 
-    Above the cap the image is shrunk by ``sqrt(cap x 32^2 / (w x h))`` and then so that the width (or height)
-    is a whole number of patches, as OpenAI's worked example does (1800 x 2400 -> 1056 x 1408 -> 1452 patches).
-    The product with the multiplier is rounded up.
+
+def openai_patch(
+    width: int,
+    height: int,
+    multiplier: float,
+    patch_budget: int | None = 1536,
+    max_dim: int = 2048,
+    patch_px: int = 32,
+) -> TokenCount:
+    """OpenAI's 32-px patch rule (gpt-4.1-mini/nano, o4-mini, gpt-5-mini/nano, gpt-5.2 and later).
+
+    Fit in ``max_dim`` (never enlarged); if the patches exceed ``patch_budget``, shrink by
+    ``s = sqrt(32^2 x budget / (w x h))``, then by ``min(floor(w s / 32) / (w s / 32), floor(h s / 32) / (h s / 32))``
+    so a side is a whole number of patches, rounding the final size down; more than 30,000 patches is refused, as
+    the API does; ``ceil(patches x multiplier)`` tokens.
     """
     _check_size(width, height)
-    raw = math.ceil(width / patch_px) * math.ceil(height / patch_px)
-    if raw <= max_patches:
-        patches = raw
-        working = f"{width}x{height} -> {math.ceil(width / patch_px)}x{math.ceil(height / patch_px)} patches = {raw}"
-    else:
-        shrink = math.sqrt(patch_px**2 * max_patches / (width * height))
-        w_patches, h_patches = width * shrink / patch_px, height * shrink / patch_px
+    w, h = _fit(width, height, max_dim)
+    steps = [f"{width}x{height}"] + ([f"fit {max_dim}: {w}x{h}"] if (w, h) != (width, height) else [])
+    patches = math.ceil(w / patch_px) * math.ceil(h / patch_px)
+    if patch_budget is not None and patches > patch_budget:
+        shrink = math.sqrt(patch_px**2 * patch_budget / (w * h))
+        w_patches, h_patches = w * shrink / patch_px, h * shrink / patch_px
         shrink *= min(math.floor(w_patches) / w_patches, math.floor(h_patches) / h_patches)
-        new_w, new_h = int(width * shrink), int(height * shrink)
-        patches = min(max_patches, math.ceil(new_w / patch_px) * math.ceil(new_h / patch_px))
-        working = (
-            f"{width}x{height} needs {raw} patches > {max_patches}: scaled to {new_w}x{new_h} -> "
-            f"{math.ceil(new_w / patch_px)}x{math.ceil(new_h / patch_px)} = {patches} patches"
-        )
+        w, h = max(1, math.floor(w * shrink)), max(1, math.floor(h * shrink))
+        steps.append(f"{patches} patches > {patch_budget}: scaled to {w}x{h}")
+        patches = math.ceil(w / patch_px) * math.ceil(h / patch_px)
+    if patches > OPENAI_MAX_PATCHES:
+        raise PriceError(f"{width}x{height} needs {patches:,} patches; OpenAI rejects images over 30,000 patches")
     tokens = math.ceil(patches * multiplier - 1e-9)
-    return TokenCount(tokens, f"{working} x {multiplier} = {tokens}")
+    grid = f"{math.ceil(w / patch_px)}x{math.ceil(h / patch_px)} = {patches} patches"
+    return TokenCount(tokens, f"{' -> '.join(steps)} -> {grid} x {multiplier} = {tokens}")
 
 
 # --------------------------------------------------------------------------------------------------- Anthropic
-def anthropic_area(
-    width: int, height: int, max_long_edge: int = 1568, max_tokens: int = 1600, pixels_per_token: int = 750
-) -> TokenCount:
-    """Claude: ``tokens = ceil(w x h / 750)`` after downscaling to a long edge of 1568 px and ~1,600 tokens.
+def anthropic_resize(width: int, height: int, max_edge: int, max_tokens: int, patch_px: int = 28) -> tuple[int, int]:
+    """The largest aspect-preserving size within both of a Claude model's limits: every side, padded up to a
+    multiple of 28, at most ``max_edge``, and at most ``max_tokens`` 28-px patches. Anthropic's reference
+    implementation: a binary search over the long edge, the short edge rounded half to even."""
 
-    Anthropic states the cap as "~1,600 tokens" and its size table as approximate, so counts near the cap are an
-    estimate; below it the published rule is exact (200x200 -> 54, 1000x1000 -> 1334, 1092x1092 -> 1590).
-    """
+    def fits(w: int, h: int) -> bool:
+        cols, rows = math.ceil(w / patch_px), math.ceil(h / patch_px)
+        return cols * patch_px <= max_edge and rows * patch_px <= max_edge and cols * rows <= max_tokens
+
+    if fits(width, height):
+        return width, height
+    if height > width:
+        h, w = anthropic_resize(height, width, max_edge, max_tokens, patch_px)
+        return w, h
+    aspect = width / height
+    low, high = 1, width - 1  # the largest long edge L in [1, width) that fits
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid, max(round(mid / aspect), 1)):
+            low = mid
+        else:
+            high = mid - 1
+    return low, max(round(low / aspect), 1)
+
+
+def anthropic_patches(width: int, height: int, max_edge: int = 1568, max_tokens: int = 1568) -> TokenCount:
+    """Claude: ``ceil(w / 28) x ceil(h / 28)`` visual tokens after the model's resize (standard models: 1568 px and
+    1568 tokens; Opus 4.7 and later: 2576 px and 4784 tokens). Padding to a multiple of 28 adds no token."""
     _check_size(width, height)
-    scale = min(1.0, max_long_edge / max(width, height), math.sqrt(max_tokens * pixels_per_token / (width * height)))
-    w, h = (width, height) if scale >= 1.0 else (max(1, int(width * scale)), max(1, int(height * scale)))
-    tokens = math.ceil(w * h / pixels_per_token)
-    resized = f" -> scaled to {w}x{h}" if (w, h) != (width, height) else ""
-    return TokenCount(
-        tokens, f"{width}x{height}{resized} -> ceil({w} x {h} / {pixels_per_token}) = {tokens}", exact=scale >= 1.0
-    )
+    w, h = anthropic_resize(width, height, max_edge, max_tokens)
+    cols, rows = math.ceil(w / 28), math.ceil(h / 28)
+    resized = f" -> fit {max_edge} px / {max_tokens} tokens: {w}x{h}" if (w, h) != (width, height) else ""
+    return TokenCount(cols * rows, f"{width}x{height}{resized} -> {cols}x{rows} patches of 28 px = {cols * rows}")
 
 
 # ------------------------------------------------------------------------------------------------------ Google
 def gemini_tiles(width: int, height: int, tokens_per_tile: int = 258, small_px: int = 384) -> TokenCount:
-    """Gemini 2.x: 258 tokens when both sides <= 384 px; else tiles of side min(w, h) / 1.5 clamped to
-    [256, 768] px, ``ceil(w / tile) x ceil(h / tile)`` tiles of 258 tokens each."""
+    """Gemini 2.x (ai.google.dev tokens guide): 258 tokens when both sides are at most 384 px; larger images are
+    "tiled into 768x768 pixel tiles, each counting as 258 tokens". Vertex AI's wording (tiles of min(w, h) / 1.5,
+    clamped to 256-768 px) gives more tiles for some sizes, so the count is labelled documented."""
     _check_size(width, height)
     if width <= small_px and height <= small_px:
-        return TokenCount(tokens_per_tile, f"{width}x{height} <= {small_px} px: {tokens_per_tile}")
-    tile = max(256.0, min(768.0, min(width, height) / 1.5))
-    tiles_w, tiles_h = math.ceil(width / tile), math.ceil(height / tile)
+        return TokenCount(tokens_per_tile, f"{width}x{height} <= {small_px} px: {tokens_per_tile}", "documented")
+    tiles_w, tiles_h = math.ceil(width / 768), math.ceil(height / 768)
     tokens = tiles_w * tiles_h * tokens_per_tile
     return TokenCount(
-        tokens, f"{width}x{height} -> tile {tile:.0f} px -> {tiles_w}x{tiles_h} tiles x {tokens_per_tile} = {tokens}"
+        tokens, f"{width}x{height} -> {tiles_w}x{tiles_h} tiles of 768 px x {tokens_per_tile} = {tokens}", "documented"
     )
 
 
-GEMINI3_IMAGE_TOKENS = {"low": 280, "medium": 560, "high": 1120, "ultra_high": 2240}
-GEMINI3_FRAME_TOKENS = {"low": 70, "medium": 70, "high": 280, "ultra_high": 280}
-
-
-def gemini_media_resolution(level: str, table: dict[str, int] = GEMINI3_IMAGE_TOKENS) -> TokenCount:
-    """Gemini 3 ``media_resolution``: a fixed token budget per image (or video frame) at each level."""
+def fixed_level(level: str, table: dict[str, int], label: str, what: str = "media_resolution") -> TokenCount:
+    """A fixed token budget per image (or frame) at each level (Gemini ``media_resolution``)."""
     if level not in table:
-        raise PriceError(f"media_resolution must be one of {', '.join(table)}, got {level!r}")
-    return TokenCount(table[level], f"media_resolution={level}: {table[level]} tokens")
+        raise PriceError(f"{what} must be one of {', '.join(table)} for this model, got {level!r}")
+    return TokenCount(table[level], f"{what}={level}: {table[level]} tokens", label)
+
+
+# ------------------------------------------------------------------------------------------------------ Mistral
+def mistral_patches(width: int, height: int, patch_px: int, max_px: int) -> TokenCount:
+    """mistral-common's ``ImageEncoder``: fit in ``max_px`` (rounded), ``ceil(side / patch)`` patches per side, one
+    [IMG] token per patch plus one [IMG_BREAK]/[IMG_END] per row. Mistral's docs give only ``(X x Y) / patch^2``
+    approximately and do not say whether the row tokens are billed: an estimate of the API's count."""
+    _check_size(width, height)
+    ratio = max(width / max_px, height / max_px)
+    w, h = (round(width / ratio), round(height / ratio)) if ratio > 1 else (width, height)
+    cols, rows = (w - 1) // patch_px + 1, (h - 1) // patch_px + 1
+    tokens = cols * rows + rows
+    resized = f" -> fit {max_px}: {w}x{h}" if (w, h) != (width, height) else ""
+    return TokenCount(
+        tokens,
+        f"{width}x{height}{resized} -> {cols}x{rows} patches of {patch_px} px + {rows} row tokens = {tokens}",
+        "estimate",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- generic
+def tiles(width: int, height: int, tile_px: int, tile_tokens: int, base_tokens: int, fit_px: int) -> TokenCount:
+    """A labelled estimate for providers that publish no rule: fit in ``fit_px``, ``base + tile x tiles`` of
+    ``tile_px``. Calibrate the parameters against your own bills in a price sheet."""
+    _check_size(width, height)
+    w, h = _fit(width, height, fit_px)
+    tw, th = math.ceil(w / tile_px), math.ceil(h / tile_px)
+    tokens = base_tokens + tile_tokens * tw * th
+    resized = f" -> fit {fit_px}: {w}x{h}" if (w, h) != (width, height) else ""
+    return TokenCount(
+        tokens,
+        f"{width}x{height}{resized} -> {tw}x{th} tiles of {tile_px} px -> {base_tokens} + {tile_tokens} x {tw * th} "
+        f"= {tokens} (no published rule)",
+        "estimate",
+    )
 
 
 # ------------------------------------------------------------------------------------------------ open models
@@ -158,12 +237,13 @@ def qwen2_vl_smart_resize(
 
 
 def qwen2_vl_image(
-    width: int, height: int, min_pixels: int = 56 * 56, max_pixels: int = 14 * 14 * 4 * 16384
+    width: int, height: int, min_pixels: int = 56 * 56, max_pixels: int = 14 * 14 * 4 * 16384, factor: int = 28
 ) -> TokenCount:
-    """One token per 28 x 28 px after ``smart_resize`` (14-px patches merged 2 x 2)."""
-    w, h = qwen2_vl_smart_resize(width, height, min_pixels=min_pixels, max_pixels=max_pixels)
-    tokens = (w // 28) * (h // 28)
-    return TokenCount(tokens, f"{width}x{height} -> smart_resize {w}x{h} -> {w // 28}x{h // 28} = {tokens}")
+    """One token per ``factor`` px square after ``smart_resize``: 28 for Qwen2/2.5-VL (14-px patches merged 2 x 2),
+    32 for Qwen3-VL (16-px patches merged 2 x 2)."""
+    w, h = qwen2_vl_smart_resize(width, height, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
+    tokens = (w // factor) * (h // factor)
+    return TokenCount(tokens, f"{width}x{height} -> smart_resize {w}x{h} -> {w // factor}x{h // factor} = {tokens}")
 
 
 def qwen2_vl_video(
@@ -233,16 +313,16 @@ def llava_next(
     )
 
 
-def fixed(tokens: int, what: str) -> TokenCount:
-    return TokenCount(tokens, f"{what}: {tokens}")
+def fixed(tokens: int, what: str, label: str = "exact") -> TokenCount:
+    return TokenCount(tokens, f"{what}: {tokens}", label)
 
 
-def per_second(duration_s: float, tokens_per_second: float, what: str, exact: bool = True) -> TokenCount:
+def per_second(duration_s: float, tokens_per_second: float, what: str, label: str = "exact") -> TokenCount:
     """``ceil(duration x rate)`` tokens for time-based media."""
     if duration_s < 0:
         raise PriceError(f"duration must not be negative, got {duration_s}")
     tokens = math.ceil(duration_s * tokens_per_second - 1e-9)
-    return TokenCount(tokens, f"{what}: ceil({duration_s:.3f} s x {tokens_per_second:g}/s) = {tokens}", exact)
+    return TokenCount(tokens, f"{what}: ceil({duration_s:.3f} s x {tokens_per_second:g}/s) = {tokens}", label)
 
 
 def patch_grid(width: int, height: int, patch_px: int) -> TokenCount:

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-import json
 import os
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.sheets import families, parse_rate
+from mmtok.budgets.sheets import families
 from mmtok.errors import PriceError
+from mmtok.files import read_json, write_atomic
 
 LITELLM_URL = "https://github.com/BerriAI/litellm/blob/main/model_prices_and_context_window.json"
 _PER_TOKEN = {
     "input_cost_per_token": "input_per_mtok",
     "output_cost_per_token": "output_per_mtok",
+    "cache_read_input_token_cost": "cache_read_per_mtok",
+    "cache_creation_input_token_cost": "cache_write_per_mtok",
     "input_cost_per_image_token": "image_input_per_mtok",
     "input_cost_per_audio_token": "audio_input_per_mtok",
 }
@@ -33,18 +34,23 @@ _PER_ITEM = {
 }
 
 
+def _json_rate(value: Any, where: str) -> Decimal:
+    """A price from LiteLLM's JSON (a number in USD), as the exact decimal of its shortest text form."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PriceError(f"{where}: price must be a number, got {value!r:.40}")
+    rate = Decimal(str(value))
+    if not rate.is_finite() or rate < 0:
+        raise PriceError(f"{where}: price must be a finite, non-negative number, got {value!r}")
+    return rate
+
+
 def _decimal_text(value: Decimal) -> str:
     text = format(value.normalize(), "f")
     return text if "." not in text else text.rstrip("0").rstrip(".") or "0"
 
 
 def read_litellm(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise PriceError(f"{path}: cannot read: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PriceError(f"{path}: not valid JSON: {e}") from None
+    data = read_json(path, "LiteLLM price map", PriceError)
     if not isinstance(data, dict):
         raise PriceError(f"{path}: expected a JSON object of models")
     return {k: v for k, v in data.items() if isinstance(v, dict) and k != "sample_spec"}
@@ -64,10 +70,10 @@ def litellm_rows(
         row: dict[str, str] = {}
         for key, target in _PER_TOKEN.items():
             if key in entry:
-                row[target] = _decimal_text(parse_rate(entry[key], f"{where} {name}.{key}") * 1_000_000)
+                row[target] = _decimal_text(_json_rate(entry[key], f"{where} {name}.{key}") * 1_000_000)
         for key, target in _PER_ITEM.items():
             if key in entry:
-                row[target] = _decimal_text(parse_rate(entry[key], f"{where} {name}.{key}"))
+                row[target] = _decimal_text(_json_rate(entry[key], f"{where} {name}.{key}"))
         family = next((f for f in fams if f.matches(name)), None)
         as_text = []
         for modality in ("image", "audio", "video"):
@@ -84,35 +90,35 @@ def litellm_rows(
 def sheet_toml(
     rows: dict[str, dict[str, str]], provider: str, source: str, as_of: dt.date, provider_page: str = ""
 ) -> str:
-    """A price sheet in mmtok's TOML format; every row carries its source and date."""
-    lines = [
-        f"# Imported from LiteLLM's price map by `mmtok prices import-litellm` on {dt.date.today().isoformat()}.",
-        f'provider = "{provider}"',
-        'currency = "USD"',
-    ]
-    order = [
-        "input_per_mtok",
-        "output_per_mtok",
-        "image_input_per_mtok",
-        "image_input_per_image",
-        "audio_input_per_mtok",
-        "audio_input_per_second",
-        "video_input_per_mtok",
-        "video_input_per_second",
-    ]
+    """A price sheet in mmtok's TOML format, written by a TOML writer (names and values are escaped, whatever the
+    map holds); every row carries its source and date."""
+    import tomli_w
+
+    models = {}
     for name, row in rows.items():
-        lines.append("")
-        lines.append(f'[models."{name}"]')
-        for key in order:
-            if key in row:
-                lines.append(f'{key} = "{row[key]}"')
-        if "notes" in row:
-            lines.append(f'notes = "{row["notes"]}"')
-        lines.append(f'source = "{source}"')
-        if provider_page:
-            lines.append(f'provider_page = "{provider_page}"')
-        lines.append(f"as_of = {as_of.isoformat()}")
-    return "\n".join(lines) + "\n"
+        models[name] = {
+            **{key: row[key] for key in ORDER if key in row},
+            **({"notes": row["notes"]} if "notes" in row else {}),
+            "source": source,
+            **({"provider_page": provider_page} if provider_page else {}),
+            "as_of": as_of,
+        }
+    header = f"# Imported from LiteLLM's price map by `mmtok prices import-litellm` on {dt.date.today().isoformat()}.\n"
+    return header + tomli_w.dumps({"provider": provider, "currency": "USD", "models": models})
+
+
+ORDER = (
+    "input_per_mtok",
+    "output_per_mtok",
+    "cache_read_per_mtok",
+    "cache_write_per_mtok",
+    "image_input_per_mtok",
+    "image_input_per_image",
+    "audio_input_per_mtok",
+    "audio_input_per_second",
+    "video_input_per_mtok",
+    "video_input_per_second",
+)
 
 
 def import_litellm(
@@ -130,5 +136,5 @@ def import_litellm(
     if not rows:
         raise PriceError(f"{path}: no priced models match {patterns}")
     text = sheet_toml(rows, provider, source or LITELLM_URL, as_of or dt.date.today(), provider_page)
-    Path(out).write_text(text, encoding="utf-8")
+    write_atomic(out, text)
     return len(rows)

@@ -142,10 +142,10 @@ def validate(spec: Spec) -> None:
             raise ConfigError(f"{where}: a bar on {name} cannot be negative")
     models = spec.variables.get("model", [SELF_HOSTED])
     models = models if isinstance(models, list) else [models]
-    from mmtok.budgets.pricing import model_spec
+    from mmtok.budgets.pricing import rate_card, resolve
 
     for model in models:
-        model_spec(model)  # unknown models fail here, with the closest names
+        rate_card(resolve(model))  # unknown models fail here (PriceError), with the closest names
         if model != SELF_HOSTED:
             _check_modalities(model, spec, where)
     if {"accuracy", "judge"} & set(spec.objectives) and any(m != SELF_HOSTED for m in models):
@@ -170,22 +170,11 @@ def validate(spec: Spec) -> None:
 
 def _check_modalities(model: str, spec: Spec, where: str) -> None:
     """A provider model must take every modality the request sends (GPT-4o audio models take no images)."""
-    import torch
+    from mmtok.budgets.pricing import resolve
 
-    from mmtok.budgets.pricing import image_tokens, price
-    from mmtok.errors import PriceError
-    from mmtok.media import Audio
-
-    probes = []
-    if spec.images > 0:
-        probes.append(("images", lambda: image_tokens(512, 512, model, "high")))
-    if spec.audio_seconds > 0:
-        probes.append(("audio", lambda: price(Audio.from_tensor(torch.zeros(16000), 16000), model)))
-    for kind, probe in probes:
-        try:
-            probe()
-        except PriceError as e:
-            raise ConfigError(f"{where}: the request sends {kind}, but {e}; remove {model!r} from model") from None
+    for kind, modality, sent in (("images", "image", spec.images), ("audio", "audio", spec.audio_seconds)):
+        if sent > 0 and not resolve(model).accepts(modality):
+            raise ConfigError(f"{where}: the request sends {kind}, but model {model} does not take {kind}; remove it")
 
 
 # ------------------------------------------------------------------------------------------------ variables
@@ -235,8 +224,9 @@ def _plain(value: Any) -> Any:
 class CalibrationEvaluator:
     """Objectives of a setting, measured on the calibration set; every measurement cached on disk by its inputs."""
 
-    def __init__(self, spec: Spec, cache_dir: Path = CACHE) -> None:
+    def __init__(self, spec: Spec, cache_dir: Path = CACHE, prices: tuple[Path, ...] = ()) -> None:
         self.spec = spec
+        self.prices = prices  # the user's price sheets
         self.cache_dir = cache_dir
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._models: dict[str, Any] = {}
@@ -377,37 +367,37 @@ class CalibrationEvaluator:
 
     # -- a whole setting
     def tokens_and_cost(self, setting: dict[str, Any]) -> tuple[int, Decimal]:
+        """The request's input tokens and its cost, priced as one call through the pricing API."""
         import torch
 
-        from mmtok.budgets.pricing import image_tokens, model_spec, price
-        from mmtok.media import Audio
+        from mmtok.budgets.pricing import price
+        from mmtok.media import Audio, Image
         from mmtok.tokens import TokenSequence
 
         spec, model, size = self.spec, setting["model"], int(setting["image_size"])
+        items: list[Any] = []
         if model == SELF_HOSTED:
             per_image = math.ceil((size // 8) ** 2 * float(setting["keep_ratio"]))
-            audio_tokens = math.ceil(spec.audio_seconds * float(setting["audio_tokens_per_second"]))
-            image_seq = TokenSequence("image", ids=torch.zeros(per_image, dtype=torch.long), grid=(size // 8,) * 2)
-            audio_seq = TokenSequence("audio", embeddings=torch.zeros(max(audio_tokens, 1), 1))
-            cost = spec.images * price(image_seq, model).total_cost
-            cost += price(audio_seq, model).total_cost if spec.audio_seconds > 0 else 0
-            tokens = spec.images * per_image + audio_tokens
-        else:
-            per_image = image_tokens(size, size, model, "high")
-            image_rate = model_spec(model).row.rates.get("image_input_per_mtok")
-            if image_rate is None:
-                raise ConfigError(f"model {model} has no image rate")
-            cost = Decimal(spec.images * per_image) * image_rate / Decimal(1_000_000)
-            audio_tokens = 0
+            grid = (size // 8,) * 2
+            items += [TokenSequence("image", ids=torch.zeros(per_image, dtype=torch.long), grid=grid)] * spec.images
             if spec.audio_seconds > 0:
-                silence = Audio.from_tensor(torch.zeros(max(1, round(spec.audio_seconds * 16000))), 16000)
-                quote = price(silence, model)
-                audio_tokens, cost = quote.input_tokens, cost + quote.total_cost
-            tokens = spec.images * per_image + audio_tokens
-        rates = model_spec(model).row.rates
-        cost += Decimal(spec.text_tokens) * rates["input_per_mtok"] / Decimal(1_000_000)
-        cost += Decimal(spec.output_tokens) * rates.get("output_per_mtok", Decimal(0)) / Decimal(1_000_000)
-        return tokens + spec.text_tokens, cost
+                audio_tokens = math.ceil(spec.audio_seconds * float(setting["audio_tokens_per_second"]))
+                items.append(TokenSequence("audio", embeddings=torch.zeros(max(audio_tokens, 1), 1)))
+        else:
+            items += [Image(None, "size", size, size)] * spec.images
+            if spec.audio_seconds > 0:
+                items.append(Audio.from_tensor(torch.zeros(max(1, round(spec.audio_seconds * 16000))), 16000))
+        quote = price(
+            items,
+            model,
+            detail="high",
+            text_tokens=spec.text_tokens,
+            output_tokens=spec.output_tokens,
+            prices=self.prices,
+        )
+        if quote.missing:
+            raise ConfigError(f"{model}: {'; '.join(quote.missing)}")
+        return quote.input_tokens, quote.total_cost
 
     def evaluate(self, setting: dict[str, Any]) -> dict[str, float]:
         self.evaluations += 1

@@ -1,9 +1,14 @@
-"""Price sheets (``prices/*.toml``) and model families (``families.toml``): loading, validation, lookup.
+"""Price sheets (``prices/*.toml``, ``--prices``) and model families (``families.toml``): loading and validation.
 
-A sheet lists models with their rates in USD as exact decimals, each row with its ``source`` URL and ``as_of``
-date. Rates per modality: ``*_per_mtok`` (per million tokens), ``*_per_image`` / ``*_per_second`` (per item), or
-``*_relative`` (a multiple of the text input rate, for mmtok's semantic-granularity scheme). A row may override
-its family's formula parameters (``image = { tile_tokens = 180 }``) to calibrate against measured bills.
+A sheet lists models with their rates in USD as exact decimals (strings or integers; floats are refused, since
+``0.1`` is not exact), each row with its ``source`` URL and ``as_of`` date. Rates per modality: ``*_per_mtok``
+(per million tokens), ``*_per_image`` / ``*_per_second`` (per item), or ``*_relative`` (a multiple of the text input
+rate, for mmtok's semantic-granularity scheme). A row may override its family's formula parameters
+(``image = { tile_tokens = 180 }``) to calibrate against measured bills; every parameter is checked (positive
+numbers of the right kind), so a sheet can neither zero a price nor make it negative. ``[aliases]`` names your own
+shorthands (``fast = "gpt-5.2"``).
+
+The shipped sheets hold self-hosted models only: provider prices come from genai-prices (``money.py``).
 """
 
 from __future__ import annotations
@@ -17,19 +22,121 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from mmtok.budgets.formulas import LABELS
 from mmtok.errors import PriceError
 from mmtok.files import read_toml
 
 MODALITIES = ("text", "image", "audio", "video")
-RATE_KEYS = frozenset(
-    {"input_per_mtok", "output_per_mtok"}
-    | {f"{m}_input_per_mtok" for m in ("image", "audio", "video")}
-    | {"image_input_per_image", "audio_input_per_second", "video_input_per_second"}
-    | {f"{m}_relative" for m in ("image", "audio", "video")}
-)
+# Sheet rate keys -> the rate names of money.RateCard (per million tokens).
+MTOK_KEYS = {
+    "input_per_mtok": "input",
+    "output_per_mtok": "output",
+    "cache_read_per_mtok": "cache_read",
+    "cache_write_per_mtok": "cache_write",
+    "image_input_per_mtok": "input_image",
+    "audio_input_per_mtok": "input_audio",
+    "video_input_per_mtok": "input_video",
+    "output_audio_per_mtok": "output_audio",
+}
+ITEM_KEYS = ("image_input_per_image", "audio_input_per_second", "video_input_per_second")
+RELATIVE_KEYS = {f"{m}_relative": f"input_{m}" for m in ("image", "audio", "video")}
+RATE_KEYS = frozenset(MTOK_KEYS) | frozenset(ITEM_KEYS) | frozenset(RELATIVE_KEYS)
 ROW_KEYS = RATE_KEYS | {"source", "provider_page", "as_of", "notes", "image", "audio", "video", "text"}
-SHEET_KEYS = {"provider", "currency", "description", "models", "family"}
+SHEET_KEYS = {"provider", "currency", "description", "models", "family", "aliases"}
 FORMULA_MODALITIES = ("image", "audio", "video")
+FAMILY_KEYS = {"name", "match", "text", "source", "read", "notes", *FORMULA_MODALITIES}
+FORMULAS = {
+    "image": {
+        "openai-tile",
+        "openai-patch",
+        "anthropic-patches",
+        "gemini-tiles",
+        "gemini-2.5",
+        "fixed-level",
+        "mistral-patches",
+        "tiles",
+        "qwen2-vl",
+        "llava-next",
+        "fixed",
+        "patch-grid",
+    },
+    "audio": {"per-second"},
+    "video": {"per-second", "frames", "qwen2-vl-video", "frames-patch-grid"},
+}
+# Formula parameters and their kind: "int" (a positive integer) or "number" (a positive exact or float number).
+PARAMETERS = {
+    **dict.fromkeys(
+        (
+            "base_tokens",
+            "tile_tokens",
+            "tokens",
+            "patch_px",
+            "max_dim",
+            "patch_budget",
+            "max_edge",
+            "max_tokens",
+            "tokens_per_tile",
+            "min_pixels",
+            "max_pixels",
+            "factor",
+            "tile_px",
+            "fit_px",
+            "max_px",
+            "short_side",
+        ),
+        "int",
+    ),
+    **dict.fromkeys(("tokens_per_second", "multiplier", "fps", "audio_tokens_per_second"), "number"),
+}
+
+
+def check_formula(table: Any, modality: str, where: str, partial: bool = False) -> dict[str, Any]:
+    """A family's (or a sheet override's, ``partial``) formula table, with every parameter checked."""
+    if not isinstance(table, dict):
+        raise PriceError(f"{where}: {modality} must be a table of formula parameters")
+    formula = table.get("formula")
+    if formula is None and not partial:
+        raise PriceError(f"{where}: {modality} needs a 'formula'")
+    if formula is not None and formula not in FORMULAS[modality]:
+        raise PriceError(
+            f"{where}: unknown {modality} formula {formula!r}; known: {', '.join(sorted(FORMULAS[modality]))}"
+        )
+    for key, value in table.items():
+        if key == "formula":
+            continue
+        if key == "label":
+            if value not in LABELS:
+                raise PriceError(f"{where}: {modality}.label must be one of {', '.join(LABELS)}, got {value!r}")
+        elif key in ("default_level", "auto"):
+            if not isinstance(value, str):
+                raise PriceError(f"{where}: {modality}.{key} must be a level name, got {value!r}")
+        elif key == "levels":
+            _check_levels(value, f"{where}: {modality}.levels")
+        elif key in PARAMETERS:
+            _check_parameter(value, PARAMETERS[key], f"{where}: {modality}.{key}")
+        else:
+            raise PriceError(f"{where}: unknown {modality} parameter {key!r}")
+    return dict(table)
+
+
+def _check_levels(levels: Any, where: str) -> None:
+    if not isinstance(levels, dict) or not levels:
+        raise PriceError(f"{where} must be a table of levels")
+    for name, value in levels.items():
+        if isinstance(value, dict):
+            for key, param in value.items():
+                if key not in ("max_dim", "patch_budget"):
+                    raise PriceError(f"{where}.{name}: unknown key {key!r}")
+                _check_parameter(param, "int", f"{where}.{name}.{key}")
+        else:
+            _check_parameter(value, "int", f"{where}.{name}")
+
+
+def _check_parameter(value: Any, kind: str, where: str) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not 0 < value < float("inf") or (kind == "int" and not isinstance(value, int)):
+        kind_name = "a positive integer" if kind == "int" else "a positive number"
+        raise PriceError(f"{where} must be {kind_name}, got {value!r}")
 
 
 def _package_dir() -> Path:
@@ -47,6 +154,8 @@ class Family:
     text: str  # tiktoken encoding name, or "estimate:chars/4" / "estimate:<encoding>"
     formulas: dict[str, dict[str, Any]]  # modality -> {"formula": name, params...}
     source: str
+    read: dt.date | None = None  # when the source page was read
+    notes: str = ""
 
     def matches(self, model: str) -> bool:
         return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.match)
@@ -59,7 +168,7 @@ class ModelRow:
     name: str
     provider: str
     currency: str
-    rates: dict[str, Decimal]
+    rates: dict[str, Decimal]  # sheet keys (input_per_mtok, image_relative, ...) -> exact decimals
     source: str
     as_of: dt.date
     sheet: Path
@@ -70,11 +179,12 @@ class ModelRow:
 
 
 def parse_rate(value: Any, where: str) -> Decimal:
-    """A price as an exact decimal; floats are refused in favour of strings ("2.50") to keep sheets exact."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise PriceError(f"{where}: price must be a number, got {value!r}")
+    """A price as an exact decimal: a string ("2.50") or an integer. Floats are refused: 0.1 is not exact."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        kind = 'a float: write it as a string, e.g. "2.50"' if isinstance(value, float) else repr(value)
+        raise PriceError(f"{where}: price must be a decimal string or an integer, got {kind}")
     try:
-        rate = Decimal(str(value))
+        rate = Decimal(value.strip() if isinstance(value, str) else value)
     except InvalidOperation:
         raise PriceError(f"{where}: price must be a number, got {value!r}") from None
     if not rate.is_finite():
@@ -87,22 +197,26 @@ def parse_rate(value: Any, where: str) -> Decimal:
 def _parse_family(entry: Any, where: str) -> Family:
     if not isinstance(entry, dict):
         raise PriceError(f"{where}: each [[family]] must be a table")
-    unknown = set(entry) - {"name", "match", "text", "source", *FORMULA_MODALITIES}
+    unknown = set(entry) - FAMILY_KEYS
     if unknown:
         raise PriceError(f"{where}: unknown key(s) {', '.join(sorted(unknown))} in family {entry.get('name')!r}")
     name = entry.get("name")
     match = entry.get("match")
     if not isinstance(name, str) or not isinstance(match, list) or not all(isinstance(m, str) for m in match):
         raise PriceError(f"{where}: a family needs a 'name' and a 'match' list of patterns")
-    formulas = {}
-    for modality in FORMULA_MODALITIES:
-        spec = entry.get(modality)
-        if spec is not None:
-            if not isinstance(spec, dict) or "formula" not in spec:
-                raise PriceError(f"{where}: family {name!r} {modality} needs a table with a 'formula'")
-            formulas[modality] = dict(spec)
+    where = f"{where} family {name!r}"
+    formulas = {m: check_formula(entry[m], m, where) for m in FORMULA_MODALITIES if m in entry}
+    read = entry.get("read")
+    if read is not None and not isinstance(read, dt.date):
+        raise PriceError(f"{where}: 'read' must be a date (when the source was read), got {read!r}")
     return Family(
-        name, tuple(match), str(entry.get("text", "estimate:chars/4")), formulas, str(entry.get("source", ""))
+        name,
+        tuple(match),
+        str(entry.get("text", "estimate:chars/4")),
+        formulas,
+        str(entry.get("source", "")),
+        read,
+        str(entry.get("notes", "")),
     )
 
 
@@ -152,14 +266,12 @@ def _parse_row(name: str, row: Any, sheet: Path, provider: str, currency: str) -
             raise PriceError(f"{where}: 'as_of' must be a date like 2026-07-24, got {as_of!r}") from None
     if not isinstance(as_of, dt.date):
         raise PriceError(f"{where}: 'as_of' (the date the prices were read) is required")
-    overrides = {}
-    for modality in FORMULA_MODALITIES:
-        if modality in row:
-            if not isinstance(row[modality], dict):
-                raise PriceError(f"{where}: {modality} override must be a table of formula parameters")
-            overrides[modality] = dict(row[modality])
+    overrides = {m: check_formula(row[m], m, where, partial=True) for m in FORMULA_MODALITIES if m in row}
+    text = row.get("text")
+    if text is not None and not isinstance(text, str):
+        raise PriceError(f"{where}: 'text' must name a text rule (e.g. \"o200k_base\")")
     return ModelRow(
-        name,
+        name.strip().lower(),
         provider,
         currency,
         rates,
@@ -169,13 +281,20 @@ def _parse_row(name: str, row: Any, sheet: Path, provider: str, currency: str) -
         str(row.get("provider_page", "")),
         str(row.get("notes", "")),
         overrides,
-        row.get("text"),
+        text,
     )
 
 
+@dataclass(frozen=True)
+class Sheets:
+    rows: dict[str, ModelRow]  # lower-case model name -> row
+    aliases: dict[str, str]  # lower-case alias -> model name
+
+
 @functools.lru_cache(maxsize=8)
-def _rows_cached(paths: tuple[Path, ...], stamps: tuple[float, ...]) -> dict[str, ModelRow]:
+def _sheets_cached(paths: tuple[Path, ...], stamps: tuple[float, ...]) -> Sheets:
     rows: dict[str, ModelRow] = {}
+    aliases: dict[str, str] = {}
     for path in paths:
         data = read_toml(path, "price sheet", PriceError)
         unknown = set(data) - SHEET_KEYS
@@ -185,15 +304,26 @@ def _rows_cached(paths: tuple[Path, ...], stamps: tuple[float, ...]) -> dict[str
         if not isinstance(provider, str):
             raise PriceError(f"{path}: 'provider' is required")
         currency = data.get("currency", "USD")
+        if currency != "USD":
+            raise PriceError(f"{path}: only USD sheets are supported, got currency {currency!r}")
         models = data.get("models", {})
         if not isinstance(models, dict):
             raise PriceError(f"{path}: [models.NAME] tables expected")
         for name, row in models.items():
-            rows[name] = _parse_row(name, row, path, provider, currency)
-    return rows
+            parsed = _parse_row(name, row, path, provider, currency)
+            rows[parsed.name] = parsed
+        table = data.get("aliases", {})
+        if not isinstance(table, dict) or not all(isinstance(v, str) and v for v in table.values()):
+            raise PriceError(f'{path}: [aliases] must map names to model names (fast = "gpt-5.2")')
+        aliases.update({k.strip().lower(): v for k, v in table.items()})
+    return Sheets(rows, aliases)
+
+
+def sheets(extra_sheets: tuple[Path, ...] = ()) -> Sheets:
+    """Shipped sheets, then user sheets (a user row or alias replaces a shipped one of the same name)."""
+    paths = (*shipped_sheets(), *extra_sheets)
+    return _sheets_cached(paths, tuple(_stamp(p) for p in paths))
 
 
 def model_rows(extra_sheets: tuple[Path, ...] = ()) -> dict[str, ModelRow]:
-    """All priced models: shipped sheets, then user sheets (a user row replaces a shipped one of the same name)."""
-    paths = (*shipped_sheets(), *extra_sheets)
-    return _rows_cached(paths, tuple(_stamp(p) for p in paths))
+    return sheets(extra_sheets).rows

@@ -30,8 +30,9 @@ _lock = threading.Lock()
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "mmtok" / "tiktoken"
+    from mmtok.cache import cache_dir as user_cache
+
+    return user_cache("tiktoken")
 
 
 @functools.lru_cache(maxsize=4)
@@ -73,8 +74,8 @@ def count_text(text: str, rule: str) -> TokenCount:
         method = rule.split(":", 1)[1]
         if method == "chars/4":
             tokens = math.ceil(len(text) / 4)
-            return TokenCount(tokens, f"estimate: ceil({len(text)} characters / 4) = {tokens}", exact=False)
+            return TokenCount(tokens, f"estimate: ceil({len(text)} characters / 4) = {tokens}", "estimate")
         tokens = len(encoding(method).encode(text, disallowed_special=()))
-        return TokenCount(tokens, f"estimate: {method} count = {tokens} (tokenizer not public)", exact=False)
+        return TokenCount(tokens, f"estimate: {method} count = {tokens} (tokenizer not public)", "estimate")
     tokens = len(encoding(rule).encode(text, disallowed_special=()))
     return TokenCount(tokens, f"{rule}: {tokens} tokens")

@@ -15,7 +15,7 @@ import typer
 
 from mmtok.cli.common import console
 
-DEMO_MODELS = ("gpt-4o", "claude-sonnet-4-5", "gemini-2.5-flash")
+DEMO_MODELS = ("gpt-5.2", "claude-opus-4-7", "gemini-3.1-pro-preview")
 
 
 STEPS = ("inspect", "price", "tokenize", "backbone", "plan")
@@ -66,7 +66,7 @@ def _price_step(media: list) -> None:
 
     from rich.table import Table
 
-    from mmtok.budgets.pricing import model_spec, price
+    from mmtok.budgets.pricing import price, resolve
 
     console().rule("2. price on three providers")
     table = Table(show_edge=False, header_style="bold")
@@ -74,23 +74,24 @@ def _price_step(media: list) -> None:
     for name in DEMO_MODELS:
         table.add_column(f"{name}\ntokens / USD", justify="right")
     totals = dict.fromkeys(DEMO_MODELS, Decimal(0))
+    sources = {}
     for item in media:
         cells = []
         for name in DEMO_MODELS:
-            if not model_spec(name).accepts(item.kind):
+            if not resolve(name).accepts(item.kind):
                 cells.append("[dim]not accepted[/]")
                 continue
             quote = price(item, name)
             totals[name] += quote.total_cost
+            sources[name] = quote
             cells.append(f"{quote.input_tokens:,} / {quote.total_cost:.6f}" + ("" if quote.exact else " ~"))
         table.add_row(item.path.name, *cells)
     table.add_section()
     table.add_row("total USD", *[f"{totals[name]:.6f}" for name in DEMO_MODELS])
     console().print(table)
-    for name in DEMO_MODELS:
-        row = model_spec(name).row
-        console().print(f"[dim]{name}: prices as of {row.as_of} from {row.source}[/]")
-    console().print("[dim]~ a documented estimate (the provider's tokenizer or rule is not public)[/]")
+    for name, quote in sources.items():
+        console().print(f"[dim]{name}: prices of {quote.as_of} from {quote.source}[/]")
+    console().print("[dim]~ not exact: a documented count, an upper bound or an estimate (see `mmtok price`)[/]")
 
 
 def _tokenize_step(media: list, out: Path) -> None:

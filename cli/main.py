@@ -8,7 +8,8 @@ from mmtok.cli.demo import demo
 from mmtok.cli.eval_cmd import eval_app
 from mmtok.cli.inspect import inspect
 from mmtok.cli.plan import plan
-from mmtok.cli.price import models, price, prices_app
+from mmtok.cli.price import models, price
+from mmtok.cli.prices import prices_app
 from mmtok.cli.tokenize import detokenize, tokenize
 from mmtok.cli.train import train_app
 from mmtok.cli.truncate import truncate

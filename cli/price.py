@@ -1,9 +1,8 @@
-"""``mmtok price``, ``mmtok models`` and ``mmtok prices``: token counts and costs per input, model and modality."""
+"""``mmtok price`` and ``mmtok models``: what requests cost on each model, and what each model takes and costs."""
 
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import sys
 from collections.abc import Iterator
 from decimal import Decimal
@@ -22,62 +21,104 @@ MODALITY_COLUMNS = ("text", "image", "audio", "video")
 CSV_FIELDS = [
     "item",
     "model",
+    "model_ref",
     *[f"{m}_tokens" for m in MODALITY_COLUMNS],
+    "cached_tokens",
     "input_tokens",
     "output_tokens",
     "input_cost",
     "output_cost",
     "total_cost",
     "currency",
-    "exact",
+    "label",
+    "complete",
+    "option",
+    "tier",
     "working",
-    "source",
+    "money_source",
     "as_of",
 ]
 
 
 @flushes_json_lines
 def price(
-    paths: list[Path] = typer.Argument(None, help="Files or folders (walked recursively)."),
+    paths: list[Path] = typer.Argument(None, help="Files or folders; each file is one request (see --one-request)."),
     model: list[str] = typer.Option(["gpt-4o"], "--model", "-m", help="Model to price on (repeatable)."),
-    text: str | None = typer.Option(None, "--text", help="Price this text (in addition to any paths)."),
-    detail: str | None = typer.Option(None, help="OpenAI: low|high|auto; Gemini 3: low|medium|high|ultra_high."),
-    output_tokens: int = typer.Option(0, "--output-tokens", min=0, help="Also price this many output tokens."),
-    prices: list[Path] = typer.Option([], "--prices", help="Extra price sheet (TOML); its rows override."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON object per input and model on stdout."),
+    text: str | None = typer.Option(None, "--text", help="The request's text (the prompt of every request)."),
+    attach: list[Path] = typer.Option([], "--attach", "-a", help="Attach this file to every request (repeatable)."),
+    one_request: bool = typer.Option(False, "--one-request", help="All inputs, attachments and text form one call."),
+    detail: str | None = typer.Option(
+        None, help="OpenAI: low|high|original|auto; Gemini media_resolution: low|medium|high|ultra_high."
+    ),
+    at: str | None = typer.Option(None, "--at", help="Prices on this date (YYYY-MM-DD; default today)."),
+    batch: bool = typer.Option(False, "--batch", help="The provider's batch rates."),
+    tier: str | None = typer.Option(None, "--tier", help="Service tier: flex or priority."),
+    output_tokens: int = typer.Option(0, "--output-tokens", min=0, help="Output tokens of each request."),
+    output_audio: bool = typer.Option(False, "--output-audio", help="The output is audio: audio-output rate."),
+    cached: int = typer.Option(0, "--cached-input-tokens", min=0, help="More input tokens read from the cache."),
+    cache_write: int = typer.Option(0, "--cache-write-tokens", min=0, help="More input tokens written to the cache."),
+    prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet (TOML); its rows override."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per request and model on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
 ) -> None:
-    """What each input costs on each model: tokens per modality, cost, the formula applied and the price sheet."""
-    from mmtok.budgets.pricing import model_spec, price_many
+    """What each request costs on each model: tokens per attachment and modality, the rate applied and why, the
+    working, and the price source with its date."""
+    from mmtok.budgets.pricing import file_requests, make_options, price_requests, rate_card, resolve
+    from mmtok.budgets.sheets import sheets
 
     if json_out and csv_out:
         raise typer.BadParameter("choose one of --json and --csv")
-    if not paths and text is None:
-        raise typer.BadParameter("give files or folders to price, or --text")
+    if not paths and text is None and not attach:
+        raise typer.BadParameter("give files or folders to price, --attach files, or --text")
     try:
-        for name in model:
-            model_spec(name, prices)
+        options = make_options(detail, at, batch, tier, output_tokens, output_audio, cached, cache_write)
+        sheets(tuple(prices))  # a bad sheet is one line, not one per model
     except PriceError as e:
         print_error(e)
         raise typer.Exit(2) from None
+    failures = 0
+    usable = []
+    for name in model:  # an unknown model (or one without the asked-for prices) is one line; the others go on
+        try:
+            rate_card(resolve(name, prices), options.at, options.option)
+            usable.append(name)
+        except PriceError as e:
+            failures += 1
+            print_error(f"{name}: {e}")
+            if json_out:
+                print_json_line({"model": name, "error": str(e)})
+    if not usable:
+        raise typer.Exit(2)
+    model = usable
 
-    def batches() -> Iterator[tuple[str, list[Quote | MmtokError]]]:
-        if text is not None:
-            yield "<text>", [_quote_text(text, name, detail, output_tokens, prices) for name in model]
-        if paths:
-            yield from progress(
-                price_many(paths, model, detail=detail, output_tokens=output_tokens, prices=prices),
-                "pricing",
-                total=None,
-            )
+    def requests() -> Iterator[tuple[str, list]]:
+        nonlocal failures
+        if one_request:
+            files = []
+            for _label, found in file_requests(paths or []):
+                if isinstance(found, MmtokError):
+                    failures += 1
+                    print_error(found)
+                else:
+                    files.append(found[0])
+            yield "request", [*files, *attach]
+        elif paths:
+            for label, found in progress(file_requests(paths, attach), "pricing"):
+                if isinstance(found, MmtokError):
+                    failures += 1
+                    print_error(found)
+                else:
+                    yield label, found
+        else:
+            yield ("<text>" if not attach else str(attach[0])), list(attach)
 
     writer = csv.DictWriter(sys.stdout, CSV_FIELDS) if csv_out else None
     if writer:
         writer.writeheader()
-    table_quotes: list[Quote] = []
-    failures = 0
-    for item, results in batches():
-        if len(results) != len(model):  # the file itself could not be read: one line, not one per model
+    table: list[Quote] = []
+    warned: set[str] = set()
+    for item, results in price_requests(requests(), model, options, text=text, prices=prices):
+        if len(results) != len(model):  # the request itself could not be read: one line, not one per model
             failures += 1
             print_error(results[0])
             if json_out:
@@ -89,49 +130,59 @@ def price(
                 print_error(f"{item}: {name}: {result}")
                 if json_out:
                     print_json_line({"item": item, "model": name, "error": str(result)})
-            elif json_out:
+                continue
+            failures += bool(result.missing)
+            _report(result, warned)
+            if json_out:
                 print_json_line(result.to_dict())
             elif writer:
                 writer.writerow(_csv_row(result))
             else:
-                table_quotes.append(result)
+                table.append(result)
     if not json_out and not writer:
-        _print_table(table_quotes, model)
+        _print_table(table, model)
     if failures:
         raise typer.Exit(1)
 
 
-def _quote_text(
-    text: str, model: str, detail: str | None, output_tokens: int, prices: list[Path]
-) -> Quote | MmtokError:
-    from mmtok.budgets.pricing import price as price_one
-
-    try:
-        return price_one(text=text, model=model, detail=detail, output_tokens=output_tokens, prices=prices)
-    except MmtokError as e:
-        return e
+def _report(quote: Quote, warned: set[str]) -> None:
+    """Left-out attachments are errors (the total is incomplete); warnings are said once."""
+    for missing in quote.missing:
+        print_error(f"{missing} (left out of the total)")
+    for warning in quote.warnings:
+        if warning not in warned:
+            warned.add(warning)
+            sys.stderr.write(f"warning: {warning}\n")
 
 
 def _csv_row(quote: Quote) -> dict[str, object]:
     return {
         "item": quote.item,
         "model": quote.model,
+        "model_ref": quote.model_ref,
         **{f"{m}_tokens": quote.tokens(m) for m in MODALITY_COLUMNS},
+        "cached_tokens": quote.tokens("cache_read") + quote.tokens("cache_write"),
         "input_tokens": quote.input_tokens,
         "output_tokens": quote.output_tokens,
         "input_cost": quote.input_cost,
         "output_cost": quote.output_cost,
         "total_cost": quote.total_cost,
         "currency": quote.currency,
-        "exact": quote.exact,
+        "label": quote.label,
+        "complete": quote.complete,
+        "option": quote.option,
+        "tier": quote.tier,
         "working": " | ".join(ln.working for ln in quote.lines),
-        "source": quote.source,
+        "money_source": quote.source,
         "as_of": quote.as_of.isoformat(),
     }
 
 
-def _money(value: Decimal) -> str:
+def money(value: Decimal) -> str:
     return f"{value:.6f}" if value < 1 else f"{value:,.4f}"
+
+
+LABEL_MARKS = {"exact": "", "documented": " d", "upper bound": " ≤", "estimate": " ~"}
 
 
 def _print_table(quotes: list[Quote], models: list[str]) -> None:
@@ -139,153 +190,88 @@ def _print_table(quotes: list[Quote], models: list[str]) -> None:
 
     table = Table(show_edge=False, header_style="bold")
     table.add_column("input", overflow="fold")
-    table.add_column("model", no_wrap=True)
+    table.add_column("model", overflow="fold")
     for m in MODALITY_COLUMNS:
-        table.add_column(f"{m} tok", justify="right")
-    table.add_column("cost USD", justify="right")
-    table.add_column("working", overflow="fold")
-    totals: dict[str, dict[str, Decimal | int]] = {}
+        table.add_column(f"{m} tok", justify="right", no_wrap=True)
+    table.add_column("cost USD", justify="right", no_wrap=True)
+    table.add_column("working", overflow="fold", ratio=1)
+    totals: dict[str, Decimal] = {}
     for q in quotes:
         cells = [fmt_num(q.tokens(m)) if q.tokens(m) else "" for m in MODALITY_COLUMNS]
-        cost = _money(q.total_cost) + ("" if q.exact else " ~")
-        table.add_row(_short(q.item), q.model, *cells, cost, "; ".join(ln.working for ln in q.lines))
-        total = totals.setdefault(q.model, {"cost": Decimal(0), **{m: 0 for m in MODALITY_COLUMNS}})
-        total["cost"] += q.total_cost
-        for m in MODALITY_COLUMNS:
-            total[m] += q.tokens(m)
-    if len(quotes) > 1:
+        cost = money(q.total_cost) + LABEL_MARKS[q.label] + ("" if q.complete else " !")
+        working = "; ".join(ln.working for ln in q.lines if ln.modality in MODALITY_COLUMNS)
+        table.add_row(_short(q.item), q.model, *cells, cost, working)
+        totals[q.model] = totals.get(q.model, Decimal(0)) + q.total_cost
+    if len(quotes) > len(models):
         table.add_section()
         for name in models:
             if name in totals:
-                t = totals[name]
-                cells = [fmt_num(t[m]) if t[m] else "" for m in MODALITY_COLUMNS]
-                table.add_row("[bold]total[/]", name, *cells, _money(t["cost"]), "")
+                table.add_row("[bold]total[/]", name, *[""] * len(MODALITY_COLUMNS), money(totals[name]), "")
     console().print(table)
     seen: dict[str, Quote] = {}
     for q in quotes:
         seen.setdefault(q.model, q)
     for name, q in seen.items():
-        console().print(f"[dim]{name}: {q.family} rules; prices from {q.source}, as of {q.as_of}[/]")
-    if any(not q.exact for q in quotes):
-        console().print("[dim]~ a token rule is a documented estimate (see the working)[/]")
+        extras = ", ".join(x for x in (q.option if q.option != "standard" else "", q.tier) if x)
+        console().print(
+            f"[dim]{name}: {q.family or 'no media'} rules; money from {q.money_source} {q.model_ref}"
+            f"{' (' + extras + ')' if extras else ''}, prices of {q.as_of}[/]"
+        )
+    marks = sorted({q.label for q in quotes} - {"exact"}, key=list(LABEL_MARKS).index)
+    if marks:
+        console().print("[dim]" + "; ".join(f"{LABEL_MARKS[m].strip()} {m}" for m in marks) + " (see the working)[/]")
+    if any(not q.complete for q in quotes):
+        console().print("[dim]! incomplete: an attachment the model does not take is left out (see the errors)[/]")
 
 
 def _short(item: str) -> str:
     try:
         return str(Path(item).resolve().relative_to(Path.cwd()))
-    except ValueError:
+    except (ValueError, OSError):
         return item
 
 
 @flushes_json_lines
 def models(
-    prices: list[Path] = typer.Option([], "--prices", help="Extra price sheet (TOML)."),
-    provider: str | None = typer.Option(None, help="Only this provider."),
-    json_out: bool = typer.Option(False, "--json"),
+    provider: str | None = typer.Option(
+        None, help="Only this provider (openai, anthropic, google, xai, mistral, ...)."
+    ),
+    modality: str | None = typer.Option(None, help="Only models that take this modality (image, audio, video)."),
+    prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet (TOML)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per model."),
 ) -> None:
-    """Known models: their token rules per modality, rates, and price-sheet dates."""
-    from mmtok.budgets.pricing import list_models
+    """Known models: what each takes, its media rule and label, prices per 1M tokens, context, retirement."""
+    from mmtok.budgets.listing import model_rows
 
+    if modality is not None and modality not in ("text", "image", "audio", "video"):
+        raise typer.BadParameter(f"--modality must be text, image, audio or video, got {modality!r}")
     try:
-        specs = [s for s in list_models(prices) if provider is None or s.row.provider == provider]
+        rows = model_rows(provider, modality, prices)
     except PriceError as e:
         print_error(e)
         raise typer.Exit(2) from None
-    rows = []
-    for s in specs:
-        rules = {m: _rule(s.formulas[m]) for m in ("image", "audio", "video") if m in s.formulas}
-        rows.append(
-            {
-                "model": s.name,
-                "provider": s.row.provider,
-                "family": s.family.name if s.family else "",
-                "text": s.text_rule,
-                **rules,
-                "rates": {k: str(v) for k, v in s.row.rates.items()},
-                "source": s.row.source,
-                "as_of": s.row.as_of.isoformat(),
-                "sheet": str(s.row.sheet),
-            }
-        )
+    if not rows:
+        print_error(f"no models match provider={provider} modality={modality}")
+        raise typer.Exit(2)
     if json_out:
-        for r in rows:
-            print_json_line(r)
+        for row in rows:
+            print_json_line(row)
         return
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold")
-    for col in ("model", "provider", "text", "image", "audio", "video", "in $/1M", "out $/1M", "as of"):
-        table.add_column(col, overflow="fold")
+    for col in ("model", "provider", "takes", "image rule", "in $/1M", "out $/1M", "context", "retired"):
+        table.add_column(col, overflow="fold", justify="right" if "$" in col or col == "context" else "left")
     for r in rows:
+        rule = r["rules"].get("image")
         table.add_row(
             r["model"],
             r["provider"],
-            r["text"],
-            *[r.get(m, "-").split("(")[0] for m in ("image", "audio", "video")],
-            r["rates"].get("input_per_mtok", ""),
-            r["rates"].get("output_per_mtok", ""),
-            r["as_of"],
+            ",".join(m for m in r["takes"] if m != "text"),
+            f"{rule['formula']} ({rule['label']})" if rule else "",
+            r["prices"].get("input", "?") if r["prices"] else r.get("price_error", "?"),
+            r["prices"].get("output", "") if r["prices"] else "",
+            fmt_num(r["context_window"]) if r["context_window"] else "",
+            r["retired"] or "",
         )
     console().print(table)
-
-
-def _rule(params: dict) -> str:
-    extra = ", ".join(f"{k}={v}" for k, v in params.items() if k != "formula")
-    return f"{params['formula']}({extra})" if extra else params["formula"]
-
-
-prices_app = typer.Typer(help="Price sheets: list them, import LiteLLM's price map.", no_args_is_help=True)
-
-
-@prices_app.command("list")
-def prices_list(prices: list[Path] = typer.Option([], "--prices", help="Extra price sheet (TOML).")) -> None:
-    """Price sheets in use: provider, models, dates and sources."""
-    from rich.table import Table
-
-    from mmtok.budgets.sheets import model_rows
-
-    try:
-        rows = model_rows(tuple(prices))
-    except PriceError as e:
-        print_error(e)
-        raise typer.Exit(2) from None
-    sheets: dict[Path, list] = {}
-    for row in rows.values():
-        sheets.setdefault(row.sheet, []).append(row)
-    table = Table(show_edge=False, header_style="bold")
-    for col in ("sheet", "provider", "models", "as of", "source"):
-        table.add_column(col, overflow="fold")
-    for sheet, entries in sheets.items():
-        dates = sorted({r.as_of for r in entries})
-        table.add_row(
-            str(sheet.name),
-            entries[0].provider,
-            str(len(entries)),
-            dates[0].isoformat() if len(dates) == 1 else f"{dates[0]} .. {dates[-1]}",
-            "; ".join(sorted({r.source for r in entries})),
-        )
-    console().print(table)
-
-
-@prices_app.command("import-litellm")
-def prices_import_litellm(
-    file: Path = typer.Argument(..., help="LiteLLM's model_prices_and_context_window.json."),
-    out: Path = typer.Option(..., "--out", "-o", help="Sheet to write (TOML)."),
-    provider: str = typer.Option("litellm", help="Provider name recorded in the sheet."),
-    model: list[str] = typer.Option([], "--model", "-m", help="Only models matching this pattern (repeatable)."),
-    as_of: str | None = typer.Option(None, help="Date the prices were read (default: today)."),
-    source: str | None = typer.Option(None, help="Where the file came from (default: LiteLLM's repository)."),
-) -> None:
-    """Convert LiteLLM's price map into an mmtok price sheet, to refresh prices yourself."""
-    from mmtok.budgets.litellm import import_litellm
-
-    try:
-        date = dt.date.fromisoformat(as_of) if as_of else None
-    except ValueError:
-        raise typer.BadParameter(f"--as-of must be a date like 2026-07-24, got {as_of!r}") from None
-    try:
-        count = import_litellm(file, out, provider=provider, patterns=model or None, source=source, as_of=date)
-    except PriceError as e:
-        print_error(e)
-        raise typer.Exit(1) from None
-    console().print(f"wrote {count} models to {out}")

