@@ -104,19 +104,46 @@ class CatalogEntry:
 
 @dataclass(frozen=True)
 class Catalog:
-    entries: dict[str, CatalogEntry]
+    rows: dict[str, dict[str, Any]]  # bare name -> stored row (entries are built on first use: start-up stays fast)
     aliases: dict[str, str]  # LiteLLM alias_of entries: alias -> bare name
     litellm_version: str
     built: dt.date
     path: Path
 
+    @property
+    def entries(self) -> dict[str, CatalogEntry]:
+        return {name: self.entry(name) for name in self.rows}
+
+    @functools.lru_cache(maxsize=1024)  # noqa: B019 (one catalog per file, kept for the process)
+    def entry(self, name: str) -> CatalogEntry:
+        row = self.rows[name]
+        try:
+            return CatalogEntry(
+                name=row["name"],
+                provider=row["provider"],
+                litellm_key=row["litellm_key"],
+                mode=row["mode"],
+                modalities=tuple(row["modalities"]),
+                output_modalities=tuple(row["output_modalities"]),
+                max_input_tokens=row["max_input_tokens"],
+                retired=dt.date.fromisoformat(row["retired"]) if row["retired"] else None,
+                costs=dict(row["costs"]),
+                source_url=row["source_url"],
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise PriceError(f"{self.path}: malformed catalog entry {name!r} ({type(e).__name__}: {e})") from None
+
     def get(self, name: str) -> CatalogEntry | None:
         provider, bare = split_name(name)
         for candidate in (bare, dashed_date(bare), self.aliases.get(bare)):
-            entry = self.entries.get(candidate) if candidate else None
-            if entry is not None and (provider is None or entry.provider == provider):
-                return entry
+            if candidate and candidate in self.rows:
+                entry = self.entry(candidate)
+                if provider is None or entry.provider == provider:
+                    return entry
         return None
+
+    def __hash__(self) -> int:
+        return id(self)
 
 
 # ------------------------------------------------------------------------------------------------- building
@@ -231,25 +258,11 @@ def _load(path: Path, mtime: float) -> Catalog:
     if not isinstance(data, dict) or data.get("format") != CATALOG_FORMAT:
         raise PriceError(f"{path}: not an mmtok model catalog")
     try:
-        entries = {
-            name: CatalogEntry(
-                name=row["name"],
-                provider=row["provider"],
-                litellm_key=row["litellm_key"],
-                mode=row["mode"],
-                modalities=tuple(row["modalities"]),
-                output_modalities=tuple(row["output_modalities"]),
-                max_input_tokens=row["max_input_tokens"],
-                retired=dt.date.fromisoformat(row["retired"]) if row["retired"] else None,
-                costs=dict(row["costs"]),
-                source_url=row["source_url"],
-            )
-            for name, row in data["models"].items()
-        }
-        return Catalog(
-            entries, dict(data["aliases"]), str(data["litellm_version"]), dt.date.fromisoformat(data["built"]), path
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        rows, aliases = data["models"], data["aliases"]
+        if not isinstance(rows, dict) or not isinstance(aliases, dict):
+            raise TypeError("models and aliases must be objects")
+        return Catalog(rows, aliases, str(data["litellm_version"]), dt.date.fromisoformat(data["built"]), path)
+    except (KeyError, TypeError, ValueError) as e:
         raise PriceError(f"{path}: malformed model catalog ({type(e).__name__}: {e})") from None
 
 

@@ -61,7 +61,7 @@ def model_rows(
     provider: str | None = None, modality: str | None = None, prices: Sequence[str | os.PathLike[str]] = ()
 ) -> list[dict[str, Any]]:
     """Every model of the catalog and the price sheets, optionally of one provider or taking one modality."""
-    names = [*catalog().entries, *sheets(tuple(prices)).rows]
+    names = [*catalog().rows, *sheets(tuple(prices)).rows]
     rows = []
     for name in sorted(set(names)):
         model = resolve(name, prices)

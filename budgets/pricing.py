@@ -265,7 +265,7 @@ def _genai_name(model: Model) -> str:
 
 
 def _closest(name: str, prices: tuple[Path, ...]) -> str:
-    known = [*catalog().entries, *catalog().aliases, *sheets(prices).rows, *sheets(prices).aliases]
+    known = [*catalog().rows, *catalog().aliases, *sheets(prices).rows, *sheets(prices).aliases]
     close = difflib.get_close_matches(name, known, n=4, cutoff=0.6)
     return f"; closest: {', '.join(close)}" if close else ""
 

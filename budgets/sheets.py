@@ -158,7 +158,8 @@ class Family:
     notes: str = ""
 
     def matches(self, model: str) -> bool:
-        return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.match)
+        # A pattern's literal head is compared first: most families are ruled out without compiling a regex.
+        return any(model.startswith(_head(p)) and fnmatch.fnmatchcase(model, p) for p in self.match)
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,13 @@ class ModelRow:
     notes: str = ""
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     text: str | None = None  # overrides the family's text rule
+
+
+@functools.cache
+def _head(pattern: str) -> str:
+    """The literal start of an fnmatch pattern (up to its first wildcard)."""
+    cut = min((i for i in (pattern.find(c) for c in "*?[") if i >= 0), default=len(pattern))
+    return pattern[:cut]
 
 
 def parse_rate(value: Any, where: str) -> Decimal:

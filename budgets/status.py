@@ -62,7 +62,7 @@ def price_status() -> dict[str, Any]:
         },
         {
             "source": "LiteLLM map",
-            "what": f"model catalog: modalities, retirements ({len(cat.entries)} models)",
+            "what": f"model catalog: modalities, retirements ({len(cat.rows)} models)",
             "version": f"litellm {cat.litellm_version} ({where})",
             "dated": cat.built.isoformat(),
             "age_days": _age(cat.built),

@@ -4,8 +4,10 @@ Run: ``python -m mmtok.eval.bench_pricing [--files 2000] [--repeats 7]``.
 
 In one run, over the same warm-cache folder of generated photos (``mmtok.eval.corpus.photo_folder``):
 the raw-read limit (open + read 4 KiB per file), Pillow's lazy open, ``mmtok.load`` + ``mmtok.price`` for three
-models (library), and ``mmtok price --json`` as a subprocess (end to end: interpreter start-up, imports, walk,
-pricing and JSON output). Every price is checked against one computed from the fully decoded image's size.
+current models (library), and ``mmtok price --json`` as a subprocess (end to end: interpreter start-up, imports, walk,
+pricing and JSON output). The one-photo case, ``mmtok price one.jpg -m gpt-4o --json``, runs beside ``python -c pass``
+(its anchor). Every price is checked against one computed from the fully decoded image's size. Rate cards come from
+the warm on-disk cache, as on any call after the first of the day.
 """
 
 from __future__ import annotations
@@ -22,25 +24,26 @@ import PIL.Image
 import PIL.ImageOps
 
 import mmtok
-from mmtok.budgets.pricing import image_token_count, model_spec, price
+from mmtok.budgets.pricing import price
 from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
 from mmtok.eval.bench_inspect import pillow_lazy, raw_read
 from mmtok.eval.corpus import folder_files, photo_folder
+from mmtok.media import Image
 
-MODELS = ("gpt-4o", "claude-sonnet-4-5", "gemini-2.5-flash")
+MODELS = ("gpt-5.2", "claude-opus-4-7", "gemini-3.1-pro-preview")
 
 
 def library(files: list[Path]) -> list[list[Decimal]]:
     out = []
     for p in files:
         media = mmtok.load(p)
-        out.append([price(media, m).total_cost for m in MODELS])
+        out.append([price(media, m, detail="high").total_cost for m in MODELS])
     return out
 
 
 def cli(folder: Path) -> list[str]:
     exe = Path(sys.executable).with_name("mmtok")
-    args = [str(exe), "price", "--json", *[f"-m{m}" for m in MODELS], str(folder)]
+    args = [str(exe), "price", "--json", "--detail", "high", *[f"-m{m}" for m in MODELS], str(folder)]
     return subprocess.run(args, capture_output=True, text=True, check=True).stdout.splitlines()
 
 
@@ -48,11 +51,7 @@ def decoded_costs(p: Path) -> list[Decimal]:
     """Cost from the fully decoded, EXIF-transposed image's size: the reference the fast path must equal."""
     with PIL.Image.open(p) as im:
         width, height = PIL.ImageOps.exif_transpose(im.convert("RGB") if im.mode == "P" else im).size
-    costs = []
-    for m in MODELS:
-        tokens = image_token_count(width, height, m).tokens
-        costs.append(tokens * model_spec(m).row.rates["image_input_per_mtok"] / Decimal(1_000_000))
-    return costs
+    return [price(Image(None, "decoded", width, height), m, detail="high").total_cost for m in MODELS]
 
 
 def main() -> None:
@@ -70,6 +69,7 @@ def main() -> None:
     startup_exe = [str(Path(sys.executable).with_name("mmtok")), "price", "--json", "-m", "gpt-4o", str(files[0])]
     seconds = time_interleaved(
         {
+            "python -c pass": lambda: subprocess.run([sys.executable, "-c", "pass"], check=True),
             "raw read 4 KiB": lambda: raw_read(files),
             "Pillow lazy open": lambda: pillow_lazy(files),
             "mmtok.price (library, 3 models)": lambda: library(files),
@@ -78,7 +78,7 @@ def main() -> None:
         },
         args.repeats,
     )
-    rates = {name: len(files) / s for name, s in seconds.items() if not name.startswith("CLI start-up")}
+    rates = {name: len(files) / s for name, s in seconds.items() if not name.startswith(("CLI start-up", "python"))}
     startup = seconds["CLI start-up (1 file)"]
     cli_steady = len(files) / (seconds["mmtok price --json (CLI, 3 models)"] - startup)
 
@@ -107,6 +107,11 @@ def main() -> None:
         f"(target >= 5,000), of which start-up {startup * 1000:.0f} ms; CLI after start-up {cli_steady:,.0f} files/s"
     )
     print(f"Pillow lazy open / mmtok library = 1/{lib / rates['Pillow lazy open']:.1f}")
+    anchor = seconds["python -c pass"]
+    print(
+        f"one photo, `mmtok price one.jpg -m gpt-4o --json`: {startup * 1000:.0f} ms against `python -c pass` "
+        f"{anchor * 1000:.0f} ms = {startup / anchor:.2f}x (target <= 2.5x)"
+    )
     print(
         f"prices equal to those from fully decoded images (library and CLI): "
         f"{len(check) - len(mismatched)}/{len(check)} ({check_seconds:.0f} s of decoding)"
@@ -118,6 +123,9 @@ def main() -> None:
             "files": len(files),
             "rates": rates,
             "startup_s": startup,
+            "python_pass_s": seconds["python -c pass"],
+            "one_photo_ratio": startup / seconds["python -c pass"],
+            "models": list(MODELS),
             "cli_steady": cli_steady,
             "mismatches": mismatched,
             "machine": machine(),
