@@ -45,7 +45,7 @@ GENAI_PROVIDERS = {
     "xai": "x-ai",
     "mistral": "mistral",
 }
-CARD_FORMAT = 2  # bump when RateCard's stored form changes
+CARD_FORMAT = 3  # bump when RateCard's stored form changes
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,11 @@ class RateCard:
             deprecated=bool(data["deprecated"]),
             context_window=data["context_window"],
         )
+
+
+def plain(value: Decimal) -> Decimal:
+    """``value`` without trailing zeros or an exponent: 10.00 -> 10, 1.750 -> 1.75 (never 1E+1)."""
+    return Decimal(format(value.normalize(), "f"))
 
 
 def check_option(option: str) -> dict[str, str] | None:
@@ -185,7 +190,7 @@ def genai_card(name: str, at: dt.date, option: str) -> RateCard | None:
             "output": cost(input_tokens=n, output_tokens=n)["output_price"],
             "output_audio": cost(input_tokens=n, output_tokens=n, output_audio_tokens=n)["output_price"],
         }
-        tiers.append(Tier(above, {rate: (value * MILLION / n).normalize() for rate, value in probes.items()}))
+        tiers.append(Tier(above, {rate: plain(value * MILLION / n) for rate, value in probes.items()}))
     fee = cost()["total_price"]
     urls = provider.pricing_urls or []
     return RateCard(
@@ -195,7 +200,7 @@ def genai_card(name: str, at: dt.date, option: str) -> RateCard | None:
         at,
         option,
         tuple(tiers),
-        Decimal(fee).normalize(),
+        plain(Decimal(fee)),
         deprecated=bool(model.deprecated),
         context_window=model.context_window,
     )
@@ -269,7 +274,7 @@ def litellm_card(entry: CatalogEntry, at: dt.date, option: str, version: str) ->
             if value is None and above_200k:
                 value = entry.cost_per_mtok(rate, variant)
             if value is not None:
-                out[rate] = value.normalize()
+                out[rate] = plain(value)
         return out
 
     base = rates(False)

