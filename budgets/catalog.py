@@ -246,6 +246,7 @@ def user_catalog_path() -> Path:
     return cache_dir("prices") / "models.json"
 
 
+@functools.cache
 def catalog_path() -> Path:
     """The user's catalog (from ``mmtok prices update --from``) when there is one, else the shipped catalog."""
     user = user_catalog_path()
@@ -253,7 +254,7 @@ def catalog_path() -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: Path, mtime: float) -> Catalog:
+def _load(path: Path) -> Catalog:
     data = read_json(path, "model catalog", PriceError)
     if not isinstance(data, dict) or data.get("format") != CATALOG_FORMAT:
         raise PriceError(f"{path}: not an mmtok model catalog")
@@ -267,8 +268,14 @@ def _load(path: Path, mtime: float) -> Catalog:
 
 
 def catalog() -> Catalog:
-    path = catalog_path()
-    return _load(path, path.stat().st_mtime)
+    """The catalog in use, read once per process (``forget`` after writing a new one)."""
+    return _load(catalog_path())
+
+
+def forget() -> None:
+    """Drop what this process remembers of the catalog (after a new one was written or removed)."""
+    catalog_path.cache_clear()
+    _load.cache_clear()
 
 
 def write_catalog(litellm_file: str | Path, out: str | Path, version: str) -> int:
@@ -276,7 +283,7 @@ def write_catalog(litellm_file: str | Path, out: str | Path, version: str) -> in
     data = read_json(litellm_file, "LiteLLM model map", PriceError)
     built = build_catalog(data, version)
     write_atomic(out, json.dumps(built, indent=1, sort_keys=True) + "\n")
-    _load.cache_clear()
+    forget()
     return len(built["models"])
 
 

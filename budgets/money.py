@@ -115,6 +115,7 @@ def check_option(option: str) -> dict[str, str] | None:
 
 
 # ------------------------------------------------------------------------------------------------ genai-prices
+@functools.cache
 def genai_data_file() -> Path | None:
     """Price data taken in with ``mmtok prices update --from data.json``; it replaces the installed snapshot."""
     from mmtok.cache import cache_dir
@@ -123,6 +124,7 @@ def genai_data_file() -> Path | None:
     return path if path.is_file() else None
 
 
+@functools.cache
 def genai_fingerprint() -> str:
     """Which genai-prices data is in use, without importing it: the installed data module's size and time, or the
     taken-in data file's hash."""
@@ -215,50 +217,63 @@ def _has_variant(model: Any, context: dict[str, str], when: dt.datetime) -> bool
 
 
 class CardCache:
-    """Rate cards by (data, name, date, option), in one JSON file under the user cache (written atomically)."""
+    """Rate cards by (data, name, date, option): in memory, and in one JSON file under the user cache (written
+    atomically), so a new process prices without importing genai-prices."""
 
     def __init__(self) -> None:
-        self._cards: dict[str, dict[str, Any] | None] | None = None
-        self._path: Path | None = None
+        self._stored: dict[str, dict[str, Any] | None] | None = None
+        self._cards: dict[str, RateCard | None] = {}
 
+    @functools.cached_property
     def _file(self) -> Path:
         from mmtok.cache import cache_dir
 
         return cache_dir("prices") / f"cards-{CARD_FORMAT}-{genai_fingerprint()}.json"
 
     def _load(self) -> dict[str, dict[str, Any] | None]:
-        path = self._file()
-        if self._cards is None or path != self._path:
-            self._path, self._cards = path, {}
+        if self._stored is None:
             try:
-                data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-                self._cards = data if isinstance(data, dict) else {}
+                data = json.loads(self._file.read_text(encoding="utf-8")) if self._file.is_file() else {}
+                self._stored = data if isinstance(data, dict) else {}
             except (OSError, ValueError):
-                self._cards = {}  # a damaged cache is rebuilt, never trusted
-        return self._cards
+                self._stored = {}  # a damaged cache is rebuilt, never trusted
+        return self._stored
 
     def get(self, name: str, at: dt.date, option: str) -> RateCard | None:
-        key = f"{split_name(name)[0] or ''}|{split_name(name)[1]}|{at.isoformat()}|{option}"
-        cards = self._load()
-        if key not in cards:
-            card = genai_card(name, at, option)
-            cards[key] = None if card is None else card.to_json()
-            self._save()
-        stored = cards[key]
-        try:
-            return None if stored is None else RateCard.from_json(stored)
-        except (KeyError, TypeError, ValueError, ArithmeticError):
-            del cards[key]  # stale or tampered entry: compute it again
-            return self.get(name, at, option)
+        provider, bare = split_name(name)
+        key = f"{provider or ''}|{bare}|{at.isoformat()}|{option}"
+        if key not in self._cards:
+            self._cards[key] = self._read(key, name, at, option)
+        return self._cards[key]
 
-    def _save(self) -> None:
+    def _read(self, key: str, name: str, at: dt.date, option: str) -> RateCard | None:
+        stored = self._load()
+        if key in stored:
+            try:
+                return None if stored[key] is None else RateCard.from_json(stored[key])
+            except (KeyError, TypeError, ValueError, ArithmeticError):
+                pass  # a stale or tampered entry: computed again below
+        card = genai_card(name, at, option)
+        stored[key] = None if card is None else card.to_json()
         from mmtok.files import write_atomic
 
         with contextlib.suppress(OSError):  # a read-only cache only costs speed
-            write_atomic(self._file(), json.dumps(self._cards, sort_keys=True))
+            write_atomic(self._file, json.dumps(stored, sort_keys=True))
+        return card
+
+    def forget(self) -> None:
+        self.__init__()
+        self.__dict__.pop("_file", None)
 
 
 CARDS = CardCache()
+
+
+def forget() -> None:
+    """Drop what this process remembers of price data (after new data was taken in or removed)."""
+    for cached in (genai_data_file, genai_fingerprint, genai_snapshot):
+        cached.cache_clear()
+    CARDS.forget()
 
 
 # --------------------------------------------------------------------------------------------- LiteLLM's map

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mmtok.budgets import formulas as F
-from mmtok.budgets.catalog import CatalogEntry, catalog, catalog_path, dashed_date, split_name
+from mmtok.budgets.catalog import Catalog, CatalogEntry, catalog, dashed_date, split_name
 from mmtok.budgets.money import CARDS, MILLION, OPTIONS, RateCard, Tier, litellm_card
 from mmtok.budgets.sheets import Family, ModelRow, families, sheets
 from mmtok.errors import MediaError, MmtokError, PriceError
@@ -194,7 +194,7 @@ def _family(names: Iterable[str], prices: tuple[Path, ...]) -> Family | None:
 
 
 @functools.lru_cache(maxsize=512)
-def _resolve(asked: str, prices: tuple[Path, ...], catalog_stamp: tuple[str, float]) -> Model:
+def _resolve(asked: str, prices: tuple[Path, ...], catalog_in_use: Catalog) -> Model:
     book = sheets(prices)
     provider, bare = split_name(asked)
     target = book.aliases.get(bare)
@@ -237,8 +237,7 @@ def resolve(model: str, prices: PriceSheets = ()) -> Model:
     """The model named ``model`` (provider prefixes, any case, dated snapshots, aliases)."""
     if not isinstance(model, str) or not model.strip():
         raise PriceError(f"a model name is needed, got {model!r}")
-    path = catalog_path()
-    return _resolve(model, tuple(Path(p) for p in prices), (str(path), path.stat().st_mtime))
+    return _resolve(model, tuple(Path(p) for p in prices), catalog())
 
 
 def rate_card(model: Model, at: dt.date | None = None, option: str = "standard") -> RateCard:

@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mmtok.budgets import catalog as catalog_module
+from mmtok.budgets import money
 from mmtok.budgets.catalog import SHIPPED, catalog, user_catalog_path, write_catalog
 from mmtok.budgets.money import genai_data_file, genai_snapshot
 from mmtok.budgets.sheets import sheets, shipped_sheets
@@ -105,7 +107,7 @@ def take_in(source: Path | None, litellm_version: str = "") -> list[str]:
     if isinstance(data, list):
         return _take_in_genai(source, data)
     if isinstance(data, dict) and any(isinstance(v, dict) and "litellm_provider" in v for v in data.values()):
-        count = write_catalog(source, user_catalog_path(), litellm_version or "unknown")
+        count = write_catalog(source, user_catalog_path(), litellm_version or "unknown")  # forgets the old one
         return [f"model catalog: {count} models from {source} -> {user_catalog_path()}"]
     raise PriceError(f"{source}: neither genai-prices data (a JSON list of providers) nor a LiteLLM model map")
 
@@ -121,7 +123,7 @@ def _take_in_genai(source: Path, data: list[Any]) -> list[str]:
         raise PriceError(f"{source}: not genai-prices data ({type(e).__name__}: {str(e)[:200]})") from None
     target = Path(str(_data_target()))
     write_atomic(target, json.dumps(data))
-    genai_snapshot.cache_clear()
+    money.forget()
     models = sum(len(p.models) for p in providers)
     return [f"genai-prices data: {len(providers)} providers, {models} models from {source} -> {target}"]
 
@@ -138,5 +140,6 @@ def reset_taken_in() -> list[str]:
         if path.is_file():
             path.unlink()
             lines.append(f"removed {path}")
-    genai_snapshot.cache_clear()
+    money.forget()
+    catalog_module.forget()
     return lines or ["nothing taken in: the installed data is in use"]
