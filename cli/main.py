@@ -20,7 +20,27 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # every command and group takes -h
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import mmtok
+
+        typer.echo(f"mmtok {mmtok.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Count, price, shrink and plan the tokens of images, audio, video and text."""
+
+
 app.command()(inspect)
 app.command()(demo)
 app.command()(price)

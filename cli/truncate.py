@@ -59,7 +59,22 @@ def truncate(
 ) -> None:
     """Keep the tokens that carry information about the context, by pmi (or a baseline selection at a budget)."""
     import mmtok
+    from mmtok.truncation import METHODS
 
+    if method not in METHODS:
+        raise typer.BadParameter(f"must be one of {', '.join(METHODS)}, got {method!r}", param_hint="--method")
+    if keep_ratio is not None and not 0 < keep_ratio <= 1:
+        raise typer.BadParameter(f"must be in (0, 1], got {keep_ratio}", param_hint="--keep-ratio")
+    if sum(v is not None for v in (threshold, keep, keep_ratio)) > 1:
+        raise typer.BadParameter("give only one of --threshold, --keep and --keep-ratio")
+    if method == "mi" and context is None:
+        raise typer.BadParameter(
+            "mi truncation scores tokens against a context: pass --context", param_hint="--context"
+        )
+    if method != "mi" and threshold is not None:
+        raise typer.BadParameter(f"--threshold is for mi; {method} takes --keep or --keep-ratio")
+    if method != "mi" and keep is None and keep_ratio is None:
+        raise typer.BadParameter(f"{method} keeps a budget: pass --keep or --keep-ratio")
     try:
         sequences = mmtok.load_sequences(tokens)
         if key is None and len(sequences) != 1:

@@ -223,6 +223,11 @@ def truncate(
     if n == 0:
         raise TruncationError("cannot truncate an empty sequence")
     notes: list[str] = []
+    if method == "mi" and seq.modality != "image" and features is None:
+        raise TruncationError(
+            f"mi truncation scores image tokens (its critic reads a token's code and its grid neighbours); "
+            f"{seq.modality} tokens need a critic trained on them: use divprune, norm, tome, uniform or random"
+        )
     if method == "mi" and critic is None:
         import mmtok
 

@@ -194,7 +194,33 @@ def test_cli_truncate_with_a_baseline(tmp_path):
         app,
         ["truncate", str(path), "--method", "random", "--keep-ratio", "2", "--out", str(tmp_path / "x.safetensors")],
     )
-    assert bad.exit_code == 1 and "keep_ratio must be in" in bad.stderr
+    assert bad.exit_code == 2 and "--keep-ratio" in bad.output and "must be in (0, 1]" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--method", "bogus", "--keep", "3"], "--method"),
+        (["--method", "mi"], "--context"),
+        (["--method", "uniform"], "--keep"),
+        (["--method", "uniform", "--keep", "2", "--threshold", "0.2"], "--threshold"),
+    ],
+)
+def test_cli_truncate_usage_errors_exit_2_and_name_the_flag(tmp_path, args, flag):
+    seq = TokenSequence("audio", embeddings=torch.randn(8, 4), tokenizer="x")
+    path = seq.save(tmp_path / "a.safetensors")
+    result = CliRunner().invoke(app, ["truncate", str(path), *args, "--out", str(tmp_path / "o.safetensors")])
+    assert result.exit_code == 2 and flag in result.output and "Traceback" not in result.output
+
+
+def test_mi_on_audio_tokens_is_one_clear_line(tmp_path):
+    seq = TokenSequence(
+        "audio", ids=torch.zeros(8, 2, dtype=torch.long), embeddings=torch.randn(8, 4), tokenizer="av-tiny"
+    )
+    path = seq.save(tmp_path / "speech.safetensors")
+    result = CliRunner().invoke(app, ["truncate", str(path), "--context", "hello", "--out", str(tmp_path / "o.st")])
+    assert result.exit_code == 1 and "scores image tokens" in result.stderr and "divprune" in result.stderr
+    assert "Traceback" not in result.output
 
 
 def test_a_text_context_is_encoded_once_per_teacher(monkeypatch):
