@@ -39,7 +39,6 @@ from mmtok.files import read_toml
 OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
 KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "model")
 SELF_HOSTED = "mmtok-semantic"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmtok" / "planner"
 
 
 @dataclass
@@ -224,10 +223,12 @@ def _plain(value: Any) -> Any:
 class CalibrationEvaluator:
     """Objectives of a setting, measured on the calibration set; every measurement cached on disk by its inputs."""
 
-    def __init__(self, spec: Spec, cache_dir: Path = CACHE, prices: tuple[Path, ...] = ()) -> None:
+    def __init__(self, spec: Spec, cache_dir: Path | None = None, prices: tuple[Path, ...] = ()) -> None:
+        from mmtok.cache import cache_dir as user_cache
+
         self.spec = spec
         self.prices = prices  # the user's price sheets
-        self.cache_dir = cache_dir
+        self.cache_dir = cache_dir or user_cache("planner")
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._models: dict[str, Any] = {}
         self.evaluations = 0  # distinct settings evaluated

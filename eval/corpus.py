@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import PIL.Image
 
-CACHE = Path(__file__).resolve().parents[1] / ".cache"
 _PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "immunohistochemistry", "hubble_deep_field")
 
 
@@ -29,7 +28,10 @@ def photo_folder(
 ) -> Path:
     """A folder of ``n`` photos (made on first use, then reused); ``<folder>.json`` beside it lists their sizes."""
     tag = "" if formats == ("jpeg", "jpeg", "png", "webp") else "-" + "-".join(sorted(set(formats)))
-    folder = folder or CACHE / f"photos-{n}-{seed}{tag}"
+    if folder is None:
+        from mmtok.cache import cache_dir
+
+        folder = cache_dir("corpus") / f"photos-{n}-{seed}{tag}"
     manifest = folder.with_suffix(".json")
     if manifest.is_file() and len(json.loads(manifest.read_text())) == n:
         return folder

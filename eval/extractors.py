@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 
 from mmtok.errors import EvalError
-
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mmtok" / "extractors"
 
 
 class FeatureExtractor(Protocol):
@@ -65,7 +62,9 @@ class EfficientNetLite0:
         import timm
         from safetensors.torch import load_file, save_file
 
-        cached = CACHE / "tf_efficientnet_lite0.safetensors"
+        from mmtok.cache import cache_dir
+
+        cached = cache_dir("extractors") / "tf_efficientnet_lite0.safetensors"
         if cached.is_file():
             return load_file(str(cached))
         try:
@@ -81,7 +80,6 @@ class EfficientNetLite0:
         ):
             raise EvalError("efficientnet-lite0 weights do not map onto timm's tf_efficientnet_lite0")
         mapped = {k: v.contiguous() for k, v in zip(target, source.values(), strict=True)}
-        CACHE.mkdir(parents=True, exist_ok=True)
         save_file(mapped, str(cached))
         return mapped
 

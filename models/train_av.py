@@ -24,8 +24,6 @@ from mmtok.models.av import AVConfig, AVTokenizer, video_features_from_frames
 from mmtok.models.data import synthetic_motion_clip
 from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device
 
-CACHE = Path(__file__).resolve().parents[1] / ".cache"
-
 
 @dataclass
 class AVTrainConfig:
@@ -56,7 +54,7 @@ def speech_files(folder: Path) -> list[Path]:
 
 
 def build_features(tok: AVTokenizer, train: AVTrainConfig) -> dict[float, dict[str, torch.Tensor]]:
-    """Token features of all training data at every training rate (cached in .cache/ by their settings)."""
+    """Token features of all training data at every training rate (cached in the user cache by their settings)."""
     import hashlib
 
     from safetensors.torch import load_file, save_file
@@ -79,7 +77,9 @@ def build_features(tok: AVTokenizer, train: AVTrainConfig) -> dict[float, dict[s
             train.seed,
         ]
     )
-    cache = CACHE / f"av-features-{hashlib.sha1(key.encode()).hexdigest()[:12]}.safetensors"
+    from mmtok.cache import cache_dir
+
+    cache = cache_dir("av-features") / f"av-features-{hashlib.sha1(key.encode()).hexdigest()[:12]}.safetensors"
     if cache.is_file():
         flat = load_file(str(cache))
         return {rate: {m: flat[f"{rate}/{m}"] for m in ("audio", "video")} for rate in c.train_rates}

@@ -22,7 +22,6 @@ from mmtok.models.data import DIGIT_WORDS, digit_canvases
 from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device, split_decay
 
 PROMPT = "which digit is written in the picture?"
-CACHE = Path(__file__).resolve().parents[1] / ".cache" / "backbone-data"
 
 
 @dataclass
@@ -45,7 +44,10 @@ def task_tokens(tokenizer: Any, split: str, count: int, size: int, seed: int) ->
     """Token ids, labels and digit boxes of ``count`` canvases, cached by tokenizer, split, size and seed."""
     from safetensors.torch import load_file, save_file
 
-    path = CACHE / f"{tokenizer.name}-{weights_fingerprint(tokenizer)}-{split}-{count}-{size}-{seed}.safetensors"
+    from mmtok.cache import cache_dir
+
+    name = f"{tokenizer.name}-{weights_fingerprint(tokenizer)}-{split}-{count}-{size}-{seed}.safetensors"
+    path = cache_dir("backbone-data") / name
     if path.is_file():
         return load_file(str(path))
     images, labels, boxes = digit_canvases(split, count, size, seed)

@@ -25,10 +25,11 @@ from typing import Any
 import torch
 
 from mmtok import mi
+from mmtok.cache import cache_dir
 from mmtok.models.critics import TokenCritic, TokenCriticConfig
 from mmtok.models.data import DIGIT_TEMPLATES, DIGIT_WORDS, PHOTO_CAPTIONS, digit_canvases, photo_canvases
 from mmtok.models.teacher import Teacher
-from mmtok.models.train_backbone import CACHE, task_tokens, weights_fingerprint
+from mmtok.models.train_backbone import task_tokens, weights_fingerprint
 from mmtok.models.training import TrainLog, cosine_lr, read_toml_config
 from mmtok.models.vq import neighbourhoods
 
@@ -74,7 +75,8 @@ def photo_tokens(tokenizer: Any, split: str, count: int, size: int, seed: int) -
     """Token ids of ``count`` digit-free photo canvases and their photo index (into sorted ``PHOTO_CAPTIONS``)."""
     from safetensors.torch import load_file, save_file
 
-    path = CACHE / f"{tokenizer.name}-{weights_fingerprint(tokenizer)}-photos-{split}-{count}-{size}-{seed}.safetensors"
+    name = f"{tokenizer.name}-{weights_fingerprint(tokenizer)}-photos-{split}-{count}-{size}-{seed}.safetensors"
+    path = cache_dir("backbone-data") / name
     if path.is_file():
         return load_file(str(path))
     images, names = photo_canvases(split, count, size, seed)
