@@ -220,15 +220,19 @@ def _plain(value: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------------ measuring
+def default_cache_dir() -> Path:
+    from mmtok.cache import cache_dir
+
+    return cache_dir("planner")
+
+
 class CalibrationEvaluator:
     """Objectives of a setting, measured on the calibration set; every measurement cached on disk by its inputs."""
 
     def __init__(self, spec: Spec, cache_dir: Path | None = None, prices: tuple[Path, ...] = ()) -> None:
-        from mmtok.cache import cache_dir as user_cache
-
         self.spec = spec
         self.prices = prices  # the user's price sheets
-        self.cache_dir = cache_dir or user_cache("planner")
+        self.cache_dir = cache_dir or default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._models: dict[str, Any] = {}
         self.evaluations = 0  # distinct settings evaluated
