@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from mmtok.errors import EvalError
-from mmtok.eval.runner import read_results, summarize
+from mmtok.eval.runner import current_rows, summarize
+from mmtok.files import read_json, write_atomic
 
 PER_ITEM = {"images": ["psnr_db", "ssim"], "speech": ["wer"], "qa": ["judge", "accuracy"]}
 
@@ -43,7 +44,7 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
         f"{summary['items']} items, {summary['ok']} evaluated, {summary['failed']} failed, "
         f"{summary.get('missing', 0)} not run."
     )
-    rows = [r for r in read_results(out_dir).values() if not r.get("error")]
+    rows = [r for r in current_rows(out_dir)[1] if not r.get("error")]
     figures = []
     for key in PER_ITEM.get(summary["kind"], []):
         values = [r["metrics"][key] for r in rows if r.get("metrics", {}).get(key) is not None]
@@ -68,10 +69,10 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
         lines += ["", f"![{key}]({name})"]
     if summary["errors"]:
         lines += ["", "## Failed items", ""] + [f"- `{e['id']}`: {e['error']}" for e in summary["errors"]]
-    suite = json.loads((out_dir / "suite.json").read_text())
+    suite = read_json(out_dir / "suite.json", "run suite", EvalError)
     lines += ["", "## Suite", "", "```json", json.dumps(suite, indent=2), "```", ""]
     md = out_dir / "report.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
+    write_atomic(md, "\n".join(lines))
     body = [
         "<h1>Evaluation run: " + html.escape(summary["suite"]) + "</h1>",
         f"<p>{counts}</p>",
@@ -84,7 +85,5 @@ def write_report(out_dir: str | Path) -> tuple[Path, Path]:
     body += [f"<h3>{html.escape(key)}</h3><img src='{name}'>" for key, name in figures]
     body.append("<pre>" + html.escape(json.dumps(suite, indent=2)) + "</pre>")
     page = out_dir / "report.html"
-    page.write_text(
-        "<!doctype html><meta charset='utf-8'><title>mmtok eval</title>" + "\n".join(body), encoding="utf-8"
-    )
+    write_atomic(page, "<!doctype html><meta charset='utf-8'><title>mmtok eval</title>" + "\n".join(body))
     return md, page

@@ -1,11 +1,20 @@
 """Resumable, sharded evaluation runs: ``mmtok eval run SUITE --out runs/NAME [--resume] [--workers N]``.
 
-Items are split over workers (``items[rank::world]``): local processes (``--workers N``) or ``torchrun`` ranks.
-Each finished item is appended to ``results.jsonl`` as one line written by a single ``os.write`` on an
-``O_APPEND`` descriptor, so a crash (even SIGKILL) loses at most the item in flight and never leaves half a line
-that counts. ``--resume`` skips the ids already there; the summary keeps the first result of each id, so nothing is
-counted twice. A bad item is recorded with its error and the run goes on. At the end, ``summary.json`` holds the
-suite-level metrics with their protocols.
+A run folder holds ``results.jsonl`` (one row per evaluated item), ``suite.json`` (the suite's settings),
+``fingerprint.json`` (those settings and each item's content hash), ``summary.json`` and ``.lock``.
+
+- Exactly once: each finished item is appended as one line written by a single ``os.write`` on an ``O_APPEND``
+  descriptor; a crash (even SIGKILL) loses at most the item in flight. A torn last line (no newline) is cut off
+  when the run is resumed and its item done again; a malformed line before it is an error naming the line. Every
+  row carries the hash of what it was computed from (item content + pipeline and metrics settings); the summary
+  takes the last row of each of the suite's items whose hash is current, so nothing is counted twice or mixed.
+- ``--resume`` skips items with a current row (failed ones too, unless ``--retry-errors``). A suite that changed
+  is refused, naming what changed, unless ``--rerun-changed``: then only the affected items run again.
+- One run per folder: the parent holds an ``flock`` on ``.lock`` for the whole run; workers die with it.
+- Items to do are split over workers (``todo[rank::world]``): local processes (``--workers N``) or ``torchrun``
+  ranks (rank 0 locks, checks and repairs the folder and tells every rank what to do).
+- Anything that goes wrong in an item is recorded as its error and the run goes on; the summary counts ok,
+  failed and missing items against the suite.
 """
 
 from __future__ import annotations
@@ -426,8 +435,14 @@ def _stored_fingerprint(out_dir: Path) -> dict[str, Any]:
     has only suite.json: its items are taken to be the current ones (their content was not recorded)."""
     if (out_dir / FINGERPRINT).is_file():
         fp = read_json(out_dir / FINGERPRINT, "run fingerprint", EvalError)
-        if not isinstance(fp, dict) or not {"suite", "config", "items"} <= set(fp) or not isinstance(fp["items"], dict):
-            raise EvalError(f"{out_dir / FINGERPRINT}: not a run fingerprint")
+        if (
+            not isinstance(fp, dict)
+            or not isinstance(fp.get("suite"), dict)
+            or not isinstance(fp.get("config"), str)
+            or not isinstance(fp.get("items"), dict)
+            or not all(isinstance(h, str) for h in fp["items"].values())
+        ):
+            raise EvalError(f"{out_dir / FINGERPRINT}: not a run fingerprint (remove it to rebuild it from {SUITE})")
         return fp
     if not (out_dir / SUITE).is_file():
         raise ConfigError(f"{out_dir}: holds {RESULTS} but no {SUITE}: cannot tell which suite its results belong to")
@@ -596,23 +611,30 @@ def _with_progress(work: Any, out_dir: Path, expected: dict[str, str], progress:
 
 
 # ------------------------------------------------------------------------------------------------ summary
+def current_rows(out_dir: Path) -> tuple[Suite, list[dict[str, Any]], int]:
+    """The run's suite, the current row of each of its items that has one (in suite order: the last row of the id,
+    computed from the item's current content and settings), and the number of items in the suite."""
+    out_dir = Path(out_dir)
+    rows = read_results(out_dir)
+    if (out_dir / FINGERPRINT).is_file():
+        fp = _stored_fingerprint(out_dir)
+        expected = expected_rows(fp)
+        present = [rows[i] for i, h in expected.items() if i in rows and rows[i].get("hash") == h]
+        return Suite.from_dict(fp["suite"]), present, len(expected)
+    # a folder written before fingerprints: its rows are all there is to count
+    stored = read_json(out_dir / SUITE, "run suite", EvalError)
+    if not isinstance(stored, dict):
+        raise EvalError(f"{out_dir / SUITE}: not a suite")
+    return Suite.from_dict(stored), list(rows.values()), len(rows)
+
+
 def summarize(out_dir: Path) -> dict[str, Any]:
     """Suite-level metrics over the current result of each of the suite's items, in suite order.
 
     ``items`` is the number of items in the suite; ``ok`` + ``failed`` + ``missing`` (not run yet, or run with other
     settings or content) add up to it. Rows of items no longer in the suite are left out.
     """
-    out_dir = Path(out_dir)
-    rows = read_results(out_dir)
-    if (out_dir / FINGERPRINT).is_file():
-        fp = _stored_fingerprint(out_dir)
-        suite = Suite.from_dict(fp["suite"])
-        expected = expected_rows(fp)
-        present = [rows[i] for i, h in expected.items() if i in rows and rows[i].get("hash") == h]
-        total = len(expected)
-    else:  # a folder written before fingerprints: its rows are all there is to count
-        suite = Suite.from_dict(read_json(out_dir / SUITE, "run suite", EvalError))
-        present, total = list(rows.values()), len(rows)
+    suite, present, total = current_rows(out_dir)
     ok = [r for r in present if not r.get("error")]
     failed = [r for r in present if r.get("error")]
     summary: dict[str, Any] = {
@@ -641,7 +663,16 @@ def summarize(out_dir: Path) -> dict[str, Any]:
             from mmtok.eval.extractors import get_extractor
             from mmtok.eval.metrics import feature_frechet
 
-            feats = [load_file(str(_features_path(out_dir, r["id"]))) for r in ok]
+            feats = []
+            for r in ok:
+                path = _features_path(out_dir, r["id"])
+                try:
+                    feats.append(load_file(str(path)))
+                except Exception as e:  # a features file deleted or damaged since: its item must be redone
+                    raise EvalError(
+                        f"{path}: features of item {r['id']!r} cannot be read ({item_error(e)}); delete its row from "
+                        f"{RESULTS} and resume"
+                    ) from None
             original = torch.stack([f["original"] for f in feats])
             recon = torch.stack([f["reconstruction"] for f in feats])
             extractor = get_extractor(suite.fd_extractor)
