@@ -28,8 +28,8 @@ import soundfile as sf
 import torch
 
 import mmtok
+from mmtok.cache import cache_dir
 from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
-from mmtok.eval.corpus import CACHE
 
 
 def speech_file(seconds: float, path: Path) -> Path:
@@ -113,8 +113,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     tok = mmtok.get_tokenizer(args.tokenizer).eval()
-    speech = speech_file(60, CACHE / "bench-av" / "speech-60s.wav")
-    clip = video_file(30, (640, 360), CACHE / "bench-av" / "video-30s-360p.mp4")
+    speech = speech_file(60, cache_dir("bench-av") / "speech-60s.wav")
+    clip = video_file(30, (640, 360), cache_dir("bench-av") / "video-30s-360p.mp4")
     audio = mmtok.load(speech)
     video = mmtok.load(clip)
     wave = audio.waveform(16000, mono=True)
@@ -163,8 +163,8 @@ def main() -> None:
     print(f"video embedding adds {v_decode / v_embed - 1:.0%} on top of decoding (target <= 50%)")
     result = {"rtf": rtf, "machine": machine()}
     if args.long:
-        long_audio = speech_file(600, CACHE / "bench-av" / "speech-10min.wav")
-        long_video = video_file(120, (1280, 720), CACHE / "bench-av" / "video-2min-720p.mp4")
+        long_audio = speech_file(600, cache_dir("bench-av") / "speech-10min.wav")
+        long_video = video_file(120, (1280, 720), cache_dir("bench-av") / "video-2min-720p.mp4")
         for label, path in (("10-minute audio", long_audio), ("2-minute 720p video", long_video)):
             report = peak_memory(args.tokenizer, path)
             result[label] = report
