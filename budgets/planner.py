@@ -38,7 +38,11 @@ from mmtok.files import read_toml
 
 OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
 KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "model")
+AUDIO_KNOBS = ("audio_tokens_per_second", "codebook_levels")
 SELF_HOSTED = "mmtok-semantic"
+MAX_IMAGE_SIZE_PX = 1024  # image_size options (mmtok: (size / 8)^2 tokens; providers: the pixels they receive)
+AUDIO_CODEBOOK_LEVELS = 8  # av-tiny's residual codebook levels
+MAX_AUDIO_TOKENS_PER_SECOND = 400.0
 
 
 @dataclass
@@ -70,55 +74,149 @@ class Spec:
 
 
 def load_spec(path: str | os.PathLike[str]) -> Spec:
+    """A planning spec from TOML; a bad key or value is a ConfigError naming it (``spec.toml: [request] images
+    must be an integer >= 0, got 'two'``)."""
     path = Path(path)
     data = read_toml(path, "spec")
-    sections = {"name", "request", "variables", "objectives", "bars", "calibration", "search"}
-    unknown = sorted(set(data) - sections)
+    unknown = sorted(set(data) - set(SECTIONS))
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(sections))}")
-    allowed = {
-        "request": {"images", "audio_seconds", "text_tokens", "output_tokens", "budget_tokens"},
-        "objectives": {"minimize", "maximize"},
-        "calibration": {"photos", "speech", "qa", "fd_extractor", "asr", "judge"},
-        "search": {"population", "generations", "seed"},
-    }
-    for section, keys in allowed.items():
-        extra = sorted(set(data.get(section, {})) - keys)
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(SECTIONS)}")
+    for section, keys in SECTIONS.items():
+        if keys is None or section not in data:
+            continue
+        if not isinstance(data[section], dict):
+            raise ConfigError(f"{path}: [{section}] must be a table")
+        extra = sorted(set(data[section]) - keys)
+        if extra and section == "variables":
+            raise ConfigError(f"{path}: unknown variable(s) {', '.join(extra)}; the knobs are {', '.join(KNOBS)}")
         if extra:
-            raise ConfigError(f"{path}: unknown key(s) in [{section}]: {', '.join(extra)}")
+            raise ConfigError(
+                f"{path}: unknown key(s) in [{section}]: {', '.join(extra)}; allowed: {', '.join(sorted(keys))}"
+            )
     variables = data.get("variables", {})
-    bad = sorted(set(variables) - set(KNOBS))
-    if bad:
-        raise ConfigError(f"{path}: unknown variable(s) {', '.join(bad)}; the knobs are {', '.join(KNOBS)}")
-    request, objectives = data.get("request", {}), data.get("objectives", {})
-    calibration, search = data.get("calibration", {}), data.get("search", {})
+    read = _Reader(path, data)
     spec = Spec(
-        name=data.get("name", path.stem),
-        variables=variables,
+        name=read.string(None, "name", path.stem),
         path=path,
-        images=int(request.get("images", 2)),
-        audio_seconds=float(request.get("audio_seconds", 20.0)),
-        text_tokens=int(request.get("text_tokens", 200)),
-        output_tokens=int(request.get("output_tokens", 200)),
-        budget_tokens=int(request.get("budget_tokens", 10_000)),
-        minimize=list(objectives.get("minimize", ["cost", "fd", "wer"])),
-        maximize=list(objectives.get("maximize", [])),
-        bars=dict(data.get("bars", {})),
-        calibration_photos=int(calibration.get("photos", 64)),
-        calibration_speech=int(calibration.get("speech", 12)),
-        calibration_qa=int(calibration.get("qa", 100)),
-        fd_extractor=calibration.get("fd_extractor", "efficientnet-lite0"),
-        asr=calibration.get("asr", "whisper"),
-        judge=calibration.get("judge", "local"),
-        population=int(search.get("population", 24)),
-        generations=int(search.get("generations", 10)),
-        seed=int(search.get("seed", 1)),
+        images=read.integer("request", "images", 2, minimum=0),
+        audio_seconds=read.number("request", "audio_seconds", 20.0, minimum=0),
+        text_tokens=read.integer("request", "text_tokens", 200, minimum=0),
+        output_tokens=read.integer("request", "output_tokens", 200, minimum=0),
+        budget_tokens=read.integer("request", "budget_tokens", 10_000, minimum=1),
+        variables={knob: read.knob(knob, variables[knob]) for knob in KNOBS if knob in variables},
+        minimize=read.names("objectives", "minimize", ["cost", "fd", "wer"]),
+        maximize=read.names("objectives", "maximize", []),
+        bars={name: read.number("bars", name, 0.0) for name in data.get("bars", {})},
+        calibration_photos=read.integer("calibration", "photos", 64, minimum=2),
+        calibration_speech=read.integer("calibration", "speech", 12, minimum=1),
+        calibration_qa=read.integer("calibration", "qa", 100, minimum=1),
+        fd_extractor=read.string("calibration", "fd_extractor", "efficientnet-lite0"),
+        asr=read.string("calibration", "asr", "whisper"),
+        judge=data.get("calibration", {}).get("judge", "local"),
+        population=read.integer("search", "population", 24, minimum=4),
+        generations=read.integer("search", "generations", 10, minimum=1),
+        seed=read.integer("search", "seed", 1, minimum=0),
     )
     validate(spec)
     return spec
 
 
+SECTIONS: dict[str, set[str] | None] = {  # None: a value, not a table
+    "name": None,
+    "request": {"images", "audio_seconds", "text_tokens", "output_tokens", "budget_tokens"},
+    "variables": set(KNOBS),
+    "objectives": {"minimize", "maximize"},
+    "bars": set(OBJECTIVES),
+    "calibration": {"photos", "speech", "qa", "fd_extractor", "asr", "judge"},
+    "search": {"population", "generations", "seed"},
+}
+
+
+class _Reader:
+    """Typed values of a parsed spec; each wrong one is a ConfigError naming its section and key."""
+
+    def __init__(self, path: Path, data: dict[str, Any]) -> None:
+        self.path, self.data = path, data
+
+    def _raw(self, section: str | None, key: str, default: Any) -> Any:
+        return (self.data if section is None else self.data.get(section, {})).get(key, default)
+
+    def _where(self, section: str | None, key: str) -> str:
+        return f"{self.path}: {key}" if section is None else f"{self.path}: [{section}] {key}"
+
+    def integer(self, section: str | None, key: str, default: int, minimum: int) -> int:
+        value = self._raw(section, key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(f"{self._where(section, key)} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    def number(self, section: str | None, key: str, default: float, minimum: float | None = None) -> float:
+        value = self._raw(section, key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise ConfigError(f"{self._where(section, key)} must be a number, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise ConfigError(f"{self._where(section, key)} must be >= {minimum:g}, got {value!r}")
+        return float(value)
+
+    def string(self, section: str | None, key: str, default: str) -> str:
+        value = self._raw(section, key, default)
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{self._where(section, key)} must be a non-empty string, got {value!r}")
+        return value
+
+    def names(self, section: str, key: str, default: list[str]) -> list[str]:
+        value = self._raw(section, key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f'{self._where(section, key)} must be a list of names (e.g. ["cost"]), got {value!r}')
+        return list(value)
+
+    def knob(self, knob: str, value: Any) -> Any:
+        """A knob's domain: one value, a list of options, or (keep_ratio only) a range ``{low, high}``."""
+        where = self._where("variables", knob)
+        if knob == "keep_ratio" and isinstance(value, dict):
+            if set(value) - {"low", "high"}:
+                raise ConfigError(f"{where}: a range takes only low and high, got {', '.join(sorted(value))}")
+            low, high = (self._option(knob, value.get(k, d), where) for k, d in (("low", 0.1), ("high", 1.0)))
+            if low > high:
+                raise ConfigError(f"{where}: low ({low:g}) is above high ({high:g})")
+            return {"low": low, "high": high}
+        options = value if isinstance(value, list) else [value]
+        if not options:
+            raise ConfigError(f"{where} has no options")
+        checked = [self._option(knob, option, where) for option in options]
+        if len(set(checked)) < len(checked):
+            raise ConfigError(f"{where} lists an option twice: {options}")
+        return checked if isinstance(value, list) else checked[0]
+
+    @staticmethod
+    def _option(knob: str, option: Any, where: str) -> Any:
+        if knob == "model":
+            if not isinstance(option, str) or not option:
+                raise ConfigError(f"{where}: a model is a name, got {option!r}")
+            return option
+        number = isinstance(option, (int, float)) and not isinstance(option, bool)
+        if knob == "image_size":
+            if not number or option != int(option) or not 8 <= option <= MAX_IMAGE_SIZE_PX or option % 8:
+                raise ConfigError(
+                    f"{where}: an image size is a multiple of 8 px from 8 to {MAX_IMAGE_SIZE_PX}, got {option!r}"
+                )
+            return int(option)
+        if knob == "codebook_levels":
+            if not number or option != int(option) or not 1 <= option <= AUDIO_CODEBOOK_LEVELS:
+                raise ConfigError(f"{where}: levels are an integer from 1 to {AUDIO_CODEBOOK_LEVELS}, got {option!r}")
+            return int(option)
+        if knob == "keep_ratio":
+            if not number or not 0 < option <= 1:
+                raise ConfigError(f"{where}: a keep ratio is in (0, 1], got {option!r}")
+            return float(option)
+        if not number or not 0 < option <= MAX_AUDIO_TOKENS_PER_SECOND:  # audio_tokens_per_second
+            raise ConfigError(f"{where}: a token rate is in (0, {MAX_AUDIO_TOKENS_PER_SECOND}], got {option!r}")
+        return float(option)
+
+
 def validate(spec: Spec) -> None:
+    """What a spec asks must be measurable: known objectives, bars on them, known models that take the request's
+    media, knobs that apply to the request, and the backends the objectives need."""
     where = spec.path or spec.name
     for name in spec.objectives:
         if name not in OBJECTIVES:
@@ -130,6 +228,8 @@ def validate(spec: Spec) -> None:
             )
     if not spec.objectives:
         raise ConfigError(f"{where}: no objectives")
+    if len(set(spec.objectives)) < len(spec.objectives):
+        raise ConfigError(f"{where}: [objectives] names an objective twice")
     for name, bar in spec.bars.items():
         if name not in spec.objectives:
             raise ConfigError(f"{where}: a bar on {name!r}, which is not an objective")
@@ -139,24 +239,35 @@ def validate(spec: Spec) -> None:
             raise ConfigError(f"{where}: the judge bar must be in [1, 5], got {bar}")
         if name in ("wer", "fd", "cost", "tokens") and bar < 0:
             raise ConfigError(f"{where}: a bar on {name} cannot be negative")
-    models = spec.variables.get("model", [SELF_HOSTED])
-    models = models if isinstance(models, list) else [models]
+    models = candidate_models(spec)
     from mmtok.budgets.pricing import rate_card, resolve
 
     for model in models:
         rate_card(resolve(model))  # unknown models fail here (PriceError), with the closest names
         if model != SELF_HOSTED:
             _check_modalities(model, spec, where)
+    _check_applicable(spec, models, where)
     if {"accuracy", "judge"} & set(spec.objectives) and any(m != SELF_HOSTED for m in models):
         raise ConfigError(
             f"{where}: accuracy and judge are measured on the self-hosted mmtok backbone; provider "
             'answers cannot be measured offline: use model = ["mmtok-semantic"] or drop them'
+        )
+    if "fd" in spec.objectives and not _known_extractor(spec.fd_extractor):
+        raise ConfigError(
+            f"{where}: [calibration] fd_extractor {spec.fd_extractor!r} is unknown; "
+            "use efficientnet-lite0, inception or clip-tiny"
         )
     if "judge" in spec.objectives:
         try:
             import transformers  # noqa: F401
         except ImportError:
             raise ConfigError(f"{where}: the judge objective needs the eval extra: pip install 'mmtok[eval]'") from None
+        from mmtok.eval.judge import get_judge
+
+        try:
+            get_judge(spec.judge)
+        except EvalError as e:
+            raise ConfigError(f"{where}: [calibration] judge: {e}") from None
     if "wer" in spec.objectives:
         try:
             import faster_whisper  # noqa: F401
@@ -165,6 +276,46 @@ def validate(spec: Spec) -> None:
             raise ConfigError(
                 f"{where}: the wer objective needs the eval extra (faster-whisper, jiwer): pip install 'mmtok[eval]'"
             ) from None
+        from mmtok.eval.asr import get_asr
+
+        try:
+            get_asr(spec.asr)
+        except EvalError as e:
+            raise ConfigError(f"{where}: [calibration] asr: {e}") from None
+
+
+def candidate_models(spec: Spec) -> list[str]:
+    models = spec.variables.get("model", [SELF_HOSTED])
+    return models if isinstance(models, list) else [models]
+
+
+def _known_extractor(name: str) -> bool:
+    """The names ``mmtok.eval.extractors.get_extractor`` takes, checked without loading any weights."""
+    return name in ("inception", "inception-v3", "fid", "efficientnet-lite0", "efficientnet") or name.startswith(
+        ("teacher:", "clip")
+    )
+
+
+def _check_applicable(spec: Spec, models: list[str], where: str) -> None:
+    """A knob given for media the request does not send, or only for models the spec does not try, is a mistake
+    (it would be searched, and suggested, for nothing); so is an objective on media that are not sent."""
+    given = set(spec.variables)
+    if spec.images == 0 and (knobs := sorted(given & {"image_size", "keep_ratio"})):
+        raise ConfigError(
+            f"{where}: [variables] {knobs[0]} is set, but the request sends no images ([request] images = 0)"
+        )
+    if spec.images == 0 and (names := [o for o in spec.objectives if o in ("fd", "accuracy", "judge")]):
+        raise ConfigError(f"{where}: the {names[0]} objective measures images, but the request sends none")
+    if spec.audio_seconds == 0 and (knobs := sorted(given & set(AUDIO_KNOBS))):
+        raise ConfigError(
+            f"{where}: [variables] {knobs[0]} is set, but the request sends no audio ([request] audio_seconds = 0)"
+        )
+    if spec.audio_seconds == 0 and "wer" in spec.objectives:
+        raise ConfigError(f"{where}: the wer objective measures speech, but the request sends none")
+    if SELF_HOSTED not in models and (knobs := sorted(given & {"keep_ratio", *AUDIO_KNOBS})):
+        raise ConfigError(
+            f"{where}: [variables] {knobs[0]} applies only to {SELF_HOSTED}, which is not among the models"
+        )
 
 
 def _check_modalities(model: str, spec: Spec, where: str) -> None:
@@ -191,19 +342,16 @@ def domains(spec: Spec) -> dict[str, Any]:
     out = {}
     for knob in KNOBS:
         value = spec.variables.get(knob, defaults[knob])
-        if knob == "keep_ratio":
-            if isinstance(value, dict):
-                low, high = float(value.get("low", 0.1)), float(value.get("high", 1.0))
-                if not 0 < low <= high <= 1:
-                    raise ConfigError(f"{spec.path}: keep_ratio must satisfy 0 < low <= high <= 1")
-                out[knob] = Real(bounds=(low, high))
-            else:
-                out[knob] = Choice(options=[float(v) for v in (value if isinstance(value, list) else [value])])
+        if knob == "keep_ratio" and isinstance(value, dict):
+            low, high = float(value.get("low", 0.1)), float(value.get("high", 1.0))
+            if not 0 < low <= high <= 1:
+                raise ConfigError(f"{spec.path}: [variables] keep_ratio must satisfy 0 < low <= high <= 1")
+            out[knob] = Real(bounds=(low, high))
             continue
         options = value if isinstance(value, list) else [value]
         if not options:
-            raise ConfigError(f"{spec.path}: variable {knob} has no options")
-        out[knob] = Choice(options=options)
+            raise ConfigError(f"{spec.path}: [variables] {knob} has no options")
+        out[knob] = Choice(options=[float(v) for v in options] if knob == "keep_ratio" else options)
     return out
 
 

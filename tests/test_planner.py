@@ -104,6 +104,20 @@ def test_an_unmet_bar_says_how_far_the_best_is(tmp_path, cache):
         ),
         (("[search]", "[searching]"), ConfigError, r"unknown key\(s\) searching"),
         (('"gpt-4o"]', '"gpt-4o-audio-preview"]'), ConfigError, "sends images, but model gpt-4o-audio-preview"),
+        (("images = 2", 'images = "two"'), ConfigError, r"\[request\] images must be an integer >= 0, got 'two'"),
+        (("population = 6", "population = 0"), ConfigError, r"\[search\] population must be an integer >= 4"),
+        (("[32, 64, 128]", "[30, 64]"), ConfigError, r"\[variables\] image_size: an image size is a multiple of 8"),
+        (('minimize = ["cost", "fd"]', 'minimize = "cost"'), ConfigError, r"\[objectives\] minimize must be a list"),
+        (("fd = 100.0", 'fd = "low"'), ConfigError, r"\[bars\] fd must be a number, got 'low'"),
+        (("photos = 8", "photos = 8\nphoto = 3"), ConfigError, r"unknown key\(s\) in \[calibration\]: photo"),
+        (('"clip-tiny"', '"nosuch"'), ConfigError, r"\[calibration\] fd_extractor 'nosuch' is unknown"),
+        (("[variables]", "[variables]\ncodebook_levels = [8]"), ConfigError, r"codebook_levels is set, but the req"),
+        (("[variables]", "[variables]\nkeep_ratio = {low = 0.5, high = 2}"), ConfigError, r"a keep ratio is in"),
+        (
+            ('model = ["mmtok-semantic", ', "keep_ratio = [0.5]\nmodel = ["),
+            ConfigError,
+            r"keep_ratio applies only to mmtok-semantic",
+        ),
     ],
 )
 def test_bad_specs_name_what_is_wrong(tmp_path, change, error, match):
@@ -125,7 +139,8 @@ def test_contradictory_bars(tmp_path):
 def test_an_objective_whose_backend_is_missing_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "faster_whisper", None)
     body = SMALL.format(budget=10000, bar=100.0).replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "wer"]')
-    body = body.replace("fd = 100.0", "wer = 0.5")
+    body = body.replace("fd = 100.0", "wer = 0.5").replace("audio_seconds = 0", "audio_seconds = 20")
+    body = body.replace(', "gpt-4o"]', "]")  # gpt-4o takes no audio
     with pytest.raises(ConfigError, match=r"needs the eval extra"):
         load_spec(spec_file(tmp_path, body))
 
