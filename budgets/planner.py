@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from mmtok.errors import ConfigError, EvalError
-from mmtok.files import read_toml
+from mmtok.errors import ConfigError, EvalError, MmtokError
+from mmtok.files import read_toml, write_atomic
 
 OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
 KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "model")
@@ -43,6 +43,7 @@ SELF_HOSTED = "mmtok-semantic"
 MAX_IMAGE_SIZE_PX = 1024  # image_size options (mmtok: (size / 8)^2 tokens; providers: the pixels they receive)
 AUDIO_CODEBOOK_LEVELS = 8  # av-tiny's residual codebook levels
 MAX_AUDIO_TOKENS_PER_SECOND = 400.0
+FAILED_OBJECTIVE = 1e30  # what pymoo sees for a setting whose measurement failed
 
 
 @dataclass
@@ -383,18 +384,32 @@ class CalibrationEvaluator:
         self.cache_dir = cache_dir or default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._models: dict[str, Any] = {}
+        self._failures: dict[str, Exception] = {}  # measurement key -> what it raised in this run
         self.evaluations = 0  # distinct settings evaluated
         self.measurements = 0  # component measurements actually run (not from the cache)
 
     # -- cache
     def _cached(self, kind: str, params: dict[str, Any], compute: Any) -> Any:
+        """``compute()``, or its value stored under ``params``; a damaged entry is measured again, and a measurement
+        that failed is not retried within this run (every setting sharing it fails the same way)."""
         key = hashlib.sha1(json.dumps([kind, params], sort_keys=True).encode()).hexdigest()[:20]
+        if key in self._failures:
+            raise self._failures[key]
         path = self.cache_dir / f"{kind}-{key}.json"
         if path.is_file():
-            return json.loads(path.read_text())["value"]
-        value = compute()
+            try:
+                entry = json.loads(path.read_text())
+                if entry.get("params") == params:
+                    return entry["value"]
+            except (OSError, ValueError, AttributeError, KeyError):
+                pass  # damaged: measured again below
+        try:
+            value = compute()
+        except Exception as e:
+            self._failures[key] = e
+            raise
         self.measurements += 1
-        path.write_text(json.dumps({"kind": kind, "params": params, "value": value}))
+        write_atomic(path, json.dumps({"kind": kind, "params": params, "value": value}))
         return value
 
     def _get(self, name: str) -> Any:
@@ -580,6 +595,7 @@ class Plan:
     shortfall: str | None = None  # why nothing is feasible, when that happens
     evaluations: int = 0
     measurements: int = 0
+    failed: list[dict[str, Any]] = field(default_factory=list)  # {"setting", "error"} of each failed setting
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -591,6 +607,7 @@ class Plan:
             "evaluations": self.evaluations,
             "measurements": self.measurements,
             "shortfall": self.shortfall,
+            "failed": self.failed,
         }
 
 
@@ -652,6 +669,7 @@ def plan(
         spec = load_spec(spec)
     evaluator = evaluator or CalibrationEvaluator(spec)
     seen: dict[str, dict[str, Any]] = {}
+    failed: dict[str, dict[str, Any]] = {}  # settings whose measurement raised: {"setting", "error"}
 
     class Problem(ElementwiseProblem):
         def __init__(self) -> None:
@@ -660,8 +678,15 @@ def plan(
         def _evaluate(self, x: dict[str, Any], out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
             setting = {k: (float(v) if k == "keep_ratio" else _plain(v)) for k, v in x.items()}
             key = setting_key(setting)
-            if key not in seen:
-                seen[key] = {"setting": setting, "objectives": evaluator.evaluate(setting)}
+            if key not in seen and key not in failed:
+                try:
+                    seen[key] = {"setting": setting, "objectives": evaluator.evaluate(setting)}
+                except Exception as e:  # a measurement error is this setting's, recorded; the search goes on
+                    failed[key] = {"setting": setting, "error": _error_line(e)}
+            if key in failed:  # worse than anything, and infeasible: never on the front, never bred from
+                out["F"] = [FAILED_OBJECTIVE] * len(spec.objectives)
+                out["G"] = [FAILED_OBJECTIVE]
+                return
             values = seen[key]["objectives"]
             out["F"] = objective_vector(spec, values)
             out["G"] = [values["tokens"] - spec.budget_tokens]
@@ -702,16 +727,28 @@ def plan(
         callback=Track(),
         verbose=False,
     )
-    return summarise(spec, list(seen.values()), history, evaluator)
+    return summarise(spec, list(seen.values()), history, evaluator, list(failed.values()))
+
+
+def _error_line(error: Exception) -> str:
+    """One line for a failed measurement: mmtok's own errors as they are, anything else with its type."""
+    text = " ".join(str(error).split()) or "(no message)"
+    return text if isinstance(error, MmtokError) else f"{type(error).__name__}: {text}"
 
 
 def summarise(
-    spec: Spec, entries: list[dict[str, Any]], history: list[dict[str, float]], evaluator: CalibrationEvaluator
+    spec: Spec,
+    entries: list[dict[str, Any]],
+    history: list[dict[str, float]],
+    evaluator: CalibrationEvaluator,
+    failed: list[dict[str, Any]] | None = None,
 ) -> Plan:
     front = sorted(pareto_rows(spec, entries), key=lambda e: e["objectives"]["cost"])
     feasible = [e for e in entries if e["objectives"]["tokens"] <= spec.budget_tokens]
     shortfall = None
-    if not feasible:
+    if not entries:
+        shortfall = f"no setting could be measured ({len(failed or [])} failed)"
+    elif not feasible:
         cheapest = min(entries, key=lambda e: e["objectives"]["tokens"])
         need = int(cheapest["objectives"]["tokens"])
         shortfall = (
@@ -736,7 +773,16 @@ def summarise(
     elif front:
         knee = front[len(front) // 2]
     return Plan(
-        spec, front, entries, history, knee, cheapest_at_bars, shortfall, evaluator.evaluations, evaluator.measurements
+        spec,
+        front,
+        entries,
+        history,
+        knee,
+        cheapest_at_bars,
+        shortfall,
+        evaluator.evaluations,
+        evaluator.measurements,
+        failed=failed or [],
     )
 
 

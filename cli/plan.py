@@ -1,4 +1,8 @@
-"""``mmtok plan``: NSGA-II token budgets over measured cost and quality, with a planning report."""
+"""``mmtok plan``: NSGA-II token budgets over measured cost and quality, with a planning report.
+
+Exit codes: 0 when every setting was measured, 1 when the search ran but some measurement failed (each distinct
+error is one line on stderr; the report holds the rest), 2 for a bad spec or option (one line naming it).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from typing import Any
 import typer
 
 from mmtok.cli.common import console, print_error
-from mmtok.errors import MmtokError
+from mmtok.errors import ConfigError, MmtokError
 
 
 def plan(
@@ -25,6 +29,11 @@ def plan(
 
     try:
         parsed = load_spec(spec)
+        _check_out(out)
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(2) from None
+    try:
 
         def progress(record: dict) -> None:
             best = record["best_cost_at_bars"]
@@ -38,8 +47,35 @@ def plan(
         files = write_report(result, out)
     except MmtokError as e:
         print_error(e)
-        raise typer.Exit(2 if "spec" in str(e) or ".toml" in str(e) else 1) from None
+        raise typer.Exit(1) from None
     print_summary(result, files)
+    print_failures(result)
+    if result.failed:
+        raise typer.Exit(1)
+
+
+def _check_out(out: Path) -> None:
+    """--out must be a folder mmtok can write, checked before minutes of search."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot create the folder: {e.strerror}") from None
+
+
+def print_failures(result: Any) -> None:
+    """One line on stderr per distinct measurement error, with how many settings it took and one of them."""
+    by_error: dict[str, list[dict[str, Any]]] = {}
+    for failure in result.failed:
+        by_error.setdefault(failure["error"], []).append(failure["setting"])
+    for error, settings in by_error.items():
+        count = f"{len(settings)} setting{'s' if len(settings) > 1 else ''}"
+        print_error(f"{count} could not be measured ({_setting_text(settings[0])}, ...): {error}")
+
+
+def _setting_text(setting: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in setting.items())
 
 
 def print_summary(result: Any, files: dict[str, Path]) -> None:

@@ -3,6 +3,7 @@ disk cache, infeasible budgets and unmet bars."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 
@@ -150,3 +151,60 @@ def test_plan_command(tmp_path, cache):
     result = CliRunner().invoke(app, ["plan", str(path), "--out", str(tmp_path / "out"), "--generations", "2"])
     assert result.exit_code == 0, result.output
     assert "generation 2" in result.stdout and (tmp_path / "out" / "report.html").is_file()
+
+
+def fake_fd(self, model: str, size: int) -> float:
+    """A stand-in for the FD measurement (seconds of model work): smaller images and mmtok are worse."""
+    return 1000.0 / size + (50.0 if model == "mmtok-semantic" else 0.0)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("images = 2", 'images = "two"'), "[request] images must be an integer >= 0, got 'two'"),
+        (("budget_tokens = 10000", "budget_tokens = -5"), "[request] budget_tokens must be an integer >= 1"),
+        (("[search]", "[searching]"), "unknown key(s) searching"),
+        (('"gpt-4o"]', '"gpt-4o-turbo-max"]'), "unknown model 'gpt-4o-turbo-max'"),
+        (("name =", "name = = "), "invalid TOML"),
+    ],
+)
+def test_a_bad_spec_exits_2_with_one_line_naming_the_key(tmp_path, cache, change, message):
+    path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0).replace(*change))
+    result = CliRunner().invoke(app, ["plan", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and "Traceback" not in result.output
+    assert result.stderr.count("\n") == 1 and result.stdout == ""
+
+
+def test_bad_options_exit_2_without_a_traceback(tmp_path, cache):
+    path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
+    (tmp_path / "a-file").write_text("x")
+    for argv, message in [
+        (["--out", str(tmp_path / "a-file")], "not a folder"),
+        (["--out", str(tmp_path / "o"), "--population", "2"], "--population"),
+        (["--out", str(tmp_path / "o"), "--generations", "0"], "--generations"),
+        (["--out", str(tmp_path / "o"), "--seed"], "No such option"),
+    ]:
+        result = CliRunner().invoke(app, ["plan", str(path), *argv])
+        assert result.exit_code == 2, (argv, result.output)
+        assert message in result.stderr and "Traceback" not in result.output, argv
+    result = CliRunner().invoke(app, ["plan", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "cannot read spec" in result.stderr
+
+
+def test_a_failed_measurement_is_one_line_and_exit_1_and_the_rest_is_planned(tmp_path, cache, monkeypatch):
+    def fd(self, model, size):
+        if size == 64:
+            raise RuntimeError("CUDA out of\nmemory")
+        return fake_fd(self, model, size)
+
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fd)
+    path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
+    result = CliRunner().invoke(app, ["plan", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "could not be measured" in lines[0] and "RuntimeError: CUDA out of memory" in lines[0]
+    assert "Traceback" not in result.output and (tmp_path / "out" / "report.md").is_file()
+    front = json.loads((tmp_path / "out" / "front.json").read_text())
+    assert front["front"] and all(e["setting"]["image_size"] != 64 for e in front["front"])
+    assert front["failed"] and all(f["setting"]["image_size"] == 64 for f in front["failed"])
