@@ -15,8 +15,9 @@ the knobs and their domains, the candidate models, the objectives, quality bars 
 - constraint: tokens per request <= ``budget_tokens`` (pymoo ``n_ieq_constr``).
 
 Measurements are cached on disk by setting (JSON), so reruns and the exhaustive grid in ``bench_planner`` reuse
-them. Hypervolume is tracked per generation (pymoo ``HV``); the knee point comes from pymoo's
-``HighTradeoffPoints``, and the cheapest feasible point that meets every bar is reported with it.
+them. Hypervolume is tracked per generation (pymoo ``HV``) against one reference point for the whole run (fixed
+after the first generation: 10% of the range beyond the worst evaluated value of each objective); the knee point
+comes from pymoo's ``HighTradeoffPoints``, and the cheapest feasible point that meets every bar is reported with it.
 """
 
 from __future__ import annotations
@@ -596,6 +597,7 @@ class Plan:
     evaluations: int = 0
     measurements: int = 0
     failed: list[dict[str, Any]] = field(default_factory=list)  # {"setting", "error"} of each failed setting
+    reference_point: list[float] | None = None  # of every generation's hypervolume, as pymoo minimises
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -604,6 +606,7 @@ class Plan:
             "knee": self.knee,
             "cheapest_meeting_bars": self.cheapest_meeting_bars,
             "history": self.history,
+            "reference_point": self.reference_point,
             "evaluations": self.evaluations,
             "measurements": self.measurements,
             "shortfall": self.shortfall,
@@ -625,16 +628,19 @@ def meets_bars(spec: Spec, values: dict[str, float]) -> bool:
 
 
 def reference_point(spec: Spec, rows: list[dict[str, float]]) -> np.ndarray:
-    """A fixed reference for hypervolume: 10% beyond the worst of every objective seen."""
+    """A reference for hypervolume: 10% of the range beyond the worst of every objective in ``rows``.
+
+    ``plan()`` fixes it once, from the first generation's points, so that every generation's hypervolume is
+    measured against the same point (points beyond it add nothing); ``bench_planner`` fixes it from the grid."""
     matrix = np.array([objective_vector(spec, r) for r in rows])
     worst, best = matrix.max(0), matrix.min(0)
     return worst + 0.1 * np.maximum(worst - best, 1e-9)
 
 
-def hypervolume(spec: Spec, rows: list[dict[str, float]], ref: np.ndarray) -> float:
+def hypervolume(spec: Spec, rows: list[dict[str, float]], ref: np.ndarray | None) -> float:
     from pymoo.indicators.hv import HV
 
-    if not rows:
+    if not rows or ref is None:
         return 0.0
     return float(HV(ref_point=ref)(np.array([objective_vector(spec, r) for r in rows])))
 
@@ -692,12 +698,14 @@ def plan(
             out["G"] = [values["tokens"] - spec.budget_tokens]
 
     history: list[dict[str, float]] = []
+    reference: list[np.ndarray] = []  # one point for the whole run, fixed when the first generation is measured
 
     class Track(Callback):
         def notify(self, algorithm: Any) -> None:
             entries = list(seen.values())
+            if not reference and entries:
+                reference.append(reference_point(spec, [e["objectives"] for e in entries]))
             front = pareto_rows(spec, entries)
-            ref = reference_point(spec, [e["objectives"] for e in entries])
             at_bars = [
                 e
                 for e in entries
@@ -706,7 +714,7 @@ def plan(
             record = {
                 "generation": algorithm.n_gen,
                 "evaluations": len(seen),
-                "hypervolume": hypervolume(spec, [e["objectives"] for e in front], ref),
+                "hypervolume": hypervolume(spec, [e["objectives"] for e in front], reference[0] if reference else None),
                 "best_cost_at_bars": min((e["objectives"]["cost"] for e in at_bars), default=None),
             }
             history.append(record)
@@ -727,7 +735,9 @@ def plan(
         callback=Track(),
         verbose=False,
     )
-    return summarise(spec, list(seen.values()), history, evaluator, list(failed.values()))
+    result = summarise(spec, list(seen.values()), history, evaluator, list(failed.values()))
+    result.reference_point = [float(v) for v in reference[0]] if reference else None
+    return result
 
 
 def _error_line(error: Exception) -> str:

@@ -34,6 +34,11 @@ def _fmt(name: str, value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
+def _fmt_reference(name: str, value: float) -> str:
+    """A reference-point coordinate; maximised objectives are negated for pymoo, shown here as they are."""
+    return _fmt(name, -value if OBJECTIVES[name] == "max" else value)
+
+
 def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """Like the design seed's A/B/C: the cheapest front point, the knee, the cheapest meeting the bars, the best
     quality point."""
@@ -198,6 +203,16 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
     ]
     for title, name in figures:
         lines += [f"![{title}]({name})", ""]
+    if plan.reference_point is not None:
+        point = ", ".join(
+            f"{o} {_fmt_reference(o, v)}" for o, v in zip(spec.objectives, plan.reference_point, strict=True)
+        )
+        lines += [
+            f"Hypervolume per generation is measured against one reference point for the whole run ({point}), "
+            "fixed after the first generation at 10% of the range beyond the worst value of each objective among "
+            "the settings evaluated so far; a point beyond it adds nothing.",
+            "",
+        ]
     fid_or_not = "FID" if "inception" in spec.fd_extractor else "FD, not FID"
     lines += [
         "## How the objectives were measured",

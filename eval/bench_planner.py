@@ -4,7 +4,9 @@ Run: ``python -m mmtok.eval.bench_planner [--spec budgets/examples/voice-and-pho
 
 The grid evaluates every setting; NSGA-II (pymoo, mixed variables) runs with a population and generation count
 whose evaluations are at most 10% of the grid's. Both fronts' hypervolumes are computed with one reference point
-(10% beyond the worst objective values over the whole grid). Measurements are cached on disk by setting, so the
+(10% of the range beyond the worst objective values over the whole grid), the same for every search: a run's own
+per-generation hypervolume (``Plan.history``, against the point fixed after its first generation) is not used here,
+since each run fixes a different point. Measurements are cached on disk by setting, so the
 grid pays for each component measurement once and NSGA-II reuses them: "evaluations" counts settings, which is
 what a search costs when measurements are not cached.
 """

@@ -7,10 +7,11 @@ import json
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from mmtok.budgets.planner import CalibrationEvaluator, load_spec, plan
+from mmtok.budgets.planner import CalibrationEvaluator, hypervolume, load_spec, pareto_rows, plan, reference_point
 from mmtok.budgets.report import recommendations, write_report
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError, PriceError
@@ -208,3 +209,21 @@ def test_a_failed_measurement_is_one_line_and_exit_1_and_the_rest_is_planned(tmp
     front = json.loads((tmp_path / "out" / "front.json").read_text())
     assert front["front"] and all(e["setting"]["image_size"] != 64 for e in front["front"])
     assert front["failed"] and all(f["setting"]["image_size"] == 64 for f in front["failed"])
+
+
+def test_every_generation_hypervolume_uses_one_reference_point_fixed_after_the_first(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0)))
+    spec.variables["image_size"] = [8, 16, 32, 48, 64, 96, 128, 256]
+    result = plan(spec, population=4, generations=4)
+    first = [e["objectives"] for e in result.evaluated[: result.history[0]["evaluations"]]]
+    assert result.reference_point == pytest.approx(list(reference_point(spec, first)))
+    ref = np.array(result.reference_point)
+    for h in result.history:  # each generation's front (of everything evaluated so far), against that point
+        so_far = pareto_rows(spec, result.evaluated[: h["evaluations"]])
+        assert h["hypervolume"] == pytest.approx(hypervolume(spec, [e["objectives"] for e in so_far], ref))
+    hvs = [h["hypervolume"] for h in result.history]
+    assert hvs == sorted(hvs)  # a fixed point: the front only improves
+    assert hypervolume(spec, [{"cost": 1e9, "fd": 1e9, "tokens": 0}], ref) == 0  # beyond it: nothing
+    text = write_report(result, tmp_path / "r")["md"].read_text()
+    assert "one reference point for the whole run" in text and "fixed after the first generation" in text
