@@ -7,6 +7,11 @@ not understand raises :class:`HeaderError`, and the caller falls back to Pillow.
 
 Orientation follows Pillow's ``ImageOps.exif_transpose``: EXIF tag 0x0112 of IFD0, values 5–8 swap width and height.
 Known limit: a PNG ``eXIf`` chunk placed after the image data is not seen (Pillow-written files put it before).
+
+A header says nothing about whether the rest of the file arrived, so :func:`check_image_end` looks at the end of a
+JPEG, PNG or WebP file, still without decoding: JPEG scan data must be followed by an end-of-image marker (FF D9),
+a PNG must hold its IEND chunk, and a WebP file must be as long as its RIFF header says. A cut-off download or copy
+fails there, at the cost of one read of the file's last 4 KiB.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import struct
 from dataclasses import dataclass
 
 HEAD_BYTES = 4096
+TAIL_BYTES = 4096  # the end marker is looked for here first; past it, the file is searched from the image data on
+_SEARCH_CHUNK = 1 << 20
 _MAX_EXIF_BYTES = 65536
 _MAX_CHUNK_WALK = 64
 _ORIENTATION_TAG = 0x0112
@@ -23,10 +30,18 @@ _SWAPPING_ORIENTATIONS = frozenset({5, 6, 7, 8})
 # JPEG start-of-frame markers (baseline, extended, progressive, lossless, arithmetic variants); not DHT/JPG/DAC.
 _JPEG_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
 _JPEG_STANDALONE = frozenset({0x01, 0xD0, 0xD1, 0xD2, 0xD3, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8})
+_JPEG_EOI = b"\xff\xd9"
+_JPEG_MAX_SEGMENTS = 4096  # segments walked before the first scan
+_PNG_DATA_START = 8 + 8 + 13 + 4  # signature and IHDR chunk
+_PNG_IEND = b"IEND\xaeB`\x82"  # the chunk type and its (constant) CRC
 
 
 class HeaderError(ValueError):
     """The header is truncated, malformed, or uses a variant the fast path does not parse."""
+
+
+class TruncatedError(ValueError):
+    """The file stops before the end its own structure declares: a cut-off copy or download."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +50,7 @@ class ImageHeader:
     stored_width: int  # as stored in the file, before orientation
     stored_height: int
     orientation: int  # EXIF orientation 1..8 (1 when absent)
+    body_offset: int | None = None  # JPEG: the end of the frame header (check_image_end walks on from there)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -110,10 +126,10 @@ def read_image_header(fd: int | None, head: bytes, fmt: str) -> ImageHeader:
     raise HeaderError(f"unknown image format {fmt!r}")
 
 
-def _checked(fmt: str, width: int, height: int, orientation: int) -> ImageHeader:
+def _checked(fmt: str, width: int, height: int, orientation: int, body_offset: int | None = None) -> ImageHeader:
     if width <= 0 or height <= 0:
         raise HeaderError(f"{fmt} header gives a zero or negative size {width}x{height}")
-    return ImageHeader(fmt, width, height, orientation)
+    return ImageHeader(fmt, width, height, orientation, body_offset)
 
 
 def _png(src: _Source) -> ImageHeader:
@@ -159,7 +175,7 @@ def _jpeg(src: _Source) -> ImageHeader:
             _precision, height, width = struct.unpack(">BHH", src.at(pos + 2, 5))
             if height == 0:
                 raise HeaderError("JPEG height is defined by a DNL marker")
-            return _checked("jpeg", width, height, orientation or 1)
+            return _checked("jpeg", width, height, orientation or 1, pos + seglen)
         if marker == 0xE1 and orientation == 0:
             segment = src.at(pos + 2, min(seglen - 2, _MAX_EXIF_BYTES))
             if segment.startswith(b"Exif\x00\x00"):
@@ -249,3 +265,79 @@ def _tiff_tags(src: _Source, base: int) -> dict[int, int]:
             elif typ == 4:  # LONG
                 (tags[tag],) = struct.unpack_from(endian + "I", entries, 12 * i + 8)
     return tags
+
+
+# ------------------------------------------------------------------------------------------------ end of file
+def check_image_end(fd: int | None, head: bytes, fmt: str, size: int, body_offset: int | None = None) -> None:
+    """Raise :class:`TruncatedError` when a JPEG, PNG or WebP file of ``size`` bytes stops before its end.
+
+    Reads only the last :data:`TAIL_BYTES` in the common case. Data appended after the end marker (a camera's
+    trailer, a motion photo's video) is allowed: when the marker is not in the tail, the file is searched from its
+    image data on, which is a full read only for files that turn out to be cut off. Other formats pass unchecked.
+    ``body_offset`` is :attr:`ImageHeader.body_offset` when the header was parsed (it saves re-walking it).
+    """
+    if fd is None and size > len(head):
+        return  # only part of the file is at hand: nothing can be said about its end
+    if fmt == "webp":
+        (riff,) = struct.unpack_from("<I", head, 4)
+        if riff + 8 > size:
+            raise TruncatedError(f"WebP RIFF header declares {riff + 8:,} bytes, but the file has {size:,}")
+        return
+    if fmt == "png":
+        if size < _PNG_DATA_START + 12:
+            raise TruncatedError(f"PNG ends after {size:,} bytes, before any image data")
+        if not _contains(fd, head, _PNG_IEND, _PNG_DATA_START, size):
+            raise TruncatedError(f"PNG has no IEND chunk: the file ({size:,} bytes) stops inside the image data")
+    elif fmt == "jpeg":
+        start = _jpeg_scan_start(_Source(fd, head), 2 if body_offset is None else body_offset, size)
+        if not _contains(fd, head, _JPEG_EOI, start, size):
+            raise TruncatedError(
+                f"JPEG has no end-of-image marker (FF D9): the file ({size:,} bytes) stops inside the image data"
+            )
+
+
+def _contains(fd: int | None, head: bytes, needle: bytes, start: int, size: int) -> bool:
+    """Whether ``needle`` occurs in bytes ``start..size``: the last TAIL_BYTES first, then all of them."""
+    tail_from = max(start, size - TAIL_BYTES)
+    if size <= len(head):
+        return head.rfind(needle, tail_from, size) >= 0 or head.find(needle, start, size) >= 0
+    assert fd is not None
+    # rfind: the marker normally ends the file, and JPEG data is full of FF bytes that slow a forward search
+    if os.pread(fd, size - tail_from, tail_from).rfind(needle) >= 0:
+        return True
+    overlap = len(needle) - 1
+    for pos in range(start, tail_from, _SEARCH_CHUNK):
+        if needle in os.pread(fd, min(_SEARCH_CHUNK + overlap, size - pos), pos):
+            return True
+    return False
+
+
+def _jpeg_scan_start(src: _Source, pos: int, size: int) -> int:
+    """The offset of the first scan's entropy-coded data, walking segments from the marker at ``pos``.
+
+    The search for FF D9 starts there: the headers before it may hold those bytes (an EXIF thumbnail is a whole
+    JPEG, end marker included; a quantisation table may hold 255 then 217), entropy-coded data cannot (an FF there
+    is followed by 00 or a restart marker). A segment the walk does not understand ends it where it stands.
+    """
+    try:
+        for _ in range(_JPEG_MAX_SEGMENTS):
+            if pos + 4 > size:
+                raise TruncatedError(f"JPEG ends after {size:,} bytes, inside its headers, before any image data")
+            ff, marker, seglen = struct.unpack(">BBH", src.at(pos, 4))
+            if ff != 0xFF:
+                return pos
+            if marker == 0xFF:  # a fill byte
+                pos += 1
+            elif marker in _JPEG_STANDALONE:
+                pos += 2
+            elif marker == 0xD9 or seglen < 2:
+                return pos
+            elif marker == 0xDA:
+                if pos + 2 + seglen > size:
+                    raise TruncatedError(f"JPEG ends after {size:,} bytes, inside its scan header")
+                return pos + 2 + seglen
+            else:
+                pos += 2 + seglen
+    except HeaderError:
+        pass
+    return min(pos, size)

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
 
 from mmtok.errors import MediaError
-from mmtok.headers import HEAD_BYTES, HeaderError, image_format, read_image_header
+from mmtok.headers import (
+    HEAD_BYTES,
+    HeaderError,
+    ImageHeader,
+    TruncatedError,
+    check_image_end,
+    image_format,
+    read_image_header,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -510,7 +518,17 @@ def load(source: str | os.PathLike[str], *, kind: str | None = None, max_pixels:
     if kind is not None and kind not in KINDS:
         raise MediaError(path, f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; regular files ignore the flag.
+        # Checked before opening: opening a FIFO can block and opening a device can act on it.
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise MediaError(path, "no such file") from None
+    except PermissionError:
+        raise MediaError(path, "permission denied: the file is not readable") from None
+    except OSError as e:
+        raise MediaError(path, f"cannot open: {e.strerror}") from None
+    _check_regular(path, st.st_mode)
+    try:
+        # O_NONBLOCK: should the path be swapped for a FIFO after the check, opening it still does not wait.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise MediaError(path, "no such file") from None
@@ -522,10 +540,7 @@ def load(source: str | os.PathLike[str], *, kind: str | None = None, max_pixels:
         raise MediaError(path, f"cannot open: {e.strerror}") from None
     try:
         st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)")
-        if not stat.S_ISREG(st.st_mode):
-            raise MediaError(path, "is not a regular file")
+        _check_regular(path, st.st_mode)
         try:
             head = os.read(fd, HEAD_BYTES)
         except OSError as e:
@@ -546,18 +561,37 @@ def load(source: str | os.PathLike[str], *, kind: str | None = None, max_pixels:
 
 def _load_image(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, max_pixels: int) -> Image:
     try:
-        header = read_image_header(fd, head, fmt)
+        header: ImageHeader | None = read_image_header(fd, head, fmt)
+    except HeaderError:
+        header = None
+    if header is not None:
         width, height = header.size
         orientation = header.orientation
-    except HeaderError:
+        _check_pixels(path, width, height, max_pixels)  # before the end check: a bomb needs no reading at all
+        _check_end(path, fd, head, fmt, size_bytes, header.body_offset)
+    else:
+        _check_end(path, fd, head, fmt, size_bytes, None)  # a cut-off file reads as cut off, not as a Pillow error
         width, height, orientation = _pillow_size(path, fmt)
+        _check_pixels(path, width, height, max_pixels)
+    return Image(path, fmt, width, height, orientation, size_bytes)
+
+
+def _check_pixels(path: Path, width: int, height: int, max_pixels: int) -> None:
     if width * height > max_pixels:
         raise MediaError(
             path,
             f"{width}x{height} image has {width * height:,} pixels, above the limit of {max_pixels:,} "
             "(decompression-bomb guard; pass max_pixels to raise it)",
         )
-    return Image(path, fmt, width, height, orientation, size_bytes)
+
+
+def _check_end(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, body_offset: int | None) -> None:
+    try:
+        check_image_end(fd, head, fmt, size_bytes, body_offset)
+    except TruncatedError as e:
+        raise MediaError(path, f"truncated: {e}") from None
+    except OSError as e:
+        raise MediaError(path, f"cannot read: {e.strerror}") from None
 
 
 def _pillow_size(path: Path, fmt: str) -> tuple[int, int, int]:
@@ -627,7 +661,8 @@ def _load_stream_or_text(path: Path, head: bytes, size_bytes: int) -> Media:
             raise MediaError(path, f"named {suffix} but the content is text, not {expected}")
         return Text(path, size_bytes)
     if suffix in MEDIA_EXTENSIONS:
-        raise MediaError(path, f"named {suffix} but the content is not a readable {_kind_of_extension(suffix)} file")
+        noun = _kind_of_extension(suffix).removeprefix("an ")  # "a readable image file", not "a readable an image"
+        raise MediaError(path, f"named {suffix} but the content is not a readable {noun} file")
     raise MediaError(path, f"not a supported image, audio, video or text file (starts with {head[:8].hex(' ')})")
 
 
@@ -721,25 +756,83 @@ def _av_video_meta(path: Path, fmt: str, container: Any, stream: Any, audio: Aud
 def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path | MediaError]:
     """Files named by ``paths``, folders walked recursively in sorted order (hidden entries skipped).
 
-    A missing path, or a folder with no files, is yielded as a :class:`MediaError` instead of raising, so a batch
-    can report it and go on.
+    Every problem is yielded as a :class:`MediaError` instead of raised, so a batch can report it and go on: a
+    missing path, a folder with no files, a folder that cannot be listed ("cannot read folder: Permission denied",
+    for the folder itself or any folder under it), and a FIFO, socket or device, which is refused without being
+    opened. Symbolic links to folders are not followed (a link loop would never end).
     """
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            if os.path.islink(path):
+                yield path  # a dangling link: load() names it
+            else:
+                yield MediaError(path, "no such file or folder")
+            continue
+        except OSError as e:
+            yield MediaError(path, f"cannot read: {e.strerror}")
+            continue
+        if stat.S_ISDIR(mode):
             found = False
-            for root, dirs, files in os.walk(path, onerror=None):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for name in sorted(files):
-                    if not name.startswith("."):
-                        found = True
-                        yield Path(root) / name
+            for item in _walk(path):
+                found = True
+                yield item
             if not found:
                 yield MediaError(path, "folder contains no media files")
-        elif path.exists() or path.is_symlink():
+        elif stat.S_ISREG(mode):
             yield path
         else:
-            yield MediaError(path, "no such file or folder")
+            yield MediaError(path, _not_regular(mode))
+
+
+def _walk(folder: Path) -> Iterator[Path | MediaError]:
+    """Files under ``folder``, depth first: each folder's own files (sorted), then its subfolders'. A folder that
+    cannot be listed is yielded as an error naming it, and the walk goes on."""
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = sorted((e for e in listing if not e.name.startswith(".")), key=lambda e: e.name)
+        except OSError as e:
+            yield MediaError(current, f"cannot read folder: {e.strerror}")
+            continue
+        subfolders: list[Path] = []
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    subfolders.append(path)
+                elif entry.is_symlink():
+                    if not entry.is_dir():  # links to folders are not followed; the rest are load()'s to judge
+                        yield path
+                elif entry.is_file(follow_symlinks=False):
+                    yield path
+                else:
+                    yield MediaError(path, _not_regular(entry.stat(follow_symlinks=False).st_mode))
+            except OSError as e:
+                yield MediaError(path, f"cannot read: {e.strerror}")
+        pending.extend(reversed(subfolders))
+
+
+def _not_regular(mode: int) -> str:
+    kinds = {
+        stat.S_IFIFO: "a FIFO (named pipe)",
+        stat.S_IFSOCK: "a socket",
+        stat.S_IFCHR: "a character device",
+        stat.S_IFBLK: "a block device",
+    }
+    what = kinds.get(stat.S_IFMT(mode), "a special file")
+    return f"is {what}, not a regular file; only regular files are read"
+
+
+def _check_regular(path: Path, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)")
+    if not stat.S_ISREG(mode):
+        raise MediaError(path, _not_regular(mode))
 
 
 def scan(

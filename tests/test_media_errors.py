@@ -47,14 +47,12 @@ def test_empty_file(tmp_path):
     assert_media_error(path, "empty file")
 
 
-def test_truncated_jpeg_loads_header_but_refuses_to_decode(samples, tmp_path):
+def test_truncated_jpeg_is_refused_at_load_although_its_header_is_intact(samples, tmp_path):
+    """Cut in half, the header still reads 451x300; inspect and price used to report it as a good image."""
     path = tmp_path / "cut.jpg"
     data = (samples / "chelsea.jpg").read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    image = mmtok.load(path)  # the header is intact: metadata works
-    assert (image.width, image.height) == (451, 300)
-    with pytest.raises(MediaError, match="cannot decode jpeg"):
-        image.to_tensor()
+    assert_media_error(path, r"truncated: JPEG has no end-of-image marker \(FF D9\)")
 
 
 def test_png_with_garbage_after_its_header(samples, tmp_path):
@@ -188,3 +186,99 @@ def test_unreadable_file_reports_permission_denied(samples, tmp_path):
         [sys.executable, "-c", code, str(locked)], capture_output=True, text=True, check=True, preexec_fn=preexec
     ).stdout
     assert out.strip() == f"{locked}: permission denied: the file is not readable"
+
+
+@pytest.mark.timeout(20)
+def test_fifo_is_refused_before_it_is_opened(tmp_path, monkeypatch):
+    fifo = tmp_path / "pipe.jpg"
+    os.mkfifo(fifo)
+    opened: list = []
+    real_open = os.open
+    monkeypatch.setattr(
+        os, "open", lambda path, *args, **kwargs: opened.append(path) or real_open(path, *args, **kwargs)
+    )
+    assert_media_error(fifo, r"is a FIFO \(named pipe\), not a regular file")
+    assert opened == []
+
+
+def test_devices_are_refused_before_they_are_opened():
+    assert_media_error(Path("/dev/null"), "is a character device, not a regular file")
+
+
+@pytest.mark.timeout(20)
+def test_scan_reports_a_fifo_in_a_folder_and_goes_on(samples, tmp_path):
+    os.mkfifo(tmp_path / "a-pipe.wav")
+    shutil.copy(samples / "chelsea.jpg", tmp_path / "b.jpg")
+    results = list(mmtok.scan([tmp_path]))
+    assert isinstance(results[0], MediaError) and results[0].source == str(tmp_path / "a-pipe.wav")
+    assert results[0].reason == "is a FIFO (named pipe), not a regular file; only regular files are read"
+    assert results[1].kind == "image"
+
+
+def _deny(monkeypatch, folder: Path) -> None:
+    """chmod 000 on ``folder``; where that does not stop this process (root), its listing fails as it would."""
+    folder.chmod(0o000)
+    if os.access(folder, os.R_OK):
+        real_scandir = os.scandir
+
+        def scandir(path="."):
+            if Path(path) == folder:
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_an_unreadable_subfolder_is_an_error_naming_it(samples, tmp_path, monkeypatch):
+    """It used to be skipped silently: a scan of 1,000 photos with one locked folder looked complete."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "z").mkdir()
+    for folder in ("a", "locked", "z"):
+        shutil.copy(samples / "chelsea.jpg", tmp_path / folder / "photo.jpg")
+    _deny(monkeypatch, tmp_path / "locked")
+    try:
+        results = list(mmtok.scan([tmp_path]))
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert [type(r).__name__ for r in results] == ["Image", "MediaError", "Image"]
+    assert str(results[1]) == f"{tmp_path / 'locked'}: cannot read folder: Permission denied"
+
+
+def test_an_unreadable_top_folder_is_an_error_naming_it(tmp_path, monkeypatch):
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / "x.jpg").write_bytes(b"whatever")
+    _deny(monkeypatch, tmp_path / "locked")
+    try:
+        results = list(mmtok.iter_files([tmp_path / "locked"]))
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert len(results) == 1 and str(results[0]) == f"{tmp_path / 'locked'}: cannot read folder: Permission denied"
+
+
+def test_unreadable_folders_and_files_are_reported_by_the_kernel_too(samples, tmp_path):
+    """The same without simulation: the scan runs in a child that file modes apply to, even as root."""
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "open").mkdir()
+    shutil.copy(samples / "chelsea.jpg", tmp_path / "locked" / "hidden.jpg")
+    shutil.copy(samples / "chelsea.jpg", tmp_path / "open" / "fine.jpg")
+    shutil.copy(samples / "chelsea.jpg", tmp_path / "open" / "locked.jpg")
+    (tmp_path / "open" / "locked.jpg").chmod(0o000)
+    (tmp_path / "locked").chmod(0o000)
+    code = (
+        "import mmtok, sys\n"
+        "for r in mmtok.scan([sys.argv[1]]):\n"
+        "    print(r if isinstance(r, mmtok.MediaError) else r.path)\n"
+    )
+    preexec = _without_file_permission_override if os.geteuid() == 0 else None
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True, preexec_fn=preexec
+        ).stdout
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert out.splitlines() == [
+        f"{tmp_path / 'locked'}: cannot read folder: Permission denied",
+        str(tmp_path / "open" / "fine.jpg"),
+        f"{tmp_path / 'open' / 'locked.jpg'}: permission denied: the file is not readable",
+    ]
