@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +57,11 @@ def tokenize(
     keep_ratio: float | None = typer.Option(None, help="--truncate budget: fraction of tokens kept."),
 ) -> None:
     """Media -> token sequences. Images: one .safetensors per file, shards per folder. Audio and video: one file
-    per input holding a sequence per stream (a video with sound gives time-aligned "video" and "audio")."""
+    per input holding a sequence per stream (a video with sound gives time-aligned "video" and "audio").
+
+    Outputs keep each input's path relative to the folder the inputs share (a/photo.jpg -> a/photo.safetensors);
+    two inputs that would still share a name keep their full names (photo.jpg.safetensors), so none is
+    overwritten."""
     from mmtok.cli.truncate import apply_truncation, parse_truncation
     from mmtok.pipeline import tokenize_folder
 
@@ -66,51 +73,36 @@ def tokenize(
         return apply_truncation(seq, options, context) if options else seq
 
     failures = 0
-    for path in paths:
+    plan = _plan(paths, out)
+    for entry in plan:
         try:
-            if path.is_dir():
-                images, others = _split_folder(path)
-                failures += len([e for e in others if isinstance(e, MediaError)])
-                for error in others:
-                    if isinstance(error, MediaError):
-                        print_error(error)
-                if images:
-                    target = out / path.resolve().name
-                    report = tokenize_folder(
-                        images,
-                        toks.get("image"),
-                        target,
-                        batch_size=batch_size,
-                        workers=workers,
-                        shard_size=shard_size,
-                        resume=resume,
-                        image_size=image_size,
-                        on_error=print_error,
-                        postprocess=shorten,
-                    )
-                    failures += len(report.failed)
-                    if json_out:
-                        _print_shards(report.shards)
-                    else:
-                        console().print(
-                            f"{path}: {report.done:,} images -> {len(report.shards)} shard(s) in "
-                            f"{target} ({report.images_per_second:,.1f} images/s"
-                            + (f", {report.skipped:,} already done" if report.skipped else "")
-                            + ")"
-                        )
-                for media_path in (p for p in others if not isinstance(p, MediaError)):
-                    _tokenize_file(
-                        media_path,
-                        out / path.resolve().name,
-                        toks,
-                        image_size,
-                        tokens_per_second,
-                        continuous,
-                        json_out,
-                        shorten,
+            if isinstance(entry, MmtokError):
+                raise entry
+            if isinstance(entry, _Folder):
+                report = tokenize_folder(
+                    entry.images,
+                    toks.get("image"),
+                    entry.target,
+                    batch_size=batch_size,
+                    workers=workers,
+                    shard_size=shard_size,
+                    resume=resume,
+                    image_size=image_size,
+                    on_error=print_error,
+                    postprocess=shorten,
+                )
+                failures += len(report.failed)
+                if json_out:
+                    _print_shards(report.shards)
+                else:
+                    console().print(
+                        f"{entry.path}: {report.done:,} images -> {len(report.shards)} shard(s) in "
+                        f"{entry.target} ({report.images_per_second:,.1f} images/s"
+                        + (f", {report.skipped:,} already done" if report.skipped else "")
+                        + ")"
                     )
             else:
-                _tokenize_file(path, out, toks, image_size, tokens_per_second, continuous, json_out, shorten)
+                _tokenize_file(entry, toks, image_size, tokens_per_second, continuous, json_out, shorten)
         except MmtokError as e:
             failures += 1
             print_error(e)
@@ -118,31 +110,119 @@ def tokenize(
         raise typer.Exit(1)
 
 
-def _split_folder(folder: Path) -> tuple[list[Path], list[Path | MediaError]]:
-    """Images (batched through the folder pipeline) and everything else (audio, video, errors)."""
+@dataclass(frozen=True)
+class _Folder:
+    """A folder's images, tokenized in batches into shards in ``target``."""
+
+    path: Path
+    images: list[Path]
+    target: Path
+
+
+@dataclass(frozen=True)
+class _File:
+    """One image, audio or video file, tokenized into its own token file ``target``."""
+
+    path: Path
+    media: Any
+    target: Path
+
+
+_SHARD_NAME = re.compile(r"shard-r\d+-\d+", re.IGNORECASE)
+
+
+def _plan(paths: list[Path], out: Path) -> list[_Folder | _File | MmtokError]:
+    """What each input becomes, in input order, with every output name fixed before anything is written.
+
+    An output keeps its input's path relative to the folder the inputs have in common (a folder given as an input
+    keeps its own name): ``a/photo.jpg`` and ``b/photo.webp`` give ``a/photo.safetensors`` and
+    ``b/photo.safetensors``. Inputs that would still share a name (``photo.jpg`` and ``photo.png`` side by side,
+    compared ignoring case) are named in full instead (``photo.jpg.safetensors``), and so is a file whose name
+    could be taken for one of a folder's shards. A file given twice, directly or inside a folder, is tokenized
+    once. So no output is written twice in a run.
+    """
+    anchors = [Path(os.path.abspath(p)).parent for p in paths]
+    common = Path(os.path.commonpath(anchors)) if anchors else Path.cwd()
+    entries: list[_Folder | _File | MmtokError | None] = []  # None: a file, named once all names are known
+    files: list[tuple[int, Path, Any, Path]] = []  # (position in entries, input, its media, output folder)
+    seen: set[Path] = set()
+
+    def add_file(path: Path, media: Any) -> None:
+        absolute = Path(os.path.abspath(path))
+        if absolute in seen:
+            return
+        seen.add(absolute)
+        files.append((len(entries), path, media, out / absolute.parent.relative_to(common)))
+        entries.append(None)
+
+    for path in paths:
+        if path.is_dir():
+            absolute = Path(os.path.abspath(path))
+            if absolute in seen:
+                continue
+            seen.add(absolute)
+            images, others = _split_folder(path)
+            if images:
+                entries.append(_Folder(path, images, out / absolute.relative_to(common)))
+            for item in others:
+                if isinstance(item, MediaError):
+                    entries.append(item)
+                else:
+                    add_file(*item)
+            continue
+        try:
+            media = _load_tokenizable(path)
+        except MmtokError as e:
+            entries.append(e)
+            continue
+        add_file(path, media)
+
+    def key(folder: Path, name: str) -> tuple[Path, str]:
+        return folder, name.casefold()  # case-insensitive file systems must not merge two outputs either
+
+    stems: dict[tuple[Path, str], int] = {}
+    for _, path, _, folder in files:
+        stems[key(folder, path.stem)] = stems.get(key(folder, path.stem), 0) + 1
+    for index, path, media, folder in files:
+        shared = stems[key(folder, path.stem)] > 1 or _SHARD_NAME.fullmatch(path.stem) is not None
+        entries[index] = _File(path, media, folder / f"{path.name if shared else path.stem}.safetensors")
+    return [entry for entry in entries if entry is not None]
+
+
+def _load_tokenizable(path: Path) -> Any:
+    import mmtok
+
+    media = mmtok.load(path)
+    if media.kind not in ("image", "audio", "video"):
+        raise MediaError(path, f"cannot tokenize {media.kind}; give images, audio or video")
+    return media
+
+
+def _split_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, Any] | MediaError]]:
+    """Images (batched through the folder pipeline) and everything else (audio and video with their metadata, and
+    errors)."""
     import mmtok
 
     images: list[Path] = []
-    others: list[Path | MediaError] = []
+    others: list[tuple[Path, Any] | MediaError] = []
     for item in mmtok.iter_files([folder]):
         if isinstance(item, MediaError):
             others.append(item)
             continue
         try:
-            kind = mmtok.load(item).kind
+            media = mmtok.load(item)
         except MediaError as e:
             others.append(e)
             continue
-        if kind == "image":
+        if media.kind == "image":
             images.append(item)
-        elif kind in ("audio", "video"):
-            others.append(item)  # text files in a media folder are not tokenized
+        elif media.kind in ("audio", "video"):
+            others.append((item, media))  # text files in a media folder are not tokenized
     return images, others
 
 
 def _tokenize_file(
-    path: Path,
-    out: Path,
+    entry: _File,
     toks: _Tokenizers,
     image_size: int | None,
     rate: float | None,
@@ -152,19 +232,16 @@ def _tokenize_file(
 ) -> None:
     import mmtok
 
-    media = mmtok.load(path)
-    target = out / f"{path.stem}.safetensors"
+    path, media, target = entry.path, entry.media, entry.target
     if media.kind == "image":
         seq = shorten(toks.get("image").encode(media, image_size=image_size))
         seq.save(target)
         streams = {"image": seq}
-    elif media.kind in ("audio", "video"):
+    else:
         streams = toks.get("av").encode_streams(
             media, tokens_per_second=rate, quantize=not continuous, codebook_levels=toks.av_levels
         )
         mmtok.save_sequences(target, streams)
-    else:
-        raise MediaError(path, f"cannot tokenize {media.kind}; give images, audio or video")
     for name, seq in streams.items():
         if json_out:
             print_json_line(_seq_json(str(path), seq, target, name))
