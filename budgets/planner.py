@@ -496,15 +496,18 @@ class CalibrationEvaluator:
             hyps.append(asr.transcribe(audio))
         return wer([text for _, text in items], hyps)
 
-    def qa(self, keep_ratio: float) -> dict[str, float]:
+    def qa(self, keep_ratio: float, size: int) -> dict[str, float]:
+        """Backbone accuracy (and judge score, when it is an objective) on held-out digits-on-photos drawn at the
+        setting's image size, so its tokens are the (size / 8)^2 the setting sends."""
         params = {
             "keep_ratio": round(keep_ratio, 3),
+            "size": size,
             "n": self.spec.calibration_qa,
             "judge": "judge" in self.spec.objectives,
         }
-        return self._cached("qa", params, lambda: self._measure_qa(keep_ratio))
+        return self._cached("qa", params, lambda: self._measure_qa(keep_ratio, size))
 
-    def _measure_qa(self, keep_ratio: float) -> dict[str, float]:
+    def _measure_qa(self, keep_ratio: float, size: int) -> dict[str, float]:
         import torch
 
         import mmtok
@@ -513,26 +516,32 @@ class CalibrationEvaluator:
         from mmtok.tokens import TokenSequence
 
         tok, model = self._get("vq"), self._get("backbone")
-        data = task_tokens(tok, "heldout", 1000, 128, 1)
+        n = self.spec.calibration_qa
+        data = task_tokens(tok, "heldout", n, size, 1)  # ids (n, (size / 8)^2)
         prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
         context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]
-        n = self.spec.calibration_qa
+        judged = "judge" in self.spec.objectives
         correct, scores = 0, []
         for i in range(n):
-            seq = TokenSequence("image", ids=data["ids"][i], grid=(16, 16), tokenizer=tok.name)
+            seq = TokenSequence("image", ids=data["ids"][i], grid=(size // 8, size // 8), tokenizer=tok.name)
             if keep_ratio < 1:
                 seq, _ = mmtok.truncate(seq, context=context, tokenizer=tok, keep_ratio=keep_ratio)
             with torch.no_grad():
                 predicted = int(model([[prompt, seq]])["logits"].argmax(-1))
             label = int(data["labels"][i])
             correct += predicted == label
-            if "judge" in self.spec.objectives:
+            if judged:
                 result = self._get("judge").score(
                     f"the digit {DIGIT_WORDS[predicted]}", DIGIT_WORDS[label], "which digit is written in the picture?"
                 )
                 if result.score is not None:
                     scores.append(result.score)
-        return {"accuracy": correct / n, "judge": sum(scores) / len(scores) if scores else float("nan")}
+        values = {"accuracy": correct / n}
+        if judged:
+            if not scores:
+                raise EvalError(f"the judge scored none of the {n} answers")
+            values["judge"] = sum(scores) / len(scores)
+        return values
 
     # -- a whole setting
     def tokens_and_cost(self, setting: dict[str, Any]) -> tuple[int, Decimal]:
@@ -580,7 +589,7 @@ class CalibrationEvaluator:
                 setting["model"], float(setting["audio_tokens_per_second"]), int(setting["codebook_levels"])
             )
         if {"accuracy", "judge"} & wanted:
-            result.update(self.qa(float(setting["keep_ratio"])))
+            result.update(self.qa(float(setting["keep_ratio"]), int(setting["image_size"])))
         return result
 
 

@@ -225,7 +225,8 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
         f"- wer: corpus WER of {spec.calibration_speech} held-out Harvard sentences (espeak-ng) by {spec.asr}, "
         "on the speech the model receives (mmtok: reconstructed from tokens; providers: the original);",
         f"- accuracy / judge: the MoE backbone answering which digit is written, on {spec.calibration_qa} "
-        "held-out digits-on-photos, from MI-truncated visual tokens; judge = mmtok's offline LLM judge.",
+        "held-out digits-on-photos drawn at the setting's image size ((size / 8)^2 tokens), from MI-truncated "
+        "visual tokens; judge = mmtok's offline LLM judge.",
         "",
     ]
     md = out / "report.md"

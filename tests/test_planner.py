@@ -227,3 +227,38 @@ def test_every_generation_hypervolume_uses_one_reference_point_fixed_after_the_f
     assert hypervolume(spec, [{"cost": 1e9, "fd": 1e9, "tokens": 0}], ref) == 0  # beyond it: nothing
     text = write_report(result, tmp_path / "r")["md"].read_text()
     assert "one reference point for the whole run" in text and "fixed after the first generation" in text
+
+
+QA = """
+name = "qa"
+[request]
+images = 1
+audio_seconds = 0
+[variables]
+image_size = [32, 64]
+keep_ratio = [0.5, 1.0]
+[objectives]
+minimize = ["cost"]
+maximize = ["accuracy"]
+[calibration]
+qa = 6
+"""
+
+
+def test_qa_is_measured_at_the_settings_image_size(tmp_path, cache, monkeypatch):
+    import mmtok.models.train_backbone as train_backbone
+
+    drawn = []
+    real = train_backbone.task_tokens
+
+    def task_tokens(tok, split, count, size, seed):
+        data = real(tok, split, count, size, seed)
+        drawn.append((size, tuple(data["ids"].shape)))
+        return data
+
+    monkeypatch.setattr(train_backbone, "task_tokens", task_tokens)
+    evaluator = CalibrationEvaluator(load_spec(spec_file(tmp_path, QA)), cache)
+    for size in (32, 64):
+        assert 0 <= evaluator.qa(1.0, size)["accuracy"] <= 1
+        assert drawn[-1] == (size, (6, (size // 8) ** 2))  # canvases drawn at the size, (size / 8)^2 tokens each
+    assert len(list(cache.glob("qa-*.json"))) == 2  # one measurement per size
