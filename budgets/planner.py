@@ -14,10 +14,12 @@ the knobs and their domains, the candidate models, the objectives, quality bars 
   self-hosted only, since provider answers cannot be measured offline);
 - constraint: tokens per request <= ``budget_tokens`` (pymoo ``n_ieq_constr``).
 
-Measurements are cached on disk by setting (JSON), so reruns and the exhaustive grid in ``bench_planner`` reuse
-them. Hypervolume is tracked per generation (pymoo ``HV``) against one reference point for the whole run (fixed
-after the first generation: 10% of the range beyond the worst evaluated value of each objective); the knee point
-comes from pymoo's ``HighTradeoffPoints``, and the cheapest feasible point that meets every bar is reported with it.
+Measurements are cached on disk by what they measured (JSON): the setting, the calibration set, the weights of
+every model used (``weights_fingerprint``) and the ASR's protocol name, so reruns and the exhaustive grid in
+``bench_planner`` reuse them, and a retrained model or another decoder never does. Hypervolume is tracked per
+generation (pymoo ``HV``) against one reference point for the whole run (fixed after the first generation: 10% of
+the range beyond the worst evaluated value of each objective); the knee point comes from pymoo's
+``HighTradeoffPoints``, and the cheapest feasible point that meets every bar is reported with it.
 """
 
 from __future__ import annotations
@@ -386,6 +388,7 @@ class CalibrationEvaluator:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._models: dict[str, Any] = {}
         self._failures: dict[str, Exception] = {}  # measurement key -> what it raised in this run
+        self._weights: dict[str, str] = {}  # model name -> weights fingerprint
         self.evaluations = 0  # distinct settings evaluated
         self.measurements = 0  # component measurements actually run (not from the cache)
 
@@ -412,6 +415,15 @@ class CalibrationEvaluator:
         self.measurements += 1
         write_atomic(path, json.dumps({"kind": kind, "params": params, "value": value}))
         return value
+
+    def weights(self, name: str) -> str:
+        """A fingerprint of the weights of model ``name`` (vq, av, backbone), part of every cache key that uses it,
+        so a retrained model never reuses numbers measured with the old one."""
+        if name not in self._weights:
+            from mmtok.models.train_backbone import weights_fingerprint
+
+            self._weights[name] = weights_fingerprint(self._get(name))
+        return self._weights[name]
 
     def _get(self, name: str) -> Any:
         if name not in self._models:
@@ -444,6 +456,7 @@ class CalibrationEvaluator:
             "size": size,
             "n": self.spec.calibration_photos,
             "extractor": self.spec.fd_extractor,
+            "vq": self.weights("vq") if model == SELF_HOSTED else None,
         }
         return self._cached("fd", params, lambda: self._measure_fd(model == SELF_HOSTED, size))
 
@@ -473,7 +486,8 @@ class CalibrationEvaluator:
             "rate": rate if self_hosted else None,
             "levels": levels if self_hosted else None,
             "n": self.spec.calibration_speech,
-            "asr": self.spec.asr,
+            "asr": self._get("asr").name,  # the protocol (model, decoding, temperature), not just the backend
+            "av": self.weights("av") if self_hosted else None,
         }
         return self._cached("wer", params, lambda: self._measure_wer(self_hosted, rate, levels))
 
@@ -503,7 +517,9 @@ class CalibrationEvaluator:
             "keep_ratio": round(keep_ratio, 3),
             "size": size,
             "n": self.spec.calibration_qa,
-            "judge": "judge" in self.spec.objectives,
+            "judge": self._get("judge").name if "judge" in self.spec.objectives else None,
+            "vq": self.weights("vq"),
+            "backbone": self.weights("backbone"),
         }
         return self._cached("qa", params, lambda: self._measure_qa(keep_ratio, size))
 

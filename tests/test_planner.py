@@ -262,3 +262,36 @@ def test_qa_is_measured_at_the_settings_image_size(tmp_path, cache, monkeypatch)
         assert 0 <= evaluator.qa(1.0, size)["accuracy"] <= 1
         assert drawn[-1] == (size, (6, (size // 8) ** 2))  # canvases drawn at the size, (size / 8)^2 tokens each
     assert len(list(cache.glob("qa-*.json"))) == 2  # one measurement per size
+
+
+def test_cache_keys_follow_the_weights_and_the_asr_protocol(tmp_path, cache, monkeypatch):
+    import types
+
+    import mmtok.models.train_backbone as train_backbone
+
+    monkeypatch.setattr(CalibrationEvaluator, "_measure_fd", lambda self, self_hosted, size: 1.0)
+    monkeypatch.setattr(CalibrationEvaluator, "_measure_wer", lambda self, self_hosted, rate, levels: 0.5)
+    trained = {"vq": "vq-1", "av": "av-1"}
+    monkeypatch.setattr(train_backbone, "weights_fingerprint", lambda model: trained[model.name])
+    protocol = {"name": "faster-whisper tiny.en (greedy, temperature 0)"}
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0)))
+
+    def measured() -> int:
+        """New measurements of fd (mmtok, provider) and wer (mmtok, provider) by a fresh evaluator."""
+        evaluator = CalibrationEvaluator(spec, cache)
+        evaluator._models = {
+            "vq": types.SimpleNamespace(name="vq"),
+            "av": types.SimpleNamespace(name="av"),
+            "asr": types.SimpleNamespace(name=protocol["name"]),
+        }
+        evaluator.fd("mmtok-semantic", 32), evaluator.fd("gpt-4o", 32)
+        evaluator.wer("mmtok-semantic", 16.0, 8), evaluator.wer("gpt-4o", 16.0, 8)
+        return evaluator.measurements
+
+    assert measured() == 4 and measured() == 0
+    trained["vq"] = "vq-2"  # retrained image tokenizer: only the mmtok FD is measured again
+    assert measured() == 1
+    trained["av"] = "av-2"  # retrained audio tokenizer: only the mmtok WER
+    assert measured() == 1
+    protocol["name"] = "faster-whisper tiny.en (beam 5, temperature 0)"  # another decoder: both WERs
+    assert measured() == 2
