@@ -29,7 +29,8 @@ import itertools
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -71,15 +72,17 @@ class Spec:
     generations: int = 10
     seed: int = 1
     path: Path | None = None
+    prices: tuple[Path, ...] = ()  # the user's price sheets (``--prices``), over the shipped ones
 
     @property
     def objectives(self) -> list[str]:
         return [*self.minimize, *self.maximize]
 
 
-def load_spec(path: str | os.PathLike[str]) -> Spec:
+def load_spec(path: str | os.PathLike[str], prices: Iterable[str | os.PathLike[str]] = ()) -> Spec:
     """A planning spec from TOML; a bad key or value is a ConfigError naming it (``spec.toml: [request] images
-    must be an integer >= 0, got 'two'``)."""
+    must be an integer >= 0, got 'two'``). ``prices``: your own price sheets, whose rows override the shipped ones
+    (models are checked against them, and every cost is priced with them)."""
     path = Path(path)
     data = read_toml(path, "spec")
     unknown = sorted(set(data) - set(SECTIONS))
@@ -120,6 +123,7 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
         population=read.integer("search", "population", 24, minimum=4),
         generations=read.integer("search", "generations", 10, minimum=1),
         seed=read.integer("search", "seed", 1, minimum=0),
+        prices=tuple(Path(p) for p in prices),
     )
     validate(spec)
     return spec
@@ -247,7 +251,7 @@ def validate(spec: Spec) -> None:
     from mmtok.budgets.pricing import rate_card, resolve
 
     for model in models:
-        rate_card(resolve(model))  # unknown models fail here (PriceError), with the closest names
+        rate_card(resolve(model, spec.prices))  # unknown models fail here (PriceError), with the closest names
         if model != SELF_HOSTED:
             _check_modalities(model, spec, where)
     _check_applicable(spec, models, where)
@@ -381,9 +385,9 @@ def default_cache_dir() -> Path:
 class CalibrationEvaluator:
     """Objectives of a setting, measured on the calibration set; every measurement cached on disk by its inputs."""
 
-    def __init__(self, spec: Spec, cache_dir: Path | None = None, prices: tuple[Path, ...] = ()) -> None:
+    def __init__(self, spec: Spec, cache_dir: Path | None = None, prices: tuple[Path, ...] | None = None) -> None:
         self.spec = spec
-        self.prices = prices  # the user's price sheets
+        self.prices = spec.prices if prices is None else tuple(prices)  # the user's price sheets
         self.cache_dir = cache_dir or default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._models: dict[str, Any] = {}
@@ -688,8 +692,12 @@ def plan(
     generations: int | None = None,
     evaluator: CalibrationEvaluator | None = None,
     on_generation: Any = None,
+    prices: Iterable[str | os.PathLike[str]] | None = None,
 ) -> Plan:
-    """Search the spec's knobs with NSGA-II; returns the Pareto front, the knee and the cheapest point at the bars."""
+    """Search the spec's knobs with NSGA-II; returns the Pareto front, the knee and the cheapest point at the bars.
+
+    ``prices``: your own price sheets (rows override the shipped ones); by default the spec's (``load_spec``).
+    """
     from pymoo.algorithms.moo.nsga2 import NSGA2
     from pymoo.core.callback import Callback
     from pymoo.core.mixed import MixedVariableDuplicateElimination, MixedVariableMating, MixedVariableSampling
@@ -697,7 +705,10 @@ def plan(
     from pymoo.optimize import minimize
 
     if not isinstance(spec, Spec):
-        spec = load_spec(spec)
+        spec = load_spec(spec, prices or ())
+    elif prices is not None:
+        spec = replace(spec, prices=tuple(Path(p) for p in prices))
+        validate(spec)  # its models, priced with these sheets
     evaluator = evaluator or CalibrationEvaluator(spec)
     seen: dict[str, dict[str, Any]] = {}
     failed: dict[str, dict[str, Any]] = {}  # settings whose measurement raised: {"setting", "error"}

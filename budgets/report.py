@@ -217,7 +217,9 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
     lines += [
         "## How the objectives were measured",
         "",
-        "- cost: `mmtok.price` on the shipped price sheets (dated, sourced), per request;",
+        "- cost: `mmtok.price` on the shipped price sheets (dated, sourced)"
+        + (f" and yours ({', '.join(str(p) for p in spec.prices)}: its rows override)" if spec.prices else "")
+        + ", per request;",
         f"- fd: Fréchet distance on {spec.fd_extractor} features ({fid_or_not}) "
         f"between {spec.calibration_photos} held-out photo crops (256 px) and what the model receives "
         "(mmtok: the VQ reconstruction at the image size; providers: the photo resized to it), both resized to "

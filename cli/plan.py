@@ -20,15 +20,20 @@ def plan(
     out: Path = typer.Option(..., "--out", "-o", help="Report folder (report.md, report.html, front.csv/json)."),
     generations: int | None = typer.Option(None, min=1, help="NSGA-II generations (overrides the spec)."),
     population: int | None = typer.Option(None, min=4, help="NSGA-II population (overrides the spec)."),
+    prices: list[Path] = typer.Option(
+        [], "--prices", help="Your own price sheet (TOML); its rows override the shipped ones in every cost."
+    ),
 ) -> None:
     """Search token budgets: the Pareto front of cost vs FD/WER/accuracy/judge, its knee, and the cheapest
     setting that meets the quality bars."""
     from mmtok.budgets.planner import load_spec
     from mmtok.budgets.planner import plan as run_plan
     from mmtok.budgets.report import write_report
+    from mmtok.budgets.sheets import sheets
 
     try:
-        parsed = load_spec(spec)
+        sheets(tuple(prices))  # a bad sheet is one line naming it, before anything else
+        parsed = load_spec(spec, prices)
         _check_out(out)
     except MmtokError as e:
         print_error(e)

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from mmtok.budgets.planner import CalibrationEvaluator, hypervolume, load_spec, pareto_rows, plan, reference_point
+from mmtok.budgets.planner import (
+    CalibrationEvaluator,
+    hypervolume,
+    load_spec,
+    pareto_rows,
+    plan,
+    reference_point,
+    setting_key,
+)
 from mmtok.budgets.report import recommendations, write_report
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError, PriceError
@@ -295,3 +303,43 @@ def test_cache_keys_follow_the_weights_and_the_asr_protocol(tmp_path, cache, mon
     assert measured() == 1
     protocol["name"] = "faster-whisper tiny.en (beam 5, temperature 0)"  # another decoder: both WERs
     assert measured() == 2
+
+
+MY_PRICES = """
+provider = "self-hosted"
+currency = "USD"
+
+[models."mmtok-semantic"]
+input_per_mtok = "5.00"
+output_per_mtok = "5.00"
+image_relative = "1.8"
+audio_relative = "0.3"
+video_relative = "1.8"
+source = "my serving bill"
+as_of = 2026-12-01
+"""
+
+
+def test_prices_the_plan_with_the_users_sheets(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
+    sheet = tmp_path / "my.toml"
+    sheet.write_text(MY_PRICES)
+    shipped, mine = plan(load_spec(path), generations=2), plan(load_spec(path, [sheet]), generations=2)
+    shipped_cost = {setting_key(e["setting"]): e["objectives"]["cost"] for e in shipped.evaluated}
+    my_cost = {setting_key(e["setting"]): e["objectives"]["cost"] for e in mine.evaluated}
+    both = set(shipped_cost) & set(my_cost)
+    assert any('"mmtok-semantic"' in key for key in both) and any('"gpt-4o"' in key for key in both)
+    for key in both:  # mmtok-semantic at 10x the shipped 0.50 per 1M tokens; the providers as shipped
+        factor = 10 if '"mmtok-semantic"' in key else 1
+        assert my_cost[key] == pytest.approx(factor * shipped_cost[key])
+    out = tmp_path / "out"
+    argv = ["plan", str(path), "--out", str(out), "--generations", "2", "--prices", str(sheet)]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    front = json.loads((out / "front.json").read_text())["front"]
+    assert all(e["objectives"]["cost"] == pytest.approx(my_cost[setting_key(e["setting"])]) for e in front)
+    assert f"and yours ({sheet}" in (out / "report.md").read_text()
+    sheet.write_text(MY_PRICES.replace('"5.00"', "5.0", 1))
+    result = CliRunner().invoke(app, ["plan", str(path), "--out", str(out), "--prices", str(sheet)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and str(sheet) in result.stderr
