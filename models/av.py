@@ -34,6 +34,7 @@ from mmtok.models import checkpoint
 CLASS_PATH = "mmtok.models.av:AVTokenizer"
 MODALITY_INDEX = {"audio": 0, "video": 1}
 LOG_FLOOR = 1e-6
+DISTANCE_FLOOR = 1e-8  # vector-quantize-pytorch clamps squared code distances here before the root
 
 
 @dataclass
@@ -176,6 +177,53 @@ def video_features_from_frames(
     return torch.cat([motion, appearance], dim=1), grey[-1]
 
 
+def residual_nearest_codes(
+    codebooks: list[tuple[torch.Tensor, torch.Tensor]], content: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual quantisation of ``content`` ``[N, d]`` by nearest codes, level after level: (codes ``[N, d]``, the
+    sum of the chosen codes, and ids ``[N, L]``), equal to vector-quantize-pytorch's eval-mode ResidualVQ forward.
+
+    ``codebooks`` holds per level the codes ``[1, C, d]`` and their squared norms ``[1, C]``. The library scores a
+    level as argmax(-sqrt(clamp(|x|^2 + |c|^2 - 2 x.c))) over a full distance matrix, then one-hot encodes the
+    choice. Here the same squared distances, from the same einsum (the -2 folded into x, which is exact: a power of
+    two scales every rounding step alike), go to one min per row; ``_library_choice`` settles the rows where the
+    library's square root could round the best and another distance to one value."""
+    residual_1ND = content[None].float()
+    out_1ND = torch.zeros_like(residual_1ND)
+    ids = []
+    for codes_1CD, norms_1C in codebooks:
+        norms_1N = (residual_1ND**2).sum(-1)
+        dots_1NC = torch.einsum("b i d, b j d -> b i j", residual_1ND * -2, codes_1CD)
+        dist_1NC = norms_1N[..., None] + norms_1C[:, None, :]
+        dist_1NC += dots_1NC  # (|x|^2 + |c|^2) + (-2 x.c), as the library adds them
+        index_1N = _library_choice(dist_1NC)
+        chosen_1ND = codes_1CD[0][index_1N]
+        residual_1ND = residual_1ND - chosen_1ND
+        out_1ND = out_1ND + chosen_1ND
+        ids.append(index_1N)
+    return out_1ND[0], torch.stack(ids, dim=-1)[0]
+
+
+def _library_choice(dist_1NC: torch.Tensor) -> torch.Tensor:
+    """argmax(-sqrt(clamp(dist))) per row, as the library takes it, from one min and one second-best pass.
+
+    The min is the library's choice unless another distance could share its rounded root (a tie the library gives
+    to the lower index): within 2^-20 of it, relative (the root merges at most ~2^-22), or both under the clamp.
+    Those rows, and any that are not finite, are decided the library's way on the same distances."""
+    best_1N, index_1N = dist_1NC.min(-1)
+    slot_1N1 = index_1N[..., None]
+    dist_1NC.scatter_(-1, slot_1N1, float("inf"))
+    runner_up_1N = dist_1NC.amin(-1)
+    dist_1NC.scatter_(-1, slot_1N1, best_1N[..., None])
+    unsure_1N = runner_up_1N <= best_1N.clamp(min=DISTANCE_FLOOR) * (1 + 2**-20)
+    unsure_1N |= ~torch.isfinite(best_1N)
+    if bool(unsure_1N.any()):
+        rows = unsure_1N[0].nonzero().flatten()
+        index_1N = index_1N.clone()
+        index_1N[0, rows] = (-dist_1NC[0, rows].clamp(min=DISTANCE_FLOOR).sqrt()).argmax(-1)
+    return index_1N
+
+
 def _mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
     return nn.Sequential(
         nn.Linear(d_in, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, d_out)
@@ -232,14 +280,45 @@ class AVTokenizer(nn.Module):
         self, content: torch.Tensor, levels: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """content ``[N, d]`` -> (codes ``[N, d]``, ids ``[N, levels]``, commitment loss); ``levels`` keeps only
-        the first residual codebooks (default: all)."""
+        the first residual codebooks (default: all).
+
+        Inference (eval mode, no gradient) searches the codes itself (``residual_nearest_codes``: the same ids and
+        codes as the library's forward, a third of its time); training goes through vector-quantize-pytorch for its
+        EMA updates, dead-code expiry and losses."""
+        if levels is not None and levels < 1:
+            raise TokenError(f"codebook levels must be at least 1, got {levels}")
+        if self._can_search_codes(content):
+            codebooks = self._codebooks_for_search()
+            used = len(codebooks) if levels is None else min(levels, len(codebooks))
+            codes, ids = residual_nearest_codes(codebooks[:used], content)
+            if used < len(codebooks):
+                codes = self.codebook.get_output_from_indices(ids[None])[0]  # as the library sums a prefix
+            return codes, ids, content.new_zeros(())
         codes, ids, commit = self.codebook(content[None])
         if levels is not None and levels < ids.shape[-1]:
-            if levels < 1:
-                raise TokenError(f"codebook levels must be at least 1, got {levels}")
             ids = ids[..., :levels]
             codes = self.codebook.get_output_from_indices(ids)
         return codes[0], ids[0], commit.sum()
+
+    def _can_search_codes(self, content: torch.Tensor) -> bool:
+        """The library's eval forward is a plain nearest-code search when nothing trains and the codebooks are
+        initialised (an uninitialised one k-means-initialises itself on its first batch, even in eval)."""
+        return (
+            not self.codebook.training
+            and not (torch.is_grad_enabled() and content.requires_grad)
+            and content.dtype == torch.float32
+            and all(bool(layer._codebook.initted) for layer in self.codebook.layers)
+        )
+
+    def _codebooks_for_search(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per level: the codes ``[1, C, d]`` and their squared norms ``[1, C]``, computed once per weight version."""
+        embeds = [layer._codebook.embed.detach() for layer in self.codebook.layers]
+        key = tuple((e.data_ptr(), e._version, e.device) for e in embeds)
+        cached = getattr(self, "_code_norms", None)
+        if cached is None or cached[0] != key:
+            cached = (key, [(e, (e**2).sum(-1)) for e in embeds])  # the library's |c|^2, bit for bit
+            self._code_norms = cached
+        return cached[1]
 
     def token_embeddings(self, modality: str, content: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """What a model consumes: content (or codes) + modality embedding + time position embedding."""

@@ -1,0 +1,155 @@
+"""The fast residual-code search gives today's tokens: it equals vector-quantize-pytorch's forward (ids and codes
+bit for bit, rounding ties included), and the shipped av-tiny's tokens of the sample media equal the ones stored
+before the speed work (tests/data/av_tiny_reference.safetensors, made by the code at commit 2f10000)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import mmtok
+from mmtok.models.av import (
+    DISTANCE_FLOOR,
+    AVConfig,
+    AVTokenizer,
+    _library_choice,
+    residual_nearest_codes,
+)
+from mmtok.models.train_av import speech_files, speech_folder
+
+REFERENCE = Path(__file__).parent / "data" / "av_tiny_reference.safetensors"
+
+
+@pytest.fixture(scope="module")
+def shipped() -> AVTokenizer:
+    return mmtok.get_tokenizer("av-tiny").eval()
+
+
+@pytest.fixture(scope="module")
+def speech_content(shipped) -> torch.Tensor:
+    """Content of ~40 s of real speech (24 training sentences), 640 tokens at 16 tokens/s."""
+    waves = [mmtok.load(path).waveform(16000, mono=True) for path in speech_files(speech_folder(""))[:24]]
+    audio = mmtok.Audio.from_tensor(torch.cat(waves, dim=1), 16000)
+    with torch.no_grad():
+        return shipped.content("audio", shipped.audio_token_features(audio, 16.0))
+
+
+def library_quantize(tok: AVTokenizer, content: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.no_grad():
+        codes, ids, _ = tok.codebook(content[None])
+    return codes[0], ids[0]
+
+
+def library_choice(dist: torch.Tensor) -> torch.Tensor:
+    """vector-quantize-pytorch's pick from squared distances: argmax of -sqrt(clamp(d))."""
+    return (-dist.clamp(min=DISTANCE_FLOOR).sqrt()).argmax(-1)
+
+
+# ------------------------------------------------------------------------------------------- residual code search
+def test_residual_code_search_gives_the_librarys_ids_and_codes_bit_for_bit(shipped, speech_content, samples):
+    codes_of = shipped.codebook.layers[0]._codebook.embed[0]
+    with torch.no_grad():
+        video = shipped.content("video", shipped.video_token_features(mmtok.load(samples / "clip.mp4"), 16.0))
+    torch.manual_seed(0)
+    contents = {
+        "speech": speech_content,
+        "one token": speech_content[:1],
+        "video": video,
+        "gaussian": torch.randn(300, 256),
+        "tiny": 1e-3 * torch.randn(50, 256),
+        "zeros": torch.zeros(4, 256),
+        "on the codes": codes_of[:64].clone(),
+        "halfway between codes": (codes_of[:64] + codes_of[1:65]) / 2,
+    }
+    codebooks = shipped._codebooks_for_search()
+    for name, content in contents.items():
+        want_codes, want_ids = library_quantize(shipped, content)
+        codes, ids = residual_nearest_codes(codebooks, content)
+        assert torch.equal(ids, want_ids), name
+        assert torch.equal(codes, want_codes), name
+
+
+def test_quantize_in_inference_equals_the_library_at_every_level_count(shipped, speech_content):
+    content = speech_content[:200]
+    with torch.no_grad():
+        lib_codes, lib_ids, _ = shipped.codebook(content[None])
+        for levels in (None, 1, 3, 8):
+            codes, ids, commit = shipped.quantize(content, levels)
+            used = lib_ids.shape[-1] if levels is None else levels
+            assert torch.equal(ids, lib_ids[0, :, :used])
+            want = lib_codes[0] if used == lib_ids.shape[-1] else shipped.codebook.get_output_from_indices(ids[None])[0]
+            assert torch.equal(codes, want) and float(commit) == 0.0
+
+
+def test_rounding_ties_are_broken_as_the_library_breaks_them():
+    """Distances that differ but share a rounded square root, exact ties and values under the clamp: the library
+    takes the lowest index, which a plain min over squared distances would not."""
+    one_up = torch.nextafter(torch.tensor(1.0), torch.tensor(2.0))  # sqrt rounds it back to 1.0
+    rows = torch.tensor(
+        [
+            [2.0, float(one_up), 1.0, 3.0],  # min at 2, the library's choice 1 (equal roots)
+            [1.0, 4.0, 1.0, 1.0],  # exact ties: the first
+            [5e-9, 2e-9, 7.0, 1e-12],  # all under the clamp but 7.0: the first
+            [4.0, 3.0, 2.0, 1.0],  # a clear minimum
+            [float("nan"), 1.0, 2.0, 3.0],
+        ]
+    )[None]
+    assert library_choice(rows)[0, 0] == 1  # the premise: the root merges the two
+    assert torch.equal(_library_choice(rows.clone()), library_choice(rows))
+    torch.manual_seed(0)
+    crowded = 100.0 + torch.randint(0, 3, (1, 64, 32)).float() * float(one_up - 1) * 100  # ties everywhere
+    assert torch.equal(_library_choice(crowded.clone()), library_choice(crowded))
+
+
+def test_duplicate_codes_give_the_librarys_ids():
+    """A codebook with repeated and nearly repeated codes: every choice among them is a rounding tie."""
+    torch.manual_seed(0)
+    tok = AVTokenizer(AVConfig(d_model=16, codebook_size=8, num_quantizers=3), name="dupes")
+    tok.train()
+    tok.quantize(torch.randn(64, 16))  # k-means initialisation
+    tok.eval()
+    for layer in tok.codebook.layers:
+        embed = layer._codebook.embed
+        embed[0, 5] = embed[0, 2]
+        embed[0, 6] = embed[0, 2] * (1 + 2**-23)
+    content = torch.cat([tok.codebook.layers[0]._codebook.embed[0, [2, 5, 6]], torch.randn(100, 16)])
+    want_codes, want_ids = library_quantize(tok, content)
+    with torch.no_grad():
+        codes, ids, _ = tok.quantize(content)
+    assert torch.equal(ids, want_ids) and torch.equal(codes, want_codes)
+
+
+def test_training_and_gradients_still_go_through_the_library():
+    torch.manual_seed(0)
+    tok = AVTokenizer(AVConfig(d_model=16, codebook_size=8, num_quantizers=2), name="train")
+    tok.train()
+    content = torch.randn(32, 16, requires_grad=True)
+    codes, _, commit = tok.quantize(content)
+    assert commit.requires_grad and float(commit.detach()) > 0
+    (codes.sum() + commit).backward()
+    assert content.grad is not None
+
+
+# ------------------------------------------------------------------------------------------ shipped reference
+def test_shipped_av_tiny_tokens_equal_the_stored_reference(shipped, samples):
+    """Features within float rounding (measured: equal bit for bit on the machine that made the file), ids equal."""
+    ref = load_file(REFERENCE)
+    speech = mmtok.load(samples / "speech.wav")
+    with torch.no_grad():
+        features = shipped.audio_token_features(speech, 16.0)
+        torch.testing.assert_close(features, ref["speech_wav_16_features"], atol=1e-5, rtol=0)
+        for rate in (12.5, 16.0, 25.0, 50.0):
+            ids = shipped.encode(speech, tokens_per_second=rate).ids
+            assert torch.equal(ids.to(torch.int16), ref[f"speech_wav_{rate:g}_ids"]), rate
+        clip = mmtok.load(samples / "clip.mp4")
+        torch.testing.assert_close(
+            shipped.video_token_features(clip, 16.0), ref["clip_mp4_video_features"], atol=1e-6, rtol=0
+        )
+        streams = shipped.encode_streams(clip)
+        assert torch.equal(streams["video"].ids.to(torch.int16), ref["clip_mp4_video_ids"])
+        assert torch.equal(streams["audio"].ids.to(torch.int16), ref["clip_mp4_audio_ids"])
+        webm = shipped.encode(mmtok.load(samples / "clip.webm")).ids
+        assert torch.equal(webm.to(torch.int16), ref["clip_webm_video_ids"])
