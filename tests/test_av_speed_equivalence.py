@@ -1,6 +1,7 @@
-"""The fast residual-code search gives today's tokens: it equals vector-quantize-pytorch's forward (ids and codes
-bit for bit, rounding ties included), and the shipped av-tiny's tokens of the sample media equal the ones stored
-before the speed work (tests/data/av_tiny_reference.safetensors, made by the code at commit 2f10000)."""
+"""The fast audio paths give today's tokens: the residual-code search equals vector-quantize-pytorch's forward (ids
+and codes bit for bit, rounding ties included), the one-pass log-mel equals torchaudio's MelSpectrogram bit for bit,
+and the shipped av-tiny's tokens of the sample media equal the ones stored before the speed work
+(tests/data/av_tiny_reference.safetensors, made by the code at commit 2f10000)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from safetensors.torch import load_file
 import mmtok
 from mmtok.models.av import (
     DISTANCE_FLOOR,
+    AudioFeatures,
     AVConfig,
     AVTokenizer,
+    MelSpec,
     _library_choice,
+    _mel_tables,
     residual_nearest_codes,
 )
 from mmtok.models.train_av import speech_files, speech_folder
@@ -131,6 +135,49 @@ def test_training_and_gradients_still_go_through_the_library():
     assert commit.requires_grad and float(commit.detach()) > 0
     (codes.sum() + commit).backward()
     assert content.grad is not None
+
+
+# ------------------------------------------------------------------------------------------------------ log-mel
+def torchaudio_log_mel(x: torch.Tensor, spec: MelSpec, cfg: AVConfig) -> torch.Tensor:
+    """The features before the speed work: torchaudio's transform, |X|^2 as re^2 + im^2, channel-major."""
+    import torchaudio.transforms as T
+
+    mel = T.MelSpectrogram(
+        sample_rate=cfg.sample_rate_hz, n_fft=spec.n_fft, win_length=spec.win, hop_length=spec.hop,
+        n_mels=cfg.n_mels, power=2.0, center=False, norm="slaney", mel_scale="slaney",
+    )  # fmt: skip
+    s = mel.spectrogram
+    stft = torch.stft(
+        x[None], s.n_fft, s.hop_length, s.win_length, s.window, center=False, pad_mode=s.pad_mode,
+        normalized=False, onesided=True, return_complex=True,
+    )  # fmt: skip
+    power = mel.mel_scale(stft.real.square() + stft.imag.square())[0]  # (n_mels, frames)
+    return torch.log(power + 1e-6).T
+
+
+@pytest.mark.parametrize("rate", [12.5, 16.0, 25.0, 50.0, 7.0])
+def test_one_pass_log_mel_equals_torchaudio_bit_for_bit(rate):
+    cfg = AVConfig()
+    spec = MelSpec.for_rate(cfg, rate)
+    torch.manual_seed(0)
+    waves = [
+        0.3 * torch.randn(16000 * 7 + 123),  # more frames than one pass holds, and a ragged end
+        torch.sin(torch.arange(9000) / 7.0),
+        torch.zeros(spec.n_fft + 1),
+    ]
+    for wave in waves:
+        features = AudioFeatures(cfg, rate)
+        mine = features._frames(wave)
+        want = torchaudio_log_mel(wave, spec, cfg)
+        assert mine.shape == want.shape == ((len(wave) - spec.n_fft) // spec.hop + 1, cfg.n_mels)
+        assert torch.equal(mine, want)
+        assert torch.equal(features.carry, wave[mine.shape[0] * spec.hop :])
+
+
+def test_mel_window_is_torchaudios_padded_as_stft_pads_it():
+    window, filters = _mel_tables(16000, 1024, 1000, 80)
+    assert window.shape == (1024,) and filters.shape == (513, 80)
+    assert torch.equal(window[:12], torch.zeros(12)) and torch.equal(window[12:1012], torch.hann_window(1000))
 
 
 # ------------------------------------------------------------------------------------------ shipped reference
