@@ -65,6 +65,8 @@ class Spec:
     calibration_photos: int = 64
     calibration_speech: int = 12
     calibration_qa: int = 100
+    photos_folder: Path | None = None  # the user's photos for FD (else held-out crops); relative to the spec file
+    speech_manifest: Path | None = None  # JSONL of {"path", "text"} recordings for WER (else held-out sentences)
     fd_extractor: str = "efficientnet-lite0"
     asr: str = "whisper"
     judge: Any = "local"
@@ -117,6 +119,8 @@ def load_spec(path: str | os.PathLike[str], prices: Iterable[str | os.PathLike[s
         calibration_photos=read.integer("calibration", "photos", 64, minimum=2),
         calibration_speech=read.integer("calibration", "speech", 12, minimum=1),
         calibration_qa=read.integer("calibration", "qa", 100, minimum=1),
+        photos_folder=read.relative_path("calibration", "photos_folder"),
+        speech_manifest=read.relative_path("calibration", "speech_manifest"),
         fd_extractor=read.string("calibration", "fd_extractor", "efficientnet-lite0"),
         asr=read.string("calibration", "asr", "whisper"),
         judge=data.get("calibration", {}).get("judge", "local"),
@@ -135,7 +139,7 @@ SECTIONS: dict[str, set[str] | None] = {  # None: a value, not a table
     "variables": set(KNOBS),
     "objectives": {"minimize", "maximize"},
     "bars": set(OBJECTIVES),
-    "calibration": {"photos", "speech", "qa", "fd_extractor", "asr", "judge"},
+    "calibration": {"photos", "speech", "qa", "fd_extractor", "asr", "judge", "photos_folder", "speech_manifest"},
     "search": {"population", "generations", "seed"},
 }
 
@@ -171,6 +175,15 @@ class _Reader:
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{self._where(section, key)} must be a non-empty string, got {value!r}")
         return value
+
+    def relative_path(self, section: str, key: str) -> Path | None:
+        """A path relative to the spec file's folder (or absolute); None when the key is not given."""
+        value = self._raw(section, key, None)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{self._where(section, key)} must be a path (a string), got {value!r}")
+        return Path(os.path.normpath(self.path.parent / Path(value).expanduser()))  # a/b/../c -> a/c, for people
 
     def names(self, section: str, key: str, default: list[str]) -> list[str]:
         value = self._raw(section, key, default)
@@ -255,6 +268,10 @@ def validate(spec: Spec) -> None:
         if model != SELF_HOSTED:
             _check_modalities(model, spec, where)
     _check_applicable(spec, models, where)
+    if spec.photos_folder is not None:
+        user_photos(spec)  # a missing or empty folder fails here, naming the key
+    if spec.speech_manifest is not None:
+        user_speech(spec)
     if {"accuracy", "judge"} & set(spec.objectives) and any(m != SELF_HOSTED for m in models):
         raise ConfigError(
             f"{where}: accuracy and judge are measured on the self-hosted mmtok backbone; provider "
@@ -290,6 +307,80 @@ def validate(spec: Spec) -> None:
             get_asr(spec.asr)
         except EvalError as e:
             raise ConfigError(f"{where}: [calibration] asr: {e}") from None
+
+
+def user_photos(spec: Spec) -> list[Path]:
+    """The images under ``[calibration] photos_folder`` (``mmtok.scan``: sorted, recursive; other media and files
+    that cannot be read are skipped), at most ``photos`` of them."""
+    import mmtok
+    from mmtok.media import Image
+
+    where, folder = f"{spec.path or spec.name}: [calibration] photos_folder {spec.photos_folder}", spec.photos_folder
+    if folder is None or not folder.is_dir():
+        raise ConfigError(f"{where}: no such folder")
+    found: list[Path] = []
+    for item in mmtok.scan([folder]):
+        if isinstance(item, Image) and item.path is not None:
+            found.append(item.path)
+            if len(found) == spec.calibration_photos:
+                break
+    if len(found) < 2:
+        raise ConfigError(f"{where}: {'no images' if not found else 'one image'} in it; FD needs at least 2")
+    return found
+
+
+def user_speech(spec: Spec) -> list[tuple[Path, str]]:
+    """The recordings of ``[calibration] speech_manifest``: one JSON object ``{"path", "text"}`` a line, each path
+    relative to the manifest's folder (or absolute), at most ``speech`` of them."""
+    import mmtok
+    from mmtok.files import parse_json, read_text
+
+    where = f"{spec.path or spec.name}: [calibration] speech_manifest"
+    manifest = spec.speech_manifest
+    if manifest is None or not manifest.is_file():
+        raise ConfigError(f"{where} {manifest}: no such file")
+    items: list[tuple[Path, str]] = []
+    for number, line in enumerate(read_text(manifest, "speech manifest").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = parse_json(line, f"{where} {manifest}:{number}")
+        if not isinstance(row, dict) or not isinstance(row.get("path"), str) or not isinstance(row.get("text"), str):
+            raise ConfigError(f'{where} {manifest}:{number}: each line must be {{"path": ..., "text": ...}}')
+        audio = Path(os.path.normpath(manifest.parent / Path(row["path"]).expanduser()))
+        try:
+            mmtok.load(audio, kind="audio")  # the header only: a missing or non-audio file fails here
+        except MmtokError as e:
+            raise ConfigError(f"{where} {manifest}:{number}: {e}") from None
+        items.append((audio, row["text"]))
+        if len(items) == spec.calibration_speech:
+            break
+    if not items:
+        raise ConfigError(f"{where} {manifest}: no recordings in it")
+    return items
+
+
+def calibration_sets(spec: Spec) -> dict[str, str]:
+    """What FD and WER are measured on, in words, for the report."""
+    if spec.photos_folder is not None:
+        photos = f"{len(user_photos(spec))} of your photos ({spec.photos_folder}), centre-cropped to 256 px"
+    else:
+        photos = f"{4 * max(1, spec.calibration_photos // 4)} held-out photo crops (256 px)"
+    if spec.speech_manifest is not None:
+        speech = f"{len(user_speech(spec))} of your recordings ({spec.speech_manifest})"
+    else:
+        speech = f"{spec.calibration_speech} held-out Harvard sentences (espeak-ng)"
+    return {"photos": photos, "speech": speech}
+
+
+def _digest(paths: Iterable[Path], extra: Iterable[str] = ()) -> str:
+    """A content hash of calibration files (and their transcripts), so editing one is a new measurement."""
+    digest = hashlib.sha1()
+    for path in paths:
+        with open(path, "rb") as f:
+            digest.update(hashlib.file_digest(f, "sha1").digest())
+    for text in extra:
+        digest.update(text.encode())
+    return digest.hexdigest()[:16]
 
 
 def candidate_models(spec: Spec) -> list[str]:
@@ -393,6 +484,7 @@ class CalibrationEvaluator:
         self._models: dict[str, Any] = {}
         self._failures: dict[str, Exception] = {}  # measurement key -> what it raised in this run
         self._weights: dict[str, str] = {}  # model name -> weights fingerprint
+        self._sets: dict[str, Any] = {}  # "photos" / "speech" -> (content hash, items)
         self.evaluations = 0  # distinct settings evaluated
         self.measurements = 0  # component measurements actually run (not from the cache)
 
@@ -459,6 +551,7 @@ class CalibrationEvaluator:
             "self_hosted": model == SELF_HOSTED,
             "size": size,
             "n": self.spec.calibration_photos,
+            "photos": self._photo_set()[0],
             "extractor": self.spec.fd_extractor,
             "vq": self.weights("vq") if model == SELF_HOSTED else None,
         }
@@ -469,9 +562,8 @@ class CalibrationEvaluator:
         import torch.nn.functional as F
 
         from mmtok.eval.metrics import feature_frechet
-        from mmtok.models.data import heldout_photo_crops
 
-        reference = heldout_photo_crops(256, per_photo=max(1, self.spec.calibration_photos // 4))
+        reference = self._reference_photos()  # [N, 3, 256, 256] in [-1, 1]
         with torch.no_grad():
             small = F.interpolate(reference, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
             if self_hosted:
@@ -483,6 +575,38 @@ class CalibrationEvaluator:
             extractor = self._get("extractor")
             return feature_frechet(extractor.features(reference), extractor.features(seen))
 
+    def _photo_set(self) -> tuple[str, list[Path] | None]:
+        """("heldout", None), or the content hash of the user's photos and their paths."""
+        if "photos" not in self._sets:
+            paths = None if self.spec.photos_folder is None else user_photos(self.spec)
+            self._sets["photos"] = ("heldout", None) if paths is None else (_digest(paths), paths)
+        return self._sets["photos"]
+
+    def _reference_photos(self) -> Any:
+        import torch
+
+        import mmtok
+        from mmtok.models.data import heldout_photo_crops
+        from mmtok.models.imaging import resize_to_square
+
+        _, paths = self._photo_set()
+        if paths is None:
+            return heldout_photo_crops(256, per_photo=max(1, self.spec.calibration_photos // 4))
+        photos = [mmtok.load(p, kind="image").to_tensor(draft_size=(256, 256)) for p in paths]  # uint8 [3, H, W]
+        return torch.stack([resize_to_square(photo, 256, "crop")[0] for photo in photos])  # [N, 3, 256, 256]
+
+    def _speech_set(self) -> tuple[str, list[tuple[Path, str]]]:
+        """("heldout", held-out sentences), or the content hash of the user's recordings and transcripts, and them."""
+        if "speech" not in self._sets:
+            from mmtok.eval.av_eval import heldout_speech
+
+            if self.spec.speech_manifest is None:
+                self._sets["speech"] = ("heldout", heldout_speech()[: self.spec.calibration_speech])
+            else:
+                items = user_speech(self.spec)
+                self._sets["speech"] = (_digest([p for p, _ in items], [t for _, t in items]), items)
+        return self._sets["speech"]
+
     def wer(self, model: str, rate: float, levels: int) -> float:
         self_hosted = model == SELF_HOSTED
         params = {
@@ -490,6 +614,7 @@ class CalibrationEvaluator:
             "rate": rate if self_hosted else None,
             "levels": levels if self_hosted else None,
             "n": self.spec.calibration_speech,
+            "speech": self._speech_set()[0],
             "asr": self._get("asr").name,  # the protocol (model, decoding, temperature), not just the backend
             "av": self.weights("av") if self_hosted else None,
         }
@@ -500,9 +625,8 @@ class CalibrationEvaluator:
 
         import mmtok
         from mmtok.eval.asr import wer
-        from mmtok.eval.av_eval import heldout_speech
 
-        items = heldout_speech()[: self.spec.calibration_speech]
+        _, items = self._speech_set()
         asr = self._get("asr")
         hyps = []
         for path, _ in items:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.planner import KNOBS, OBJECTIVES, Plan, meets_bars
+from mmtok.budgets.planner import KNOBS, OBJECTIVES, Plan, calibration_sets, meets_bars
 
 LABELS = {
     "cost": "cost (USD / request)",
@@ -214,18 +214,18 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
             "",
         ]
     fid_or_not = "FID" if "inception" in spec.fd_extractor else "FD, not FID"
+    sets = calibration_sets(spec)
     lines += [
         "## How the objectives were measured",
         "",
         "- cost: `mmtok.price` on the shipped price sheets (dated, sourced)"
         + (f" and yours ({', '.join(str(p) for p in spec.prices)}: its rows override)" if spec.prices else "")
         + ", per request;",
-        f"- fd: Fréchet distance on {spec.fd_extractor} features ({fid_or_not}) "
-        f"between {spec.calibration_photos} held-out photo crops (256 px) and what the model receives "
-        "(mmtok: the VQ reconstruction at the image size; providers: the photo resized to it), both resized to "
-        "256 px;",
-        f"- wer: corpus WER of {spec.calibration_speech} held-out Harvard sentences (espeak-ng) by {spec.asr}, "
-        "on the speech the model receives (mmtok: reconstructed from tokens; providers: the original);",
+        f"- fd: Fréchet distance on {spec.fd_extractor} features ({fid_or_not}) between {sets['photos']} and "
+        "what the model receives (mmtok: the VQ reconstruction at the image size; providers: the photo resized to "
+        "it), both resized to 256 px;",
+        f"- wer: corpus WER of {sets['speech']} by {spec.asr}, on the speech the model receives (mmtok: "
+        "reconstructed from tokens; providers: the original);",
         f"- accuracy / judge: the MoE backbone answering which digit is written, on {spec.calibration_qa} "
         "held-out digits-on-photos drawn at the setting's image size ((size / 8)^2 tokens), from MI-truncated "
         "visual tokens; judge = mmtok's offline LLM judge.",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,16 +14,20 @@ from typer.testing import CliRunner
 
 from mmtok.budgets.planner import (
     CalibrationEvaluator,
+    calibration_sets,
     hypervolume,
     load_spec,
     pareto_rows,
     plan,
     reference_point,
     setting_key,
+    user_photos,
+    user_speech,
 )
 from mmtok.budgets.report import recommendations, write_report
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError, PriceError
+from mmtok.samples import samples_dir
 
 SMALL = """
 name = "small"
@@ -343,3 +348,93 @@ def test_prices_the_plan_with_the_users_sheets(tmp_path, cache, monkeypatch):
     sheet.write_text(MY_PRICES.replace('"5.00"', "5.0", 1))
     result = CliRunner().invoke(app, ["plan", str(path), "--out", str(out), "--prices", str(sheet)])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and str(sheet) in result.stderr
+
+
+def photo_folder(folder, samples, names=("astronaut.png", "chelsea.jpg", "coffee.webp")):
+    import shutil
+
+    folder.mkdir()
+    for name in names:
+        shutil.copy(samples / name, folder / name)
+    (folder / "notes.txt").write_text("not a photo")
+    shutil.copy(samples / "speech.wav", folder / "speech.wav")  # other media are skipped
+    return folder
+
+
+def test_photos_folder_is_the_fd_calibration_set(tmp_path, cache, samples):
+    photo_folder(tmp_path / "photos", samples)
+    body = SMALL.format(budget=10000, bar=100.0).replace("photos = 8", 'photos = 8\nphotos_folder = "photos"')
+    spec = load_spec(spec_file(tmp_path, body))
+    assert spec.photos_folder == tmp_path / "photos"  # relative to the spec file
+    assert [p.name for p in user_photos(spec)] == ["astronaut.png", "chelsea.jpg", "coffee.webp"]
+    evaluator = CalibrationEvaluator(spec, cache)
+    assert tuple(evaluator._reference_photos().shape) == (3, 3, 256, 256)
+    fd_small, fd_large = evaluator.fd("gpt-4o", 32), evaluator.fd("gpt-4o", 128)
+    assert fd_small > fd_large >= 0
+    assert "3 of your photos" in calibration_sets(spec)["photos"]
+    (tmp_path / "photos" / "coffee.webp").unlink()  # another set of photos: measured again
+    again = CalibrationEvaluator(load_spec(spec.path), cache)
+    again.fd("gpt-4o", 32)
+    assert again.measurements == 1
+
+
+def test_speech_manifest_is_the_wer_calibration_set(tmp_path, cache, samples):
+    import types
+
+    lines = [
+        {"path": str(samples / "speech.wav"), "text": "The quick brown fox jumps over the lazy dog."},
+        {"path": "../numbers.wav", "text": "Please send the report by nine thirty on Monday morning."},
+    ]
+    (tmp_path / "speech").mkdir()
+    (tmp_path / "numbers.wav").write_bytes((samples / "speech_numbers.wav").read_bytes())
+    (tmp_path / "speech" / "mine.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n\n")
+    body = SMALL.format(budget=10000, bar=100.0).replace("audio_seconds = 0", "audio_seconds = 5")
+    body = body.replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "wer"]').replace("fd = 100.0", "wer = 0.5")
+    body = body.replace(', "gpt-4o"]', "]").replace("photos = 8", 'speech_manifest = "speech/mine.jsonl"')
+    spec = load_spec(spec_file(tmp_path, body))
+    assert [(p.name, t[:10]) for p, t in user_speech(spec)] == [
+        ("speech.wav", "The quick "),
+        ("numbers.wav", "Please sen"),
+    ]
+    evaluator = CalibrationEvaluator(spec, cache)
+    heard = types.SimpleNamespace(
+        name="fake asr", transcribe=lambda audio: "the quick brown fox jumps over the lazy dog"
+    )
+    evaluator._models["asr"] = heard
+    assert evaluator.wer("gemini-2.5-flash", 16.0, 8) == pytest.approx(10 / 19)  # right on 1, wrong on the other
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("photos_folder", '"nowhere"', "[calibration] photos_folder {tmp}/nowhere: no such folder"),
+        ("photos_folder", '"empty"', "[calibration] photos_folder {tmp}/empty: no images in it"),
+        ("photos_folder", "3", "[calibration] photos_folder must be a path"),
+        ("speech_manifest", '"none.jsonl"', "[calibration] speech_manifest {tmp}/none.jsonl: no such file"),
+        ("speech_manifest", '"blank.jsonl"', "[calibration] speech_manifest {tmp}/blank.jsonl: no recordings"),
+        ("speech_manifest", '"bad.jsonl"', "[calibration] speech_manifest {tmp}/bad.jsonl:2: each line must be"),
+        ("speech_manifest", '"gone.jsonl"', "[calibration] speech_manifest {tmp}/gone.jsonl:1: {tmp}/x.wav"),
+    ],
+)
+def test_a_calibration_folder_or_manifest_that_is_missing_or_empty_is_a_config_error(
+    tmp_path, samples, key, value, message
+):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "readme.txt").write_text("no photos here")
+    (tmp_path / "blank.jsonl").write_text("\n\n")
+    (tmp_path / "bad.jsonl").write_text(
+        json.dumps({"path": str(samples / "speech.wav"), "text": "a"}) + '\n["a.wav"]\n'
+    )
+    (tmp_path / "gone.jsonl").write_text('{"path": "x.wav", "text": "gone"}\n')
+    body = SMALL.format(budget=10000, bar=100.0).replace("photos = 8", f"photos = 8\n{key} = {value}")
+    with pytest.raises(ConfigError) as caught:
+        load_spec(spec_file(tmp_path, body))
+    assert message.format(tmp=tmp_path) in str(caught.value)
+
+
+def test_the_my_inputs_example_points_at_the_shipped_samples():
+    spec = load_spec(Path(__file__).resolve().parents[1] / "budgets" / "examples" / "my-inputs.toml")
+    photos, speech = user_photos(spec), user_speech(spec)
+    assert [p.name for p in photos] == ["astronaut.png", "chelsea.jpg", "coffee.webp", "rocket_rotated.jpg"]
+    assert [p.name for p, _ in speech] == ["speech.wav", "speech_numbers.wav", "speech.mp3", "speech.m4a"]
+    assert all(p.parent == samples_dir() for p in photos) and speech[1][1].startswith("Please send the report")
