@@ -654,16 +654,16 @@ def price_requests(
     *,
     text: str | None = None,
     prices: PriceSheets = (),
-) -> Iterator[tuple[str, list[Quote | MmtokError]]]:
+) -> Iterator[tuple[str, MmtokError | list[Quote | MmtokError]]]:
     """Price each (label, paths) request, with ``text``, on every model; each file is read once. A file that cannot
-    be read fails its request (one error); a model that cannot price a request is an error in its place. Nothing is
-    raised, so a batch always finishes."""
+    be read fails its request (one error in place of the list); a model that cannot price a request is an error in
+    its place in the list. Nothing is raised, so a batch always finishes."""
     resolved = [resolve(m, prices) for m in models]  # bad names fail here, before any work
     for label, paths in requests:
         try:
             attachments = _attachments(paths, text)
         except MmtokError as e:
-            yield label, [e]
+            yield label, e
             continue
         results: list[Quote | MmtokError] = []
         for model in resolved:

@@ -118,11 +118,11 @@ def price(
     table: list[Quote] = []
     warned: set[str] = set()
     for item, results in price_requests(requests(), model, options, text=text, prices=prices):
-        if len(results) != len(model):  # the request itself could not be read: one line, not one per model
+        if isinstance(results, MmtokError):  # the request itself could not be read: one line, not one per model
             failures += 1
-            print_error(results[0])
+            print_error(results)
             if json_out:
-                print_json_line({"item": item, "error": str(results[0])})
+                print_json_line({"item": item, "error": str(results)})
             continue
         for name, result in zip(model, results, strict=True):
             if isinstance(result, MmtokError):

@@ -67,7 +67,7 @@ def test_demo_inspects_prices_tokenizes_and_asks_the_backbone(tmp_path):
     steps = "inspect,price,tokenize,backbone"
     result = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--steps", steps])
     assert result.exit_code == 0, result.output
-    for name in ("astronaut.png", "clip.mp4", "speech.wav", "note.txt", "gemini-2.5-flash"):
+    for name in ("astronaut.png", "clip.mp4", "speech.wav", "note.txt", "gemini-3.1-pro-preview"):
         assert name in result.stdout
     assert (tmp_path / "demo" / "tokens" / "chelsea.safetensors").is_file()
     assert "correct:" in result.stdout and "with all tokens" in result.stdout

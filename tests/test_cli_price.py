@@ -172,3 +172,11 @@ def test_import_litellm_command(tmp_path):
     assert result.exit_code == 0, result.output
     quote = runner.invoke(app, ["price", "--json", "--prices", str(out), "--text", "hi"])
     assert _rows(quote)[0]["as_of"] == "2026-10-01"
+
+
+def test_an_unreadable_file_with_one_model_is_one_line_naming_the_file_once(tmp_path):
+    bad = tmp_path / "empty.png"
+    bad.write_bytes(b"")
+    result = runner.invoke(app, ["price", "-m", "gpt-4o", str(bad)])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"error: {bad}: empty file (0 bytes)"

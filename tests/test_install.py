@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -34,9 +35,23 @@ def _tree(folder: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     work = tmp_path_factory.mktemp("install")
+    source = work / "source"  # setuptools writes build/ beside the sources: build from a copy, not the checkout
+    ignore = shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__", "mmtok-demo", ".cache")
+    shutil.copytree(ROOT, source, ignore=ignore)
     wheels = work / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
         check=True,
         capture_output=True,
     )
