@@ -577,7 +577,18 @@ def _attachments(items: Any, text: str | None, allow_empty: bool = False) -> lis
         items = []
     elif isinstance(items, (str, os.PathLike)) or not isinstance(items, (list, tuple)):
         items = [items]
-    out = [(_describe(i), load(i) if isinstance(i, (str, os.PathLike)) else i) for i in items]
+    out = []
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            out.append((_describe(item), item))
+        elif os.fspath(item).endswith(".safetensors"):  # a token file: its sequences are the attachments
+            from mmtok.tokens import load_sequences
+
+            sequences = load_sequences(item)
+            single = len(sequences) == 1
+            out += [(os.fspath(item) if single else f"{os.fspath(item)}[{k}]", s) for k, s in sequences.items()]
+        else:
+            out.append((os.fspath(item), load(item)))
     if text is not None:
         out.append(("<text>", Text.from_string(text)))
     if not out and not allow_empty:

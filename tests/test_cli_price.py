@@ -180,3 +180,14 @@ def test_an_unreadable_file_with_one_model_is_one_line_naming_the_file_once(tmp_
     result = runner.invoke(app, ["price", "-m", "gpt-4o", str(bad)])
     assert result.exit_code == 1
     assert result.stderr.strip() == f"error: {bad}: empty file (0 bytes)"
+
+
+def test_price_takes_token_files(tmp_path):
+    import torch
+
+    from mmtok.tokens import TokenSequence
+
+    path = TokenSequence("audio", embeddings=torch.zeros(48, 4), tokenizer="av-tiny").save(tmp_path / "s.safetensors")
+    result = runner.invoke(app, ["price", str(path), "-m", "mmtok-semantic", "--json"])
+    assert result.exit_code == 0, result.output
+    assert _rows(result)[0]["tokens"]["audio"] == 48

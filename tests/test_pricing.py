@@ -364,3 +364,12 @@ def test_import_litellm_rejects_bad_json(tmp_path):
 def test_header_only_images_price_without_pixels():
     quote = price([Image(None, "size", 1024, 1024)] * 2, model="gpt-4o", detail="high")
     assert quote.tokens("image") == 2 * 765
+
+
+def test_token_files_are_priced_like_media(tmp_path):
+    seq = TokenSequence("image", ids=torch.arange(64), grid=(8, 8), tokenizer="vq-clip-tiny")
+    path = seq.save(tmp_path / "photo.safetensors")
+    quote = price(path, model="mmtok-semantic")
+    assert quote.tokens("image") == 64 and quote.lines[0].item == str(path)
+    with pytest.raises(PriceError, match="priced on mmtok's own models"):
+        price(path, model="gpt-4o")
