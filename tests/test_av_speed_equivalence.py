@@ -1,12 +1,15 @@
-"""The fast audio paths give today's tokens: the residual-code search equals vector-quantize-pytorch's forward (ids
-and codes bit for bit, rounding ties included), the one-pass log-mel equals torchaudio's MelSpectrogram bit for bit,
-and the shipped av-tiny's tokens of the sample media equal the ones stored before the speed work
-(tests/data/av_tiny_reference.safetensors, made by the code at commit 2f10000)."""
+"""The fast audio/video paths give today's tokens: the residual-code search equals vector-quantize-pytorch's forward
+(ids and codes bit for bit, rounding ties included), the one-pass log-mel equals torchaudio's MelSpectrogram bit for
+bit, the small-frame decoder equals ``Video.frames`` frame for frame, and the shipped av-tiny's tokens of the sample
+media equal the ones stored before the speed work (tests/data/av_tiny_reference.safetensors, made by the code at
+commit 2f10000)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import av
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -20,9 +23,12 @@ from mmtok.models.av import (
     MelSpec,
     _library_choice,
     _mel_tables,
+    _off_grid,
     residual_nearest_codes,
+    sampled_small_frames,
 )
 from mmtok.models.train_av import speech_files, speech_folder
+from tests.makers import write_video
 
 REFERENCE = Path(__file__).parent / "data" / "av_tiny_reference.safetensors"
 
@@ -178,6 +184,45 @@ def test_mel_window_is_torchaudios_padded_as_stft_pads_it():
     window, filters = _mel_tables(16000, 1024, 1000, 80)
     assert window.shape == (1024,) and filters.shape == (513, 80)
     assert torch.equal(window[:12], torch.zeros(12)) and torch.equal(window[12:1012], torch.hann_window(1000))
+
+
+# ------------------------------------------------------------------------------------------------------- video
+def video_frames_reference(video, rate: float) -> torch.Tensor:
+    """What the features read before the speed work: ``Video.frames`` at the token rate, 32 x 32."""
+    return torch.cat([chunk.frames for chunk in video.frames(fps=rate, size=(32, 32), chunk_frames=256)])
+
+
+@pytest.mark.parametrize("name", ["clip.mp4", "clip.webm", "vfr.mkv"])
+@pytest.mark.parametrize("rate", [16.0, 5.0, 12.5, 50.0, 7.3])
+def test_small_frame_decoder_equals_video_frames(samples, tmp_path, name, rate):
+    vfr_times = [0.0, 0.1, 0.15, 0.4, 0.45, 0.9, 1.0]
+    path = write_video(tmp_path / name, vfr_times) if name == "vfr.mkv" else samples / name
+    video = mmtok.load(path)
+    mine = torch.cat(list(sampled_small_frames(video, rate, 32)))
+    assert torch.equal(mine, video_frames_reference(video, rate))
+
+
+def test_chunks_are_bounded_and_join_to_the_whole(samples):
+    video = mmtok.load(samples / "clip.mp4")
+    chunks = list(sampled_small_frames(video, 16.0, 32, chunk_frames=20))
+    assert [len(c) for c in chunks] == [20, 20, 8]
+    assert torch.equal(torch.cat(chunks), video_frames_reference(video, 16.0))
+
+
+def test_frames_no_sample_falls_on_are_sent_to_be_skipped(samples):
+    """clip.mp4 (libx264 preset medium) has B-frames; at 5 tokens/s most frames fall between samples."""
+    video = mmtok.load(samples / "clip.mp4")
+    step, native = 1 / 5, 1 / video.fps
+    with av.open(str(video.path)) as container:
+        stream = container.streams.video[0]
+        time_base = float(stream.time_base)
+        times = sorted(p.pts * time_base for p in container.demux(stream) if p.size)
+    off = [t for t in times if _off_grid(t - times[0], native, step)]
+    assert len(off) > len(times) // 2
+    grid = [k * step for k in range(math.ceil(times[-1] / step) + 1)]
+    for t in off:  # no grid time lies within the frame's time on screen
+        assert not any(t - times[0] - 1e-9 <= g < t - times[0] + native - 1e-9 for g in grid)
+    assert not _off_grid(0.0, native, step) and not _off_grid(0.19, 0.02, step) and _off_grid(0.21, 0.02, step)
 
 
 # ------------------------------------------------------------------------------------------ shipped reference
