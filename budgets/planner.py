@@ -43,6 +43,7 @@ from mmtok.files import read_toml, write_atomic
 OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
 KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "model")
 AUDIO_KNOBS = ("audio_tokens_per_second", "codebook_levels")
+SELF_HOSTED_KNOBS = ("keep_ratio", *AUDIO_KNOBS)  # knobs of the mmtok tokenizers, no provider's
 SELF_HOSTED = "mmtok-semantic"
 MAX_IMAGE_SIZE_PX = 1024  # image_size options (mmtok: (size / 8)^2 tokens; providers: the pixels they receive)
 AUDIO_CODEBOOK_LEVELS = 8  # av-tiny's residual codebook levels
@@ -454,6 +455,34 @@ def domains(spec: Spec) -> dict[str, Any]:
     return out
 
 
+def knob_applies(spec: Spec, knob: str, model: str | None = None) -> bool:
+    """Whether a knob changes anything: for the media the request sends and, given a model, for that model
+    (keep_ratio and the audio knobs are the mmtok tokenizers'; a provider gets the image resized, the audio as is)."""
+    if knob in ("image_size", "keep_ratio") and spec.images == 0:
+        return False
+    if knob in AUDIO_KNOBS and spec.audio_seconds == 0:
+        return False
+    if knob in SELF_HOSTED_KNOBS:
+        return SELF_HOSTED in candidate_models(spec) if model is None else model == SELF_HOSTED
+    return True
+
+
+def applicable_setting(spec: Spec, setting: dict[str, Any]) -> dict[str, Any]:
+    """The knobs of ``setting`` that apply to it (no audio knobs without audio, no keep_ratio for a provider)."""
+    return {k: v for k, v in setting.items() if knob_applies(spec, k, setting.get("model"))}
+
+
+def _distinct(spec: Spec, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per setting of the knobs that apply (gemini at 128 px is one setting, whatever the audio knobs)."""
+    out, seen = [], set()
+    for entry in entries:
+        key = setting_key(applicable_setting(spec, entry["setting"]))
+        if key not in seen:
+            seen.add(key)
+            out.append(entry)
+    return out
+
+
 def setting_key(setting: dict[str, Any]) -> str:
     clean = {k: (round(float(v), 3) if k == "keep_ratio" else _plain(v)) for k, v in setting.items()}
     return json.dumps(clean, sort_keys=True)
@@ -751,20 +780,52 @@ class Plan:
     measurements: int = 0
     failed: list[dict[str, Any]] = field(default_factory=list)  # {"setting", "error"} of each failed setting
     reference_point: list[float] | None = None  # of every generation's hypervolume, as pymoo minimises
+    population: int = 0  # NSGA-II population and generations this run used (the spec's, or the overrides)
+    generations: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "spec": self.spec.name,
-            "front": self.front,
-            "knee": self.knee,
-            "cheapest_meeting_bars": self.cheapest_meeting_bars,
-            "history": self.history,
-            "reference_point": self.reference_point,
-            "evaluations": self.evaluations,
-            "measurements": self.measurements,
-            "shortfall": self.shortfall,
-            "failed": self.failed,
-        }
+        """The plan as JSON-ready data: each setting holds only the knobs that apply to it, and a value that was not
+        measured is None, never NaN."""
+        spec = self.spec
+
+        def entry(e: dict[str, Any] | None) -> dict[str, Any] | None:
+            if e is None:
+                return None
+            return {
+                "setting": applicable_setting(spec, e["setting"]),
+                "objectives": e["objectives"],
+                "meets_bars": e["objectives"]["tokens"] <= spec.budget_tokens and meets_bars(spec, e["objectives"]),
+            }
+
+        return _json_safe(
+            {
+                "spec": spec.name,
+                "objectives": {o: OBJECTIVES[o] for o in spec.objectives},
+                "bars": spec.bars,
+                "budget_tokens": spec.budget_tokens,
+                "population": self.population,
+                "generations": self.generations,
+                "evaluations": self.evaluations,
+                "measurements": self.measurements,
+                "front": [entry(e) for e in self.front],
+                "knee": entry(self.knee),
+                "cheapest_meeting_bars": entry(self.cheapest_meeting_bars),
+                "shortfall": self.shortfall,
+                "history": self.history,
+                "reference_point": self.reference_point,
+                "failed": [{**f, "setting": applicable_setting(spec, f["setting"])} for f in self.failed],
+            }
+        )
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return _plain(value) if hasattr(value, "item") else value
 
 
 def objective_vector(spec: Spec, values: dict[str, float]) -> list[float]:
@@ -881,8 +942,9 @@ def plan(
             if on_generation:
                 on_generation(record)
 
+    population_used, generations_used = population or spec.population, generations or spec.generations
     algorithm = NSGA2(
-        pop_size=population or spec.population,
+        pop_size=population_used,
         sampling=MixedVariableSampling(),
         mating=MixedVariableMating(eliminate_duplicates=MixedVariableDuplicateElimination()),
         eliminate_duplicates=MixedVariableDuplicateElimination(),
@@ -890,13 +952,14 @@ def plan(
     minimize(
         Problem(),
         algorithm,
-        ("n_gen", generations or spec.generations),
+        ("n_gen", generations_used),
         seed=spec.seed,
         callback=Track(),
         verbose=False,
     )
     result = summarise(spec, list(seen.values()), history, evaluator, list(failed.values()))
     result.reference_point = [float(v) for v in reference[0]] if reference else None
+    result.population, result.generations = population_used, generations_used
     return result
 
 
@@ -913,7 +976,7 @@ def summarise(
     evaluator: CalibrationEvaluator,
     failed: list[dict[str, Any]] | None = None,
 ) -> Plan:
-    front = sorted(pareto_rows(spec, entries), key=lambda e: e["objectives"]["cost"])
+    front = sorted(_distinct(spec, pareto_rows(spec, entries)), key=lambda e: e["objectives"]["cost"])
     feasible = [e for e in entries if e["objectives"]["tokens"] <= spec.budget_tokens]
     shortfall = None
     if not entries:

@@ -1,5 +1,11 @@
 """Planning reports: ``report.md`` + ``report.html`` with Pareto-front figures, the recommended configurations, the
-exact settings to reproduce each, and the front as CSV and JSON."""
+exact settings to reproduce each, and the front as CSV and JSON.
+
+Tables show the settings that matter: a knob that does not apply to the request (no audio knobs without audio, no
+image knobs without images) is left out, one fixed for the whole run is stated once under the table, and a knob of
+the mmtok tokenizers shows "—" for a provider model. Values are rounded for reading (front.csv and front.json keep
+them whole).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,23 @@ import csv
 import html
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.planner import KNOBS, OBJECTIVES, Plan, calibration_sets, meets_bars
+from mmtok.budgets.planner import (
+    OBJECTIVES,
+    SELF_HOSTED,
+    SELF_HOSTED_KNOBS,
+    Plan,
+    Spec,
+    applicable_setting,
+    calibration_sets,
+    candidate_models,
+    domains,
+    knob_applies,
+    meets_bars,
+)
 
 LABELS = {
     "cost": "cost (USD / request)",
@@ -20,23 +39,81 @@ LABELS = {
     "accuracy": "QA accuracy",
     "judge": "judge score (1-5)",
 }
+KNOB_LABELS = {
+    "model": "model",
+    "image_size": "image px",
+    "keep_ratio": "keep",
+    "audio_tokens_per_second": "audio tok/s",
+    "codebook_levels": "levels",
+}
 
 
-def _fmt(name: str, value: Any) -> str:
-    if value is None:
+def dollars(value: float) -> str:
+    """Three significant figures, never in E notation: $0.000266, $0.0123, $1.50, $1,234.00."""
+    if value == 0:
+        return "$0"
+    decimals = max(2, 2 - math.floor(math.log10(abs(value))))
+    return f"${value:,.{decimals}f}"
+
+
+def objective_text(name: str, value: Any) -> str:
+    """An objective's value rounded for reading; "—" when it was not measured (None or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     if name == "cost":
-        return f"${value:.6f}"
+        return dollars(value)
     if name in ("wer", "accuracy"):
         return f"{value:.1%}"
     if name == "tokens":
         return f"{value:,.0f}"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+    if name == "fd":
+        return f"{value:.1f}"
+    return f"{value:.2f}"  # judge, on 1-5
 
 
-def _fmt_reference(name: str, value: float) -> str:
-    """A reference-point coordinate; maximised objectives are negated for pymoo, shown here as they are."""
-    return _fmt(name, -value if OBJECTIVES[name] == "max" else value)
+def knob_text(knob: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if knob == "keep_ratio":
+        return f"{float(value):.2f}"
+    if knob == "audio_tokens_per_second":
+        return f"{float(value):g}"
+    return str(value)
+
+
+def knob_columns(spec: Spec) -> tuple[list[str], dict[str, Any]]:
+    """The knobs worth a column (the model, and those that apply to the request and vary in the spec), and those
+    that apply but are fixed for the whole run, with their value."""
+    columns, fixed = ["model"], {}
+    for knob, variable in domains(spec).items():
+        if knob == "model" or not knob_applies(spec, knob):
+            continue
+        options = getattr(variable, "options", None)
+        if options is not None and len(options) == 1:
+            value = options[0].item() if hasattr(options[0], "item") else options[0]
+            if not (knob == "keep_ratio" and value == 1.0):  # keeping every token is no setting to make
+                fixed[knob] = value
+        else:
+            columns.append(knob)
+    return columns, fixed
+
+
+def knob_cell(spec: Spec, setting: dict[str, Any], knob: str) -> str:
+    """A knob's value in a row; "—" where it does not apply to the row's model."""
+    if knob != "model" and not knob_applies(spec, knob, setting["model"]):
+        return "—"
+    return knob_text(knob, setting.get(knob))
+
+
+def fixed_text(spec: Spec, fixed: dict[str, Any]) -> str:
+    """ "Same in every setting: image px 128, keep 1.00 (mmtok-semantic)." """
+    providers = any(m != SELF_HOSTED for m in candidate_models(spec))
+
+    def part(knob: str, value: Any) -> str:
+        only = f" ({SELF_HOSTED})" if providers and knob in SELF_HOSTED_KNOBS else ""
+        return f"{KNOB_LABELS[knob]} {knob_text(knob, value)}{only}"
+
+    return "Same in every setting: " + ", ".join(part(k, v) for k, v in fixed.items()) + "." if fixed else ""
 
 
 def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
@@ -57,25 +134,55 @@ def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
         rows.append((f"D: best {first}", best))
     unique, seen = [], set()
     for label, entry in rows:
-        key = json.dumps(entry["setting"], sort_keys=True)
+        key = json.dumps(applicable_setting(plan.spec, entry["setting"]), sort_keys=True)
         if key not in seen:
             seen.add(key)
             unique.append((label, entry))
     return unique
 
 
-def command_for(entry: dict[str, Any]) -> str:
+def command_for(spec: Spec, entry: dict[str, Any]) -> str:
+    """What to run for a setting, for the media the request sends only."""
     s = entry["setting"]
-    if s["model"] == "mmtok-semantic":
-        return (
-            f"mmtok tokenize IMAGES --image-size {s['image_size']} --truncate mi --keep-ratio "
-            f'{float(s["keep_ratio"]):.2f} --context "<question>"; mmtok tokenize AUDIO --tokens-per-second '
-            f"{s['audio_tokens_per_second']} --codebook-levels {s['codebook_levels']}"
-        )
-    return (
-        f"resize images to {s['image_size']}x{s['image_size']} px; mmtok price IMAGES AUDIO -m {s['model']} "
-        "--detail high"
-    )
+    prices = "".join(f" --prices {p}" for p in spec.prices)
+    if s["model"] == SELF_HOSTED:
+        steps = []
+        if spec.images:
+            keep = float(s["keep_ratio"])
+            truncate = f' --truncate mi --keep-ratio {keep:.2f} --context "<question>"' if keep < 1 else ""
+            steps.append(f"mmtok tokenize IMAGES --image-size {s['image_size']}{truncate}")
+        if spec.audio_seconds:
+            rate = knob_text("audio_tokens_per_second", s["audio_tokens_per_second"])
+            steps.append(f"mmtok tokenize AUDIO --tokens-per-second {rate} --codebook-levels {s['codebook_levels']}")
+        return "; ".join(steps) or f"mmtok price TEXT -m {SELF_HOSTED}{prices}"
+    media = " ".join(name for name, sent in (("IMAGES", spec.images), ("AUDIO", spec.audio_seconds)) if sent)
+    resize = f"resize images to {s['image_size']}x{s['image_size']} px; " if spec.images else ""
+    return f"{resize}mmtok price {media or 'TEXT'} -m {s['model']} --detail high{prices}"
+
+
+def _axis(ax: Any, which: str, name: str) -> None:
+    """Label an axis, dollars for cost, at most 5 ticks, rotated on x so that the labels never overlap."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, PercentFormatter
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    axis.set_label_text(LABELS.get(name, name))
+    axis.set_major_locator(MaxNLocator(nbins=5))
+    if name == "cost":
+        axis.set_major_formatter(FuncFormatter(_dollar_tick))
+    elif name in ("wer", "accuracy"):
+        axis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+    if which == "x":
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+
+
+def _dollar_tick(value: float, _position: int) -> str:
+    """$0.0002, $0.0015, $1.5: a tick label as short as its value allows."""
+    if value < 0:
+        return ""
+    text = dollars(value)
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
@@ -89,7 +196,7 @@ def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
     evaluated = plan.evaluated
     figures = []
     for x_name, y_name in itertools.combinations(objectives, 2):
-        fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=110)
+        fig, ax = plt.subplots(figsize=(5.2, 3.8), dpi=110, layout="constrained")
         xs = [e["objectives"][x_name] for e in evaluated]
         ys = [e["objectives"][y_name] for e in evaluated]
         ax.scatter(xs, ys, s=12, color="#bbbbbb", label="evaluated")
@@ -105,16 +212,15 @@ def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
                 edgecolors="black",
                 label="knee",
             )
-        ax.set_xlabel(LABELS.get(x_name, x_name))
-        ax.set_ylabel(LABELS.get(y_name, y_name))
+        _axis(ax, "x", x_name)
+        _axis(ax, "y", y_name)
         ax.legend(fontsize=7)
-        fig.tight_layout()
         name = f"front-{x_name}-{y_name}.png"
         fig.savefig(out / name)
         plt.close(fig)
         figures.append((f"{y_name} vs {x_name}", name))
     if len(plan.front) >= 2:  # parallel coordinates of the front, each objective scaled to [0, 1]
-        fig, ax = plt.subplots(figsize=(6, 3.4), dpi=110)
+        fig, ax = plt.subplots(figsize=(6, 3.4), dpi=110, layout="constrained")
         columns = list(objectives)
         values = [[e["objectives"][c] for c in columns] for e in plan.front]
         lows = [min(v[i] for v in values) for i in range(len(columns))]
@@ -122,22 +228,38 @@ def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
         for v in values:
             scaled = [(v[i] - lows[i]) / (highs[i] - lows[i] or 1) for i in range(len(columns))]
             ax.plot(range(len(columns)), scaled, color="#3b6ea8", alpha=0.5)
-        ax.set_xticks(range(len(columns)), [LABELS.get(c, c) for c in columns], fontsize=7, rotation=15)
+        ax.set_xticks(range(len(columns)), [LABELS.get(c, c) for c in columns], fontsize=8)
         ax.set_ylabel("scaled to the front's range")
-        fig.tight_layout()
         fig.savefig(out / "front-parallel.png")
         plt.close(fig)
         figures.append(("parallel coordinates of the front", "front-parallel.png"))
     if plan.history:
-        fig, ax = plt.subplots(figsize=(5, 3), dpi=110)
+        from matplotlib.ticker import MaxNLocator
+
+        fig, ax = plt.subplots(figsize=(5, 3), dpi=110, layout="constrained")
         ax.plot([h["generation"] for h in plan.history], [h["hypervolume"] for h in plan.history], marker="o")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("generation")
         ax.set_ylabel("hypervolume of the front")
-        fig.tight_layout()
         fig.savefig(out / "hypervolume.png")
         plt.close(fig)
         figures.append(("hypervolume per generation", "hypervolume.png"))
     return figures
+
+
+def request_text(spec: Spec) -> str:
+    """ "2 images, 20 s of speech, 200 text tokens in and 200 out" (what is not sent is not mentioned)."""
+    parts = []
+    if spec.images:
+        parts.append(f"{spec.images} image{'s' if spec.images > 1 else ''}")
+    if spec.audio_seconds:
+        parts.append(f"{spec.audio_seconds:g} s of speech")
+    parts.append(f"{spec.text_tokens} text tokens in and {spec.output_tokens} out")
+    return ", ".join(parts)
+
+
+def bars_text(spec: Spec) -> str:
+    return ", ".join(f"{k} {'<=' if OBJECTIVES[k] == 'min' else '>='} {v:g}" for k, v in spec.bars.items())
 
 
 def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
@@ -145,35 +267,33 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
     out.mkdir(parents=True, exist_ok=True)
     spec = plan.spec
     figures = _figures(plan, out)
-    columns = [*KNOBS, *spec.objectives, "tokens", "meets_bars"]
+    columns, fixed = knob_columns(spec)
+    knobs = [*columns, *fixed]
     with (out / "front.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, columns)
+        writer = csv.DictWriter(f, list(dict.fromkeys([*knobs, *spec.objectives, "tokens", "meets_bars"])))
         writer.writeheader()
         for e in plan.front:
+            shown = applicable_setting(spec, e["setting"])
             writer.writerow(
                 {
-                    **e["setting"],
-                    **{o: e["objectives"][o] for o in [*spec.objectives, "tokens"]},
+                    **{k: shown.get(k, "") for k in knobs},
+                    **{o: e["objectives"].get(o) for o in [*spec.objectives, "tokens"]},
                     "meets_bars": meets_bars(spec, e["objectives"]),
                 }
             )
     (out / "front.json").write_text(json.dumps(plan.to_dict(), indent=2, default=str) + "\n")
     recs = recommendations(plan)
+    shown_objectives = list(dict.fromkeys([*spec.objectives, "tokens"]))
     lines = [
         f"# Token budget plan: {spec.name}",
         "",
-        f"Request: {spec.images} image(s), {spec.audio_seconds:g} s of speech, {spec.text_tokens} text tokens "
-        f"in and {spec.output_tokens} out; budget {spec.budget_tokens:,} tokens. NSGA-II (pymoo), "
-        f"population {spec.population}, {len(plan.history)} generations, {plan.evaluations} settings evaluated "
-        f"({plan.measurements} new measurements, the rest from the cache).",
+        f"Request: {request_text(spec)}; budget {spec.budget_tokens:,} tokens. NSGA-II (pymoo), population "
+        f"{plan.population} × {plan.generations} generation{'s' if plan.generations != 1 else ''}, "
+        f"{plan.evaluations} settings evaluated ({plan.measurements} new measurements, the rest from the cache).",
         "",
         "Objectives: "
         + ", ".join(f"{o} ({'min' if o in spec.minimize else 'max'})" for o in spec.objectives)
-        + (
-            ". Bars: " + ", ".join(f"{k} {'<=' if OBJECTIVES[k] == 'min' else '>='} {v}" for k, v in spec.bars.items())
-            if spec.bars
-            else ""
-        )
+        + (f". Bars: {bars_text(spec)}" if spec.bars else "")
         + ".",
         "",
     ]
@@ -182,18 +302,29 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
     lines += [
         "## Recommended configurations",
         "",
-        "| | model | image px | keep | audio tok/s | levels | " + " | ".join(spec.objectives) + " | tokens |",
-        "|---|---|---:|---:|---:|---:|" + "---:|" * len(spec.objectives) + "---:|",
+        "| | " + " | ".join(KNOB_LABELS[k] for k in columns) + " | " + " | ".join(shown_objectives) + " |",
+        "|---|" + "".join("---|" if k == "model" else "---:|" for k in columns) + "---:|" * len(shown_objectives),
     ]
     for label, e in recs:
-        s, o = e["setting"], e["objectives"]
         lines.append(
-            f"| {label} | {s['model']} | {s['image_size']} | {float(s['keep_ratio']):.2f} | "
-            f"{s['audio_tokens_per_second']} | {s['codebook_levels']} | "
-            + " | ".join(_fmt(name, o.get(name)) for name in spec.objectives)
-            + f" | {_fmt('tokens', o['tokens'])} |"
+            f"| {label} | "
+            + " | ".join(knob_cell(spec, e["setting"], k) for k in columns)
+            + " | "
+            + " | ".join(objective_text(name, e["objectives"].get(name)) for name in shown_objectives)
+            + " |"
         )
-    lines += ["", "To reproduce each:", ""] + [f"- {label}: `{command_for(e)}`" for label, e in recs]
+    if not recs:
+        lines.append("| (no feasible setting) |" + " |" * (len(columns) + len(shown_objectives)))
+    if fixed:
+        lines += ["", fixed_text(spec, fixed)]
+    lines += ["", "To reproduce each:", ""] + [f"- {label}: `{command_for(spec, e)}`" for label, e in recs]
+    if plan.failed:
+        by_error: dict[str, int] = {}
+        for failure in plan.failed:
+            by_error[failure["error"]] = by_error.get(failure["error"], 0) + 1
+        lines += ["", "## Settings that could not be measured", ""]
+        lines += [f"- {count} setting{'s' if count > 1 else ''}: {error}" for error, count in by_error.items()]
+        lines += ["", "They are listed in front.json (`failed`) and were left out of the search."]
     lines += [
         "",
         "## Pareto front",
@@ -205,7 +336,7 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
         lines += [f"![{title}]({name})", ""]
     if plan.reference_point is not None:
         point = ", ".join(
-            f"{o} {_fmt_reference(o, v)}" for o, v in zip(spec.objectives, plan.reference_point, strict=True)
+            f"{o} {_reference_text(o, v)}" for o, v in zip(spec.objectives, plan.reference_point, strict=True)
         )
         lines += [
             f"Hypervolume per generation is measured against one reference point for the whole run ({point}), "
@@ -213,30 +344,45 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
             "the settings evaluated so far; a point beyond it adds nothing.",
             "",
         ]
-    fid_or_not = "FID" if "inception" in spec.fd_extractor else "FD, not FID"
-    sets = calibration_sets(spec)
-    lines += [
-        "## How the objectives were measured",
-        "",
-        "- cost: `mmtok.price` on the shipped price sheets (dated, sourced)"
-        + (f" and yours ({', '.join(str(p) for p in spec.prices)}: its rows override)" if spec.prices else "")
-        + ", per request;",
-        f"- fd: Fréchet distance on {spec.fd_extractor} features ({fid_or_not}) between {sets['photos']} and "
-        "what the model receives (mmtok: the VQ reconstruction at the image size; providers: the photo resized to "
-        "it), both resized to 256 px;",
-        f"- wer: corpus WER of {sets['speech']} by {spec.asr}, on the speech the model receives (mmtok: "
-        "reconstructed from tokens; providers: the original);",
-        f"- accuracy / judge: the MoE backbone answering which digit is written, on {spec.calibration_qa} "
-        "held-out digits-on-photos drawn at the setting's image size ((size / 8)^2 tokens), from MI-truncated "
-        "visual tokens; judge = mmtok's offline LLM judge.",
-        "",
-    ]
+    lines += ["## How the objectives were measured", "", *_measured(spec), ""]
     md = out / "report.md"
     md.write_text("\n".join(lines), encoding="utf-8")
-    body = "\n".join(lines)
     page = out / "report.html"
-    page.write_text(_markdown_to_html(body), encoding="utf-8")
+    page.write_text(_markdown_to_html("\n".join(lines)), encoding="utf-8")
     return {"md": md, "html": page, "csv": out / "front.csv", "json": out / "front.json"}
+
+
+def _reference_text(name: str, value: float) -> str:
+    """A reference-point coordinate; maximised objectives are negated for pymoo, shown here as they are."""
+    return objective_text(name, -value if OBJECTIVES[name] == "max" else value)
+
+
+def _measured(spec: Spec) -> list[str]:
+    """How each objective of this spec was measured (and only those)."""
+    wanted = set(spec.objectives) | set(spec.bars)
+    sheets = f" and yours ({', '.join(str(p) for p in spec.prices)}: its rows override)" if spec.prices else ""
+    lines = [f"- cost and tokens: `mmtok.price` on the shipped price sheets (dated, sourced){sheets}, per request;"]
+    sets = calibration_sets(spec)
+    if "fd" in wanted:
+        fid_or_not = "FID" if "inception" in spec.fd_extractor else "FD, not FID"
+        lines.append(
+            f"- fd: Fréchet distance on {spec.fd_extractor} features ({fid_or_not}) between {sets['photos']} and "
+            "what the model receives (mmtok: the VQ reconstruction at the image size; providers: the photo resized "
+            "to it), both resized to 256 px;"
+        )
+    if "wer" in wanted:
+        lines.append(
+            f"- wer: corpus WER of {sets['speech']} by {spec.asr}, on the speech the model receives (mmtok: "
+            "reconstructed from tokens; providers: the original);"
+        )
+    if {"accuracy", "judge"} & wanted:
+        lines.append(
+            f"- accuracy{' / judge' if 'judge' in wanted else ''}: the MoE backbone answering which digit is written, "
+            f"on {spec.calibration_qa} held-out digits-on-photos drawn at the setting's image size ((size / 8)^2 "
+            "tokens), from MI-truncated visual tokens"
+            + ("; judge = mmtok's offline LLM judge." if "judge" in wanted else ".")
+        )
+    return lines
 
 
 def _markdown_to_html(text: str) -> str:

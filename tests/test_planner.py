@@ -3,7 +3,9 @@ disk cache, infeasible budgets and unmet bars."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 
 from mmtok.budgets.planner import (
     CalibrationEvaluator,
+    applicable_setting,
     calibration_sets,
     hypervolume,
     load_spec,
@@ -331,8 +334,12 @@ def test_prices_the_plan_with_the_users_sheets(tmp_path, cache, monkeypatch):
     sheet = tmp_path / "my.toml"
     sheet.write_text(MY_PRICES)
     shipped, mine = plan(load_spec(path), generations=2), plan(load_spec(path, [sheet]), generations=2)
-    shipped_cost = {setting_key(e["setting"]): e["objectives"]["cost"] for e in shipped.evaluated}
-    my_cost = {setting_key(e["setting"]): e["objectives"]["cost"] for e in mine.evaluated}
+
+    def knobs(e):
+        return setting_key(applicable_setting(mine.spec, e["setting"]))
+
+    shipped_cost = {knobs(e): e["objectives"]["cost"] for e in shipped.evaluated}
+    my_cost = {knobs(e): e["objectives"]["cost"] for e in mine.evaluated}
     both = set(shipped_cost) & set(my_cost)
     assert any('"mmtok-semantic"' in key for key in both) and any('"gpt-4o"' in key for key in both)
     for key in both:  # mmtok-semantic at 10x the shipped 0.50 per 1M tokens; the providers as shipped
@@ -343,7 +350,7 @@ def test_prices_the_plan_with_the_users_sheets(tmp_path, cache, monkeypatch):
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output
     front = json.loads((out / "front.json").read_text())["front"]
-    assert all(e["objectives"]["cost"] == pytest.approx(my_cost[setting_key(e["setting"])]) for e in front)
+    assert all(e["objectives"]["cost"] == pytest.approx(my_cost[knobs(e)]) for e in front)
     assert f"and yours ({sheet}" in (out / "report.md").read_text()
     sheet.write_text(MY_PRICES.replace('"5.00"', "5.0", 1))
     result = CliRunner().invoke(app, ["plan", str(path), "--out", str(out), "--prices", str(sheet)])
@@ -438,3 +445,72 @@ def test_the_my_inputs_example_points_at_the_shipped_samples():
     assert [p.name for p in photos] == ["astronaut.png", "chelsea.jpg", "coffee.webp", "rocket_rotated.jpg"]
     assert [p.name for p, _ in speech] == ["speech.wav", "speech_numbers.wav", "speech.mp3", "speech.m4a"]
     assert all(p.parent == samples_dir() for p in photos) and speech[1][1].startswith("Please send the report")
+
+
+def fake_wer(self, model: str, rate: float, levels: int) -> float:
+    """A stand-in for the WER measurement: providers hear the original; mmtok loses words at low rates."""
+    return 0.02 if model != "mmtok-semantic" else 2.0 / rate + 0.1 / levels
+
+
+def test_report_states_the_population_and_generations_actually_used(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0)))  # population 6 x 3 in the spec
+    result = plan(spec, population=4, generations=1)
+    assert (result.population, result.generations) == (4, 1)
+    text = write_report(result, tmp_path / "r")["md"].read_text()
+    assert "population 4 × 1 generation," in text and "population 6" not in text
+    assert json.loads((tmp_path / "r" / "front.json").read_text())["population"] == 4
+
+
+def test_no_audio_knobs_or_commands_for_a_request_without_audio(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0)))  # audio_seconds = 0
+    files = write_report(plan(spec, generations=2), tmp_path / "r")
+    text = files["md"].read_text()
+    for word in ("audio", "AUDIO", "tokens-per-second", "levels", r"\bwer\b", "speech", "keep"):
+        assert not re.search(word, text), word
+    assert "| model | image px |" in text and "--image-size" in text
+    header = files["csv"].read_text().splitlines()[0]
+    assert header == "model,image_size,cost,fd,tokens,meets_bars"
+    front = json.loads(files["json"].read_text())["front"]
+    assert all(set(e["setting"]) in ({"model", "image_size"}, {"model", "image_size", "keep_ratio"}) for e in front)
+    assert {"model", "image_size", "keep_ratio"} in [set(e["setting"]) for e in front]  # keep_ratio: mmtok only
+
+
+def test_no_image_knobs_for_a_request_without_images_and_no_mmtok_knobs_for_providers(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "wer", fake_wer)
+    body = SMALL.format(budget=10000, bar=100.0).replace("images = 2", "images = 0")
+    body = body.replace("audio_seconds = 0", "audio_seconds = 20").replace("image_size = [32, 64, 128]\n", "")
+    body = body.replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "wer"]').replace("fd = 100.0", "wer = 0.5")
+    body = body.replace(', "gpt-4o"]', "]").replace("[variables]", "[variables]\naudio_tokens_per_second = [12.5, 50]")
+    spec = load_spec(spec_file(tmp_path, body))
+    files = write_report(plan(spec, generations=3), tmp_path / "r")
+    text = files["md"].read_text()
+    for word in ("image px", "IMAGES", "--image-size", "resize", "keep", r"\bfd\b", "photo"):
+        assert not re.search(word, text), word
+    assert "| model | audio tok/s |" in text and "Same in every setting: levels 8 (mmtok-semantic)." in text
+    assert "| gemini-2.5-flash | — |" in text  # the audio knobs are mmtok's: a provider hears the original
+    assert "mmtok price AUDIO -m gemini-2.5-flash --detail high" in text
+
+
+def test_plot_tick_labels_do_not_overlap_or_leave_the_figure(tmp_path, cache, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0)))  # costs $0.0001 to $0.002
+    result = plan(spec, generations=2)
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)  # keep the figures write_report draws
+    write_report(result, tmp_path / "r")
+    assert len(drawn) == 3
+    for fig in drawn:
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+                shown = [t.label1 for t in axis.get_major_ticks() if low <= t.get_loc() <= high and t.label1.get_text()]
+                boxes = [label.get_window_extent(renderer) for label in shown]
+                for a, b in itertools.combinations(boxes, 2):
+                    assert not a.overlaps(b), [label.get_text() for label in shown]
+                assert all(fig.bbox.contains(b.x0, b.y0) and fig.bbox.contains(b.x1, b.y1) for b in boxes)
+    cost_ticks = [t.label1.get_text() for t in drawn[0].axes[0].xaxis.get_major_ticks()]
+    assert drawn[0].axes[0].get_xlabel() == "cost (USD / request)" and all(t.startswith("$") for t in cost_ticks if t)
