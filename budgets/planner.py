@@ -29,7 +29,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -876,12 +876,15 @@ def plan(
     population: int | None = None,
     generations: int | None = None,
     evaluator: CalibrationEvaluator | None = None,
-    on_generation: Any = None,
+    on_generation: Callable[[dict[str, Any]], None] | None = None,
+    on_evaluation: Callable[[dict[str, Any]], None] | None = None,
     prices: Iterable[str | os.PathLike[str]] | None = None,
 ) -> Plan:
     """Search the spec's knobs with NSGA-II; returns the Pareto front, the knee and the cheapest point at the bars.
 
     ``prices``: your own price sheets (rows override the shipped ones); by default the spec's (``load_spec``).
+    ``on_evaluation`` is called after every evaluation NSGA-II asks for (``evaluation`` of at most ``of``, the
+    ``generation``, distinct ``settings`` so far), ``on_generation`` after each generation with its history record.
     """
     from pymoo.algorithms.moo.nsga2 import NSGA2
     from pymoo.core.callback import Callback
@@ -897,6 +900,8 @@ def plan(
     evaluator = evaluator or CalibrationEvaluator(spec)
     seen: dict[str, dict[str, Any]] = {}
     failed: dict[str, dict[str, Any]] = {}  # settings whose measurement raised: {"setting", "error"}
+    calls = [0]  # evaluations asked for by NSGA-II (a setting seen before is answered from `seen`)
+    population_used, generations_used = population or spec.population, generations or spec.generations
 
     class Problem(ElementwiseProblem):
         def __init__(self) -> None:
@@ -913,10 +918,21 @@ def plan(
             if key in failed:  # worse than anything, and infeasible: never on the front, never bred from
                 out["F"] = [FAILED_OBJECTIVE] * len(spec.objectives)
                 out["G"] = [FAILED_OBJECTIVE]
-                return
-            values = seen[key]["objectives"]
-            out["F"] = objective_vector(spec, values)
-            out["G"] = [values["tokens"] - spec.budget_tokens]
+            else:
+                values = seen[key]["objectives"]
+                out["F"] = objective_vector(spec, values)
+                out["G"] = [values["tokens"] - spec.budget_tokens]
+            calls[0] += 1
+            if on_evaluation:
+                on_evaluation(
+                    {
+                        "evaluation": calls[0],
+                        "of": population_used * generations_used,  # at most: duplicates are not bred twice
+                        "generation": len(history) + 1,
+                        "settings": len(seen) + len(failed),
+                        "failed": len(failed),
+                    }
+                )
 
     history: list[dict[str, float]] = []
     reference: list[np.ndarray] = []  # one point for the whole run, fixed when the first generation is measured
@@ -942,7 +958,6 @@ def plan(
             if on_generation:
                 on_generation(record)
 
-    population_used, generations_used = population or spec.population, generations or spec.generations
     algorithm = NSGA2(
         pop_size=population_used,
         sampling=MixedVariableSampling(),

@@ -49,7 +49,7 @@ KNOB_LABELS = {
 
 
 def dollars(value: float) -> str:
-    """Three significant figures, never in E notation: $0.000266, $0.0123, $1.50, $1,234.00."""
+    """Three significant figures (at least cents), never in E notation: $0.000266, $0.0123, $1.50, $1,234.00."""
     if value == 0:
         return "$0"
     decimals = max(2, 2 - math.floor(math.log10(abs(value))))
@@ -67,8 +67,16 @@ def objective_text(name: str, value: Any) -> str:
     if name == "tokens":
         return f"{value:,.0f}"
     if name == "fd":
-        return f"{value:.1f}"
+        return significant(value)  # its scale is the extractor's: 288 on efficientnet-lite0, 0.289 on clip-tiny
     return f"{value:.2f}"  # judge, on 1-5
+
+
+def significant(value: float, figures: int = 3) -> str:
+    """``figures`` significant figures, never in E notation: 288, 68.9, 0.512, 1,234."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(0, figures - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
 
 
 def knob_text(knob: str, value: Any) -> str:

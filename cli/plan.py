@@ -1,17 +1,25 @@
 """``mmtok plan``: NSGA-II token budgets over measured cost and quality, with a planning report.
 
+On a terminal, a progress bar on stderr counts the evaluations NSGA-II asks for, with the generation, the
+hypervolume and an ETA; a pipe gets only the final output: a table of the recommended settings, or with
+``--json`` one JSON object (the plan: front, knee, cheapest at the bars, shortfall, history, report files).
+
 Exit codes: 0 when every setting was measured, 1 when the search ran but some measurement failed (each distinct
 error is one line on stderr; the report holds the rest), 2 for a bad spec or option (one line naming it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from mmtok.cli.common import console, print_error
+from mmtok.cli.common import console, err_console, print_error
 from mmtok.errors import ConfigError, MmtokError
 
 
@@ -23,6 +31,7 @@ def plan(
     prices: list[Path] = typer.Option(
         [], "--prices", help="Your own price sheet (TOML); its rows override the shipped ones in every cost."
     ),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan as one JSON object on stdout."),
 ) -> None:
     """Search token budgets: the Pareto front of cost vs FD/WER/accuracy/judge, its knee, and the cheapest
     setting that meets the quality bars."""
@@ -39,24 +48,75 @@ def plan(
         print_error(e)
         raise typer.Exit(2) from None
     try:
-
-        def progress(record: dict) -> None:
-            best = record["best_cost_at_bars"]
-            console().print(
-                f"generation {record['generation']}: {record['evaluations']} settings evaluated, "
-                f"hypervolume {record['hypervolume']:.4g}, best cost at the bars "
-                + ("—" if best is None else f"${best:.6f}")
-            )
-
-        result = run_plan(parsed, population=population, generations=generations, on_generation=progress)
+        with search_progress(_progress_shown()) as callbacks:
+            result = run_plan(parsed, population=population, generations=generations, **callbacks)
         files = write_report(result, out)
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(1) from None
-    print_summary(result, files)
+    if json_out:
+        sys.stdout.write(json.dumps({**result.to_dict(), "report": {k: str(v) for k, v in files.items()}}) + "\n")
+    else:
+        print_summary(result, files)
     print_failures(result)
     if result.failed:
         raise typer.Exit(1)
+
+
+def _progress_shown() -> bool:
+    return sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def search_progress(shown: bool) -> Iterator[dict[str, Any]]:
+    """``plan()``'s callbacks driving a transient rich progress bar on stderr (none when ``shown`` is false):
+    evaluations done of at most population x generations, the generation, the hypervolume, elapsed and ETA."""
+    if not shown:
+        yield {}
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    state = {"hypervolume": ""}
+    with Progress(*columns, console=err_console(), transient=True) as bar:
+        task = bar.add_task("generation 1: the first setting (models load)", total=None)
+
+        def on_evaluation(record: dict[str, Any]) -> None:
+            settings = f"{record['settings']} setting{'s' if record['settings'] != 1 else ''}"
+            bar.update(
+                task,
+                completed=record["evaluation"],
+                total=record["of"],
+                description=f"generation {record['generation']}: {settings}{state['hypervolume']}",
+            )
+
+        def on_generation(record: dict[str, Any]) -> None:
+            best = record["best_cost_at_bars"]
+            state["hypervolume"] = f", hypervolume {record['hypervolume']:.3g}" + (
+                "" if best is None else f", best at the bars {_dollars(best)}"
+            )
+
+        yield {"on_evaluation": on_evaluation, "on_generation": on_generation}
+
+
+def _dollars(value: float) -> str:
+    from mmtok.budgets.report import dollars
+
+    return dollars(value)
 
 
 def _check_out(out: Path) -> None:
@@ -83,13 +143,32 @@ def _setting_text(setting: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in setting.items())
 
 
-def print_summary(result: Any, files: dict[str, Path]) -> None:
-    """The shortfall (if any), the recommended settings and where the report went."""
-    from mmtok.budgets.report import recommendations
+def print_summary(result: Any, files: dict[str, Path] | None = None) -> None:
+    """The shortfall (if any), a table of the recommended settings (only the knobs that matter, rounded values)
+    and where the report went."""
+    from rich import box
+    from rich.table import Table
 
+    from mmtok.budgets.report import KNOB_LABELS, fixed_text, knob_cell, knob_columns, objective_text, recommendations
+
+    spec = result.spec
     if result.shortfall:
         console().print(f"[yellow]note:[/] {result.shortfall}")
+    columns, fixed = knob_columns(spec)
+    objectives = list(dict.fromkeys([*spec.objectives, "tokens"]))
+    table = Table(box=box.SIMPLE_HEAD, title="recommended settings", caption=fixed_text(spec, fixed) or None)
+    table.add_column("")
+    for knob in columns:
+        table.add_column(KNOB_LABELS[knob], justify="left" if knob == "model" else "right", no_wrap=knob != "model")
+    for name in objectives:
+        table.add_column(name, justify="right", no_wrap=True)
     for label, entry in recommendations(result):
-        objectives = ", ".join(f"{k} {v:.4g}" for k, v in entry["objectives"].items())
-        console().print(f"{label}: {entry['setting']} -> {objectives}")
-    console().print(f"report: {files['md']} and {files['html']}; front: {files['csv']}")
+        table.add_row(
+            label,
+            *(knob_cell(spec, entry["setting"], k) for k in columns),
+            *(objective_text(name, entry["objectives"].get(name)) for name in objectives),
+        )
+    if table.row_count:
+        console().print(table)
+    if files:
+        console().print(f"report: {files['md']} and {files['html']}; front: {files['csv']}")

@@ -163,11 +163,64 @@ def test_an_objective_whose_backend_is_missing_names_the_extra(tmp_path, monkeyp
         load_spec(spec_file(tmp_path, body))
 
 
-def test_plan_command(tmp_path, cache):
+def test_plan_command_on_a_pipe_prints_only_the_summary_table(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
     path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
     result = CliRunner().invoke(app, ["plan", str(path), "--out", str(tmp_path / "out"), "--generations", "2"])
     assert result.exit_code == 0, result.output
-    assert "generation 2" in result.stdout and (tmp_path / "out" / "report.html").is_file()
+    assert result.stderr == "" and (tmp_path / "out" / "report.html").is_file()
+    out = result.stdout
+    assert "recommended settings" in out and "A: cheapest" in out and "report:" in out
+    header = next(line for line in out.splitlines() if "model" in line)
+    assert header.split() == ["model", "image", "px", "cost", "fd", "tokens"]  # no audio knobs, no keep
+    assert "$0.000104" in out and "81.2" in out  # rounded: 3 significant figures
+    assert "{" not in out and "0.00010" + "4000" not in out  # no raw dicts, no long floats
+
+
+def test_plan_command_shows_progress_with_an_eta_on_a_terminal(tmp_path, cache, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    terminal = io.StringIO()
+    monkeypatch.setattr("mmtok.cli.plan._progress_shown", lambda: True)
+    monkeypatch.setattr("mmtok.cli.plan.err_console", lambda: Console(file=terminal, force_terminal=True, width=120))
+    path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
+    result = CliRunner().invoke(app, ["plan", str(path), "--out", str(tmp_path / "out"), "--generations", "3"])
+    assert result.exit_code == 0, result.output
+    shown = terminal.getvalue()
+    assert "generation 3:" in shown and "/18" in shown and "ETA" in shown  # 6 x 3 evaluations at most
+    assert "settings, hypervolume" in shown
+    assert "generation" not in result.stdout  # progress never goes to stdout
+
+
+def test_plan_json_is_one_object_with_the_plan(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
+    argv = ["plan", str(path), "--out", str(tmp_path / "out"), "--json", "--population", "4", "--generations", "2"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("\n") == 1 and result.stderr == ""
+
+    def no_nan(name):
+        raise AssertionError(f"{name} is not JSON")
+
+    data = json.loads(result.stdout, parse_constant=no_nan)
+    for key in ("front", "knee", "cheapest_meeting_bars", "shortfall", "history", "reference_point", "report"):
+        assert key in data, key
+    assert data["population"] == 4 and data["generations"] == 2 and len(data["history"]) == 2
+    assert data["cheapest_meeting_bars"]["meets_bars"] and data["report"]["md"].endswith("report.md")
+    assert all(set(e["setting"]) <= {"model", "image_size", "keep_ratio"} for e in data["front"])
+
+
+def test_an_unmeasured_judge_shows_a_dash_never_nan():
+    from mmtok.budgets.report import objective_text
+
+    assert objective_text("judge", None) == "—" and objective_text("judge", float("nan")) == "—"
+    assert objective_text("judge", 3.14159) == "3.14" and objective_text("cost", 0.00026649) == "$0.000266"
+    assert objective_text("wer", 0.5771) == "57.7%" and objective_text("fd", 287.689) == "288"
+    assert objective_text("fd", 0.28912) == "0.289" and objective_text("fd", 1234.5) == "1,234"
 
 
 def fake_fd(self, model: str, size: int) -> float:
