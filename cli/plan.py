@@ -156,18 +156,30 @@ def print_summary(result: Any, files: dict[str, Path] | None = None) -> None:
         console().print(f"[yellow]note:[/] {result.shortfall}")
     columns, fixed = knob_columns(spec)
     objectives = list(dict.fromkeys([*spec.objectives, "tokens"]))
-    table = Table(box=box.SIMPLE_HEAD, title="recommended settings", caption=fixed_text(spec, fixed) or None)
-    table.add_column("")
-    for knob in columns:
-        table.add_column(KNOB_LABELS[knob], justify="left" if knob == "model" else "right", no_wrap=knob != "model")
-    for name in objectives:
-        table.add_column(name, justify="right", no_wrap=True)
-    for label, entry in recommendations(result):
-        table.add_row(
+    rows = [
+        [
             label,
             *(knob_cell(spec, entry["setting"], k) for k in columns),
             *(objective_text(name, entry["objectives"].get(name)) for name in objectives),
+        ]
+        for label, entry in recommendations(result)
+    ]
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title="recommended settings",
+        caption=fixed_text(spec, fixed) or None,
+        pad_edge=False,
+        collapse_padding=True,
+    )  # at 80 columns labels, model names and headers wrap; numbers keep their whole width, never cut
+    headers = ["", *(KNOB_LABELS[k].replace(" ", "\n") for k in columns), *objectives]  # "image\npx": narrow
+    for index, header in enumerate(headers):
+        text = index <= 1  # the label and the model wrap; the rest are numbers
+        widest = max((len(row[index]) for row in rows), default=0)
+        table.add_column(
+            header, justify="left" if text else "right", overflow="fold", min_width=None if text else widest
         )
+    for row in rows:
+        table.add_row(*row)
     if table.row_count:
         console().print(table)
     if files:

@@ -27,7 +27,7 @@ from mmtok.budgets.planner import (
     user_photos,
     user_speech,
 )
-from mmtok.budgets.report import recommendations, write_report
+from mmtok.budgets.report import objective_text, recommendations, write_report
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError, PriceError
 from mmtok.samples import samples_dir
@@ -171,10 +171,33 @@ def test_plan_command_on_a_pipe_prints_only_the_summary_table(tmp_path, cache, m
     assert result.stderr == "" and (tmp_path / "out" / "report.html").is_file()
     out = result.stdout
     assert "recommended settings" in out and "A: cheapest" in out and "report:" in out
-    header = next(line for line in out.splitlines() if "model" in line)
-    assert header.split() == ["model", "image", "px", "cost", "fd", "tokens"]  # no audio knobs, no keep
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "model" in line)
+    assert lines[at - 1].split() == ["image"] and lines[at].split() == ["model", "px", "cost", "fd", "tokens"]
     assert "$0.000104" in out and "81.2" in out  # rounded: 3 significant figures
     assert "{" not in out and "0.00010" + "4000" not in out  # no raw dicts, no long floats
+
+
+def test_the_summary_fits_80_columns_and_never_cuts_a_number(tmp_path, cache, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    import mmtok.cli.plan as plan_command
+
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    monkeypatch.setattr(CalibrationEvaluator, "wer", fake_wer)
+    spec = load_spec(Path(__file__).resolve().parents[1] / "budgets" / "examples" / "voice-and-photos.toml")
+    result = plan(spec, population=8, generations=2)
+    screen = io.StringIO()
+    monkeypatch.setattr(plan_command, "console", lambda: Console(file=screen, width=80))
+    plan_command.print_summary(result)
+    text = screen.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80 and "…" not in text
+    for _, entry in recommendations(result):
+        for name in ("cost", "fd", "wer", "tokens"):
+            assert objective_text(name, entry["objectives"][name]) in text, name
+    assert "tok/s" in text and "keep" not in text  # keep_ratio is fixed at 1: no column
 
 
 def test_plan_command_shows_progress_with_an_eta_on_a_terminal(tmp_path, cache, monkeypatch):
