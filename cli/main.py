@@ -10,6 +10,7 @@ from mmtok.cli.inspect import inspect
 from mmtok.cli.plan import plan
 from mmtok.cli.price import models, price
 from mmtok.cli.prices import prices_app
+from mmtok.cli.shrink import shrink
 from mmtok.cli.tokenize import detokenize, tokenize
 from mmtok.cli.train import train_app
 from mmtok.cli.truncate import truncate
@@ -48,6 +49,7 @@ app.command()(models)
 app.command()(tokenize)
 app.command()(detokenize)
 app.command()(truncate)
+app.command()(shrink)
 app.command()(plan)
 app.add_typer(prices_app, name="prices")
 app.add_typer(train_app, name="train")

@@ -1,0 +1,86 @@
+"""Quality bars: what a shrunk rendition must keep (``ocr>=0.98``, ``ssim>=0.95``, ``wer<=0.02``).
+
+Each metric has one direction: ``ocr`` and ``ssim`` are agreements (higher is better, bars are ``>=``), ``wer`` is
+an error rate (lower is better, bars are ``<=``). Bars a user gives replace the defaults of the modality they
+measure, so ``--keep ocr>=0.99`` drops the image SSIM default but leaves speech held to its WER default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from mmtok.errors import ConfigError
+
+# metric -> (comparison, modality it measures, what it is)
+METRICS: dict[str, tuple[str, str, str]] = {
+    "ssim": (">=", "image", "SSIM against the original, both at the model's internal resolution"),
+    "ocr": (">=", "image", "character agreement of RapidOCR reading the original and the new image"),
+    "wer": ("<=", "audio", "word error rate of the new audio's transcript against the original's (tiny.en)"),
+}
+DEFAULT_BARS: dict[str, float] = {"ssim": 0.90, "ocr": 0.98, "wer": 0.02}
+
+_BAR = re.compile(r"^\s*([a-z]+)\s*(>=|<=|=>|=<|>|<|=)?\s*([0-9]*\.?[0-9]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Bar:
+    metric: str  # ssim | ocr | wer
+    value: float
+
+    @property
+    def op(self) -> str:
+        return METRICS[self.metric][0]
+
+    @property
+    def modality(self) -> str:
+        return METRICS[self.metric][1]
+
+    def met(self, measured: float) -> bool:
+        return measured >= self.value - 1e-12 if self.op == ">=" else measured <= self.value + 1e-12
+
+    def __str__(self) -> str:
+        return f"{self.metric}{self.op}{self.value:g}"
+
+
+def parse_bar(text: str) -> Bar:
+    """``"ocr>=0.98"`` as a :class:`Bar`; a wrong direction, an unknown metric or a value out of range is a
+    :class:`ConfigError` naming what is accepted."""
+    match = _BAR.match(text.lower()) if isinstance(text, str) else None
+    if match is None:
+        raise ConfigError(f"--keep {text!r}: write a bar as METRIC>=VALUE or wer<=VALUE, e.g. ocr>=0.98")
+    metric, op, raw = match.groups()
+    if metric not in METRICS:
+        raise ConfigError(f"--keep {text!r}: unknown metric {metric!r}; use {', '.join(METRICS)}")
+    want = METRICS[metric][0]
+    op = {"=>": ">=", "=<": "<="}.get(op or want, op or want)
+    if op != want:
+        raise ConfigError(
+            f"--keep {text!r}: {metric} is {'an agreement' if want == '>=' else 'an error rate'}; "
+            f"write {metric}{want}{raw}"
+        )
+    value = float(raw)
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"--keep {text!r}: {metric} is a fraction between 0 and 1, got {value:g}")
+    return Bar(metric, value)
+
+
+def make_bars(keep: Mapping[str, float] | Iterable[str] | None) -> dict[str, Bar]:
+    """The bars in force: the defaults, with those of each modality the user names replaced by the user's."""
+    if keep is None:
+        given: list[Bar] = []
+    elif isinstance(keep, Mapping):
+        given = [parse_bar(f"{metric}{METRICS.get(metric, ('>=',))[0]}{value}") for metric, value in keep.items()]
+    elif isinstance(keep, str):
+        given = [parse_bar(keep)]
+    else:
+        given = [parse_bar(text) for text in keep]
+    named = {bar.modality for bar in given}
+    bars = {m: Bar(m, v) for m, v in DEFAULT_BARS.items() if METRICS[m][1] not in named}
+    bars.update({bar.metric: bar for bar in given})
+    return bars
+
+
+def bars_for(bars: Mapping[str, Bar], modality: str) -> list[Bar]:
+    return [bar for bar in bars.values() if bar.modality == modality]

@@ -1,0 +1,306 @@
+"""Candidate renditions of an image for one model, at the breakpoints of that model's own token rule.
+
+One function per formula family lists the sizes (and detail / ``media_resolution`` levels) at which the rule's
+count changes: 512-px tiles after OpenAI's 768-px short side, 32-px patches under OpenAI's patch budgets, Claude's
+28-px grid inside its edge and token limits, Gemini 2's 384-px flat size and 768-px tiles, Gemini 3's levels,
+Mistral's and Qwen's patches, xAI's 448-px tiles. The parameters come from the model's rule in ``families.toml``
+(``Model.formulas``); every candidate's tokens come from pricing itself (``image_token_count``), never from a copy
+of the arithmetic.
+
+Each family also says what the model sees: the size its rule resizes an image to before counting (the *view*).
+Sending the view itself costs the same tokens and shows the model the same picture (``--lossless``), and quality is
+measured there. Where a provider publishes no internal size (Gemini 3 and Gemini 2.5 levels, fixed-size models), the
+view is an estimate: ``ESTIMATED_PX_PER_TOKEN`` px square per token, from Gemini 2's documented 258 tokens per
+768-px tile, and it is never used to resize losslessly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing import Model, image_token_count
+
+ESTIMATED_PX_PER_TOKEN = math.sqrt(768 * 768 / 258)  # ~47.8 px: Gemini 2's 768-px tile is 258 tokens
+MIN_SIDE_PX = 16  # no candidate side below this
+LADDER_STEP = 0.92  # successive candidates differ by at least 8% in tokens (the search measures only a few)
+
+
+@dataclass(frozen=True)
+class View:
+    """What the model looks at: the size its rule resizes to, and whether that size is published or estimated."""
+
+    width: int
+    height: int
+    published: bool  # False: an estimate (no internal size is published); never used for a lossless resize
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.width, self.height
+
+
+@dataclass(frozen=True)
+class Rendition:
+    """A candidate: the image resized to ``width`` x ``height`` and sent with ``detail`` (None: the default)."""
+
+    width: int
+    height: int
+    detail: str | None
+    tokens: int
+    working: str
+    view: View  # what the model sees of this rendition
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.width, self.height
+
+
+def _fit(width: int, height: int, box: float) -> tuple[int, int]:
+    if width <= box and height <= box:
+        return width, height
+    scale = box / max(width, height)
+    return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+def _estimated(width: int, height: int, tokens: int) -> View:
+    """The largest size at the image's aspect whose area is ``tokens`` squares of ``ESTIMATED_PX_PER_TOKEN``."""
+    scale = min(1.0, math.sqrt(tokens * ESTIMATED_PX_PER_TOKEN**2 / (width * height)))
+    return View(max(1, round(width * scale)), max(1, round(height * scale)), False)
+
+
+# ------------------------------------------------------------------------------------------------------ views
+def openai_tile_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    """detail=low: a 512 x 512 fit ("a low-res 512px x 512px version"); high / auto: a 2048-px fit, then the short
+    side scaled down to ``short_side`` (768) with the other side rounded down."""
+    if detail == "low":
+        return View(*_fit(width, height, 512), True)
+    w, h = _fit(width, height, 2048)
+    short = params.get("short_side", 768)
+    if min(w, h) > short:
+        scale = short / min(w, h)
+        w, h = (short, math.floor(h * scale)) if w <= h else (math.floor(w * scale), short)
+    return View(w, h, True)
+
+
+def openai_patch_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    """The level's ``max_dim`` fit, then, over the ``patch_budget``, the budget scale with each side cut to whole
+    32-px patches (the guide's sizing steps)."""
+    sizing = params["levels"][_patch_level(params, detail)]
+    w, h = _fit(width, height, sizing["max_dim"])
+    budget = sizing.get("patch_budget")
+    if budget is not None and math.ceil(w / 32) * math.ceil(h / 32) > budget:
+        shrink = math.sqrt(32**2 * budget / (w * h))
+        w_patches, h_patches = w * shrink / 32, h * shrink / 32
+        shrink *= min(math.floor(w_patches) / w_patches, math.floor(h_patches) / h_patches)
+        w, h = max(1, math.floor(w * shrink)), max(1, math.floor(h * shrink))
+    return View(w, h, True)
+
+
+def _patch_level(params: dict, detail: str | None) -> str:
+    return params["auto"] if detail in (None, "auto") else detail
+
+
+def anthropic_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    return View(*F.anthropic_resize(width, height, params["max_edge"], params["max_tokens"]), True)
+
+
+def no_resize_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    """Rules that count the image at its own size (Gemini 2 tiles, mmtok's patch grid)."""
+    return View(width, height, True)
+
+
+def mistral_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    ratio = max(width / params["max_px"], height / params["max_px"])
+    return View(*((round(width / ratio), round(height / ratio)) if ratio > 1 else (width, height)), True)
+
+
+def qwen_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    size = F.qwen2_vl_smart_resize(
+        width, height, params.get("factor", 28), params.get("min_pixels", 3136), params.get("max_pixels", 12845056)
+    )
+    return View(*size, True)
+
+
+def tiles_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    return View(*_fit(width, height, params["fit_px"]), True)
+
+
+def level_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    """Gemini ``media_resolution`` levels: no internal size is published; estimated from the level's tokens."""
+    levels = params["levels"]
+    level = detail or params.get("default_level", "")
+    if level in levels:
+        return _estimated(width, height, levels[level])
+    return View(width, height, True)  # Gemini 2.5 without a level: the 768-px tile rule, at the image's own size
+
+
+def fixed_view(width: int, height: int, params: dict, detail: str | None) -> View:
+    return _estimated(width, height, params.get("tokens", 256))
+
+
+VIEWS: dict[str, Callable[[int, int, dict, str | None], View]] = {
+    "openai-tile": openai_tile_view,
+    "openai-patch": openai_patch_view,
+    "anthropic-patches": anthropic_view,
+    "gemini-tiles": no_resize_view,
+    "gemini-2.5": level_view,
+    "fixed-level": level_view,
+    "mistral-patches": mistral_view,
+    "qwen2-vl": qwen_view,
+    "tiles": tiles_view,
+    "patch-grid": no_resize_view,
+    "fixed": fixed_view,
+}
+
+
+def image_rule(model: Model) -> dict:
+    params = model.formulas.get("image")
+    if params is None or not model.accepts("image"):
+        from mmtok.errors import PriceError
+
+        raise PriceError(f"{model.asked} does not take images")
+    return params
+
+
+def view(model: Model, width: int, height: int, detail: str | None) -> View:
+    """What ``model`` looks at when sent a ``width`` x ``height`` image at ``detail``."""
+    params = image_rule(model)
+    fn = VIEWS.get(params["formula"])
+    if fn is None:  # a rule whose internal size mmtok does not know (LLaVA-NeXT's anyres grid)
+        return View(width, height, False)
+    return fn(width, height, params, detail)
+
+
+# ---------------------------------------------------------------------------------------------------- ladders
+def _grid_sizes(width: int, height: int, unit: float) -> list[tuple[int, int]]:
+    """Sizes at or below ``width`` x ``height`` (same aspect) where one side is a whole number of ``unit``-px cells:
+    the points where a per-cell count steps down."""
+    scales = {k * unit / width for k in range(1, math.ceil(width / unit))}
+    scales |= {k * unit / height for k in range(1, math.ceil(height / unit))}
+    sizes = {(width, height)}
+    for s in scales:
+        if s < 1:
+            w, h = math.floor(width * s + 1e-9), math.floor(height * s + 1e-9)
+            if min(w, h) >= MIN_SIDE_PX:
+                sizes.add((w, h))
+    return sorted(sizes, reverse=True)
+
+
+def openai_tile_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    """detail=high at each 512-px tile boundary below the 768-px view, and detail=low fitted to 512 px."""
+    v = openai_tile_view(width, height, params, "high")
+    return [(w, h, "high") for w, h in _grid_sizes(v.width, v.height, 512)] + [
+        (*openai_tile_view(width, height, params, "low").size, "low")
+    ]
+
+
+def openai_patch_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    """At every level the model offers, each 32-px patch boundary below that level's view."""
+    out = []
+    for level in params["levels"]:
+        v = openai_patch_view(width, height, params, level)
+        out += [(w, h, level) for w, h in _grid_sizes(v.width, v.height, 32)]
+    return out
+
+
+def anthropic_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    """Each 28-px boundary below the size Claude resizes to (its edge and token limits)."""
+    v = anthropic_view(width, height, params, detail)
+    return [(w, h, detail) for w, h in _grid_sizes(v.width, v.height, 28)]
+
+
+def gemini_tiles_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    """Each 768-px tile boundary, and the flat-rate size (both sides within 384 px)."""
+    return [(w, h, detail) for w, h in _grid_sizes(width, height, 768)] + [(*_fit(width, height, 384), detail)]
+
+
+def gemini_25_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    """The fixed levels (low, medium) at the image's size, and the tile rule's sizes without a level."""
+    return [(width, height, level) for level in params["levels"]] + [
+        (w, h, None) for w, h, _ in gemini_tiles_ladder(width, height, params, None)
+    ]
+
+
+def fixed_level_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    """Gemini 3: the pixel size does not change the count; the ``media_resolution`` level is the knob."""
+    return [(width, height, level) for level in params["levels"]]
+
+
+def mistral_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    v = mistral_view(width, height, params, detail)
+    return [(w, h, detail) for w, h in _grid_sizes(v.width, v.height, params["patch_px"])]
+
+
+def qwen_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    """Whole ``factor``-px cells (smart_resize rounds to them) below the resized size."""
+    v = qwen_view(width, height, params, detail)
+    return [(w, h, detail) for w, h in _grid_sizes(v.width, v.height, params.get("factor", 28))]
+
+
+def tiles_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    v = tiles_view(width, height, params, detail)
+    return [(w, h, detail) for w, h in _grid_sizes(v.width, v.height, params["tile_px"])]
+
+
+def patch_grid_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    return [(w, h, detail) for w, h in _grid_sizes(width, height, params["patch_px"])]
+
+
+def fixed_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+    """One count at any size: no cheaper rendition exists."""
+    return [(width, height, detail)]
+
+
+LADDERS: dict[str, Callable[[int, int, dict, str | None], list[tuple[int, int, str | None]]]] = {
+    "openai-tile": openai_tile_ladder,
+    "openai-patch": openai_patch_ladder,
+    "anthropic-patches": anthropic_ladder,
+    "gemini-tiles": gemini_tiles_ladder,
+    "gemini-2.5": gemini_25_ladder,
+    "fixed-level": fixed_level_ladder,
+    "mistral-patches": mistral_ladder,
+    "qwen2-vl": qwen_ladder,
+    "tiles": tiles_ladder,
+    "patch-grid": patch_grid_ladder,
+    "fixed": fixed_ladder,
+}
+
+
+def candidates(model: Model, width: int, height: int, detail: str | None, prices: tuple = ()) -> list[Rendition]:
+    """Renditions of a ``width`` x ``height`` image cheaper than sending it as it is (at ``detail``), cheapest
+    first, one per token count (the largest size with that count) and thinned so successive counts differ by at
+    least 8%; each priced by ``image_token_count``."""
+    params = image_rule(model)
+    ladder = LADDERS.get(params["formula"], fixed_ladder)
+    original = image_token_count(width, height, model.asked, detail, prices).tokens
+    best: dict[int, Rendition] = {}
+    for w, h, level in ladder(width, height, params, detail):
+        count = image_token_count(w, h, model.asked, level, prices)
+        if count.tokens >= original:
+            continue
+        seen = best.get(count.tokens)
+        if seen is None or w * h > seen.width * seen.height:
+            best[count.tokens] = Rendition(w, h, level, count.tokens, count.working, view(model, w, h, level))
+    thinned: list[Rendition] = []
+    for rendition in sorted(best.values(), key=lambda r: -r.tokens):
+        if not thinned or rendition.tokens <= thinned[-1].tokens * LADDER_STEP:
+            thinned.append(rendition)
+    cheapest = min(best.values(), key=lambda r: r.tokens, default=None)
+    if cheapest is not None and cheapest not in thinned:
+        thinned.append(cheapest)
+    return sorted(thinned, key=lambda r: r.tokens)
+
+
+def lossless(model: Model, width: int, height: int, detail: str | None, prices: tuple = ()) -> Rendition | None:
+    """The model's own view of the image, when it is published, smaller than the image, and priced at exactly the
+    image's tokens: the same picture and the same count in fewer pixels. None otherwise."""
+    v = view(model, width, height, detail)
+    if not v.published or v.width * v.height >= width * height:
+        return None
+    original = image_token_count(width, height, model.asked, detail, prices)
+    count = image_token_count(v.width, v.height, model.asked, detail, prices)
+    if count.tokens != original.tokens:
+        return None
+    return Rendition(v.width, v.height, detail, count.tokens, count.working, view(model, v.width, v.height, detail))

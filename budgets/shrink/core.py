@@ -1,0 +1,236 @@
+"""``shrink()``: the cheapest version of an image, recording or video that keeps what the user needs, per model.
+
+For each model: price the input as it is, plan a rendition (``image.py``, ``audio.py``, ``video.py``), write it
+atomically, price the written file again, and keep the original instead if the rendition would cost more. Nothing
+is raised for one bad model or input in :func:`shrink_models`: errors are yielded in place of results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mmtok.budgets.pricing import Model, price, resolve
+from mmtok.budgets.shrink.bars import Bar, bars_for, make_bars
+from mmtok.budgets.shrink.image import Plan
+from mmtok.budgets.shrink.result import ShrinkResult, cheaper_or_equal, copy_atomic, model_slug, write_bytes_atomic
+from mmtok.errors import MediaError, MmtokError, PriceError
+
+
+class Skipped(PriceError):
+    """A model that does not take the input's kind, or an input kind that is not shrunk: said, not a failure."""
+
+
+def shrink(
+    source: str | os.PathLike[str] | Any,
+    model: str = "gpt-4o",
+    *,
+    keep: Mapping[str, float] | Sequence[str] | None = None,
+    lossless: bool = False,
+    out: str | os.PathLike[str] | None = None,
+    detail: str | None = None,
+    speed: float = 1.0,
+    min_silence_s: float = 0.8,
+    crop: bool = True,
+    prices: Sequence[str | os.PathLike[str]] = (),
+) -> ShrinkResult:
+    """The cheapest rendition of ``source`` (a path or a loaded ``mmtok.Image`` / ``Audio`` / ``Video``) for
+    ``model`` that meets every bar in ``keep`` (``{"ocr": 0.98}``, ``["ssim>=0.95"]``; defaults: ssim >= 0.90 and
+    ocr >= 0.98 for images, wer <= 0.02 for audio).
+
+    ``lossless``: only what leaves the model's view unchanged (its own internal size, no metadata). ``out``: the
+    folder to write to (default: the user cache folder). ``detail``: the detail / media_resolution the original
+    would be sent with. ``speed``: also try time compression (1 to 2). ``min_silence_s``: cut silences longer than
+    this (to 0.5 s). ``crop``: allow cutting uniform borders. Raises the input's or the model's error."""
+    bars = make_bars(keep)
+    path = _path_of(source)
+    folder = Path(out) if out is not None else _default_folder()
+    name = path.stem if out is not None else f"{path.stem}-{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
+    (result,) = shrink_models(
+        path,
+        [model],
+        bars,
+        folder,
+        name,
+        lossless=lossless,
+        detail=detail,
+        speed=speed,
+        min_silence_s=min_silence_s,
+        crop=crop,
+        prices=prices,
+    )
+    if isinstance(result, MmtokError):
+        raise result
+    return result
+
+
+def _default_folder() -> Path:
+    from mmtok.cache import cache_dir
+
+    return cache_dir("shrink")
+
+
+def _path_of(source: Any) -> Path:
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source)
+    path = getattr(source, "path", None)
+    if path is None:
+        raise MediaError(None, "shrink reads files: save an in-memory image or waveform to a file first")
+    return Path(path)
+
+
+def shrink_models(
+    source: Path,
+    models: Sequence[str | Model],
+    bars: Mapping[str, Bar],
+    out_dir: Path,
+    name: str,
+    *,
+    lossless: bool = False,
+    detail: str | None = None,
+    speed: float = 1.0,
+    min_silence_s: float = 0.8,
+    crop: bool = True,
+    prices: Sequence[str | os.PathLike[str]] = (),
+    jobs: dict[str, Any] | None = None,
+    protect: frozenset[Path] = frozenset(),
+) -> Iterator[ShrinkResult | MmtokError]:
+    """One result (or error) per model for ``source``, written to ``out_dir/<name>.<model><suffix>``. ``jobs`` keeps
+    decoded inputs and their measurements between calls (the benchmark shrinks one input under several bars).
+    ``protect``: resolved paths never written to (the inputs); the source itself is always protected."""
+    import mmtok
+
+    prices = tuple(prices)
+    try:
+        media = mmtok.load(source)
+        if media.kind not in ("image", "audio", "video"):
+            raise Skipped(f"{media.kind} is not shrunk (images, audio and video are)")
+        job = (jobs or {}).get(str(source)) or _job(source, media)
+        if jobs is not None:
+            jobs[str(source)] = job
+    except MmtokError as e:
+        yield e
+        return
+    audio_plan: tuple[Plan, float] | None = None
+    for asked in models:
+        try:
+            model = asked if isinstance(asked, Model) else resolve(asked, prices)
+            if not model.accepts(media.kind) or media.kind not in model.formulas:
+                raise Skipped(f"{model.asked} does not take {media.kind}")
+            before = price(source, model.asked, detail=detail if media.kind != "audio" else None, prices=prices)
+            if media.kind == "image":
+                from mmtok.budgets.shrink.image import plan_image
+
+                plan = plan_image(
+                    job, model, bars_for(bars, "image"), lossless=lossless, detail=detail, crop=crop, prices=prices
+                )
+            elif media.kind == "audio":
+                from mmtok.budgets.shrink.audio import plan_audio
+
+                if audio_plan is None:
+                    audio_plan = plan_audio(
+                        job, bars_for(bars, "audio"), min_silence_s=min_silence_s, speed=speed, lossless=lossless
+                    )
+                plan = audio_plan[0]
+            else:
+                from mmtok.budgets.shrink.video import plan_video
+
+                plan = plan_video(job, model, bars_for(bars, "image"), lossless=lossless, detail=detail, prices=prices)
+            stem = out_dir / f"{name}.{model_slug(model.asked)}"
+            yield _finish(
+                source,
+                media,
+                model,
+                plan,
+                before,
+                stem,
+                bars,
+                detail,
+                prices,
+                protect | {Path(os.path.realpath(source))},
+            )
+        except MmtokError as e:
+            yield e
+
+
+def _job(source: Path, media: Any) -> Any:
+    if media.kind == "image":
+        from mmtok.budgets.shrink.image import ImageJob
+
+        return ImageJob(source, media)
+    if media.kind == "audio":
+        from mmtok.budgets.shrink.audio import AudioJob
+
+        return AudioJob(source, media)
+    from mmtok.budgets.shrink.video import VideoJob
+
+    return VideoJob(source, media)
+
+
+def _finish(
+    source: Path,
+    media: Any,
+    model: Model,
+    plan: Plan,
+    before: Any,
+    stem: Path,
+    bars: Mapping[str, Bar],
+    detail: str | None,
+    prices: tuple,
+    protect: frozenset[Path],
+) -> ShrinkResult:
+    """Write the plan's output, price the written file, and fall back to the original if it costs more."""
+    kind = media.kind
+    target = stem.with_name(stem.name + (plan.suffix if plan.data is not None else source.suffix))
+    for path in {target, stem.with_name(stem.name + source.suffix)}:
+        if Path(os.path.realpath(path)) in protect:
+            raise MediaError(source, f"the output {path} would overwrite an input: choose another --out")
+    if plan.data is not None:
+        write_bytes_atomic(target, plan.data)
+    else:
+        copy_atomic(source, target)
+    send_detail = plan.detail if plan.status != "kept" else detail
+    after = price(target, model.asked, detail=send_detail if kind != "audio" else None, prices=prices)
+    status, action, notes = plan.status, plan.action, list(plan.notes)
+    if plan.status != "kept" and not cheaper_or_equal(after, before, kind):
+        target.unlink(missing_ok=True)
+        target = copy_atomic(source, stem.with_name(stem.name + source.suffix))
+        after, send_detail = price(target, model.asked, detail=detail, prices=prices), detail
+        status, action = "kept", f"kept: the rendition ({plan.action}) priced higher when written"
+    out = mmtok_load(target)
+    used = {m: str(b) for m, b in bars.items() if b.modality == ("audio" if kind == "audio" else "image")}
+    return ShrinkResult(
+        source=source,
+        model=model.asked,
+        kind=kind,
+        status=status,
+        action=action,
+        path=target,
+        before=before,
+        after=after,
+        detail=send_detail,
+        detail_name=_detail_name(model, kind),
+        measures={k: None if v is None else round(float(v), 4) for k, v in plan.measures.items()},
+        bars={} if plan.status == "lossless" else used,
+        tried=plan.tried,
+        bytes_before=media.size_bytes or 0,
+        bytes_after=out.size_bytes or 0,
+        seconds_before=getattr(media, "duration_s", None),
+        seconds_after=getattr(out, "duration_s", None),
+        notes=notes,
+        warnings=list(plan.warnings),
+    )
+
+
+def _detail_name(model: Model, kind: str) -> str:
+    formula = model.formulas.get("image" if kind == "image" else kind, {}).get("formula", "")
+    return "media_resolution" if formula in ("fixed-level", "gemini-2.5", "frames") else "detail"
+
+
+def mmtok_load(path: Path) -> Any:
+    import mmtok
+
+    return mmtok.load(path)

@@ -1,0 +1,343 @@
+"""Shrinking an image for one model: candidates at the rule's breakpoints, measured, the cheapest that meets the bars.
+
+Candidates are ordered by tokens; the search bisects that order, measuring a candidate only when it is visited
+(SSIM first, OCR only if SSIM passed), on the assumption that a larger rendition keeps at least as much as a
+smaller one. The chosen rendition has always been measured against every bar. A job decodes its image once and
+keeps its readings, so several models and bar sets share the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mmtok.budgets.pricing import Model, image_token_count
+from mmtok.budgets.shrink import candidates as C
+from mmtok.budgets.shrink import pictures as P
+from mmtok.budgets.shrink.bars import Bar
+
+if TYPE_CHECKING:
+    import PIL.Image
+
+    from mmtok.media import Image
+
+
+@dataclass
+class Plan:
+    """What to write for one input and model: ``data`` (None: copy the original file), its suffix, the detail to
+    send it with, and what was done and measured."""
+
+    status: str  # shrunk | lossless | kept
+    action: str
+    data: bytes | None = None
+    suffix: str = ""
+    detail: str | None = None
+    measures: dict[str, float | None] = field(default_factory=dict)
+    tried: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class ImageJob:
+    """One decoded image and the measurements made on it, shared by every model it is shrunk for."""
+
+    def __init__(self, path: Path, media: Image) -> None:
+        self.path = Path(path)
+        self.media = media
+        self.decoded = P.decode(path, media.format)
+        self.width, self.height = self.decoded.size
+        self._crop: Any = ...
+        self._views: dict[tuple[int, int], PIL.Image.Image] = {}
+        self._readings: dict[tuple, str] = {}
+        self._renders: dict[tuple, PIL.Image.Image] = {}
+        self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}
+
+    @property
+    def crop(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int]] | None:
+        if self._crop is ...:
+            self._crop = P.content_box(self.decoded.rgb)
+        return self._crop
+
+    def original_view(self, size: tuple[int, int]) -> PIL.Image.Image:
+        if size not in self._views:
+            self._views[size] = P.resized(self.decoded.rgb, size)
+        return self._views[size]
+
+    def reading(self, key: tuple, image: PIL.Image.Image) -> str:
+        from mmtok.budgets.shrink.ocr import read_text
+
+        if key not in self._readings:
+            self._readings[key] = read_text(image)
+        return self._readings[key]
+
+    def ocr_agreement(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition) -> float:
+        """Agreement of RapidOCR reading the rendition at the model's view of it with reading the original file's
+        pixels (one reading per input, shared by every model); recorded against the view's scale."""
+        from mmtok.budgets.shrink.ocr import agreement
+
+        truth = self.reading(("original",), self.decoded.rgb)
+        if not truth.strip():
+            return 1.0  # the original has no text to keep (nothing was read in it)
+        image = P.resized(self.rendered(box, rendition.size), rendition.view.size)
+        value = agreement(truth, self.reading(("rendition", box, rendition.size, rendition.view.size), image))
+        self._ocr_outcomes.setdefault(box, []).append((self.scale(box, rendition), value))
+        return value
+
+    def scale(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition) -> float:
+        """How much of the (cropped) original's resolution the model sees of ``rendition``."""
+        base = box[2] - box[0] if box else self.width
+        return rendition.view.width / base
+
+    def read_already(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition) -> bool:
+        return ("rendition", box, rendition.size, rendition.view.size) in self._readings
+
+    def predicted_to_fail(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition, bar: Bar) -> bool:
+        """A reading at a larger or equal scale (for any model) already missed ``bar``: a smaller one is not read.
+        Only failures are inferred; a rendition that is chosen has always been read."""
+        if self.read_already(box, rendition) or not self.reading(("original",), self.decoded.rgb).strip():
+            return False
+        scale = self.scale(box, rendition)
+        return any(s >= scale - 1e-9 and not bar.met(v) for s, v in self._ocr_outcomes.get(box, []))
+
+    def smallest_passing_scale(self, box: tuple[int, int, int, int] | None, bar: Bar) -> float | None:
+        """The smallest scale at which any model's rendition met ``bar``: where the next search starts."""
+        passed = [s for s, v in self._ocr_outcomes.get(box, []) if bar.met(v)]
+        return min(passed, default=None)
+
+    def pixels(self, box: tuple[int, int, int, int] | None, size: tuple[int, int]) -> PIL.Image.Image:
+        """The output's pixels (alpha kept): cropped to ``box``, resized to ``size``."""
+        source = self.decoded.pixels if box is None else self.decoded.pixels.crop(box)
+        return P.resized(source, size)
+
+    def rendered(self, box: tuple[int, int, int, int] | None, size: tuple[int, int]) -> PIL.Image.Image:
+        """What the output file decodes to (RGB over white): lossy formats are encoded and decoded back, so the
+        measures see the compression too."""
+        key = (box, size)
+        if key not in self._renders:
+            fmt = self.decoded.output_format[0]
+            pixels = self.pixels(box, size)
+            if fmt == "PNG":
+                self._renders[key] = pixels if pixels.mode == "RGB" else P._over_white(pixels)
+            else:
+                self._renders[key] = P.decode_bytes(P.encode(pixels, fmt))
+        return self._renders[key]
+
+
+def _size(w: int, h: int) -> str:
+    return f"{w}x{h}"
+
+
+def plan_image(
+    job: ImageJob,
+    model: Model,
+    bars: list[Bar],
+    *,
+    lossless: bool = False,
+    detail: str | None = None,
+    crop: bool = True,
+    prices: tuple = (),
+) -> Plan:
+    """The cheapest rendition of ``job``'s image for ``model`` that meets ``bars`` (or, with ``lossless``, the
+    same tokens in fewer bytes)."""
+    if lossless:
+        return _plan_lossless(job, model, detail, prices)
+    width, height = job.width, job.height
+    original = image_token_count(width, height, model.asked, detail, prices).tokens
+    reference = C.view(model, width, height, detail)
+    found = job.crop if crop else None
+    box, border = found if found else (None, None)
+    base = (box[2] - box[0], box[3] - box[1]) if box else (width, height)
+    ladder = [r for r in C.candidates(model, *base, detail, prices) if r.tokens < original]
+    if box is not None:
+        cropped = C.lossless(model, *base, detail, prices) or _as_is(model, base, detail, prices)
+        if cropped.tokens < original and all(r.tokens != cropped.tokens for r in ladder):
+            ladder.append(cropped)
+        ladder.sort(key=lambda r: r.tokens)
+    notes = list(job.decoded.notes)
+    if not reference.published:
+        notes.append(
+            f"{model.asked} publishes no internal image size: measured at an estimated view "
+            f"({C.ESTIMATED_PX_PER_TOKEN:.0f} px per token, {reference.width}x{reference.height} for the original)"
+        )
+    if not ladder:
+        return Plan(
+            "kept",
+            f"kept: no rendition costs fewer than {original:,} tokens on {model.asked}",
+            notes=notes,
+            warnings=list(job.decoded.warnings),
+        )
+
+    tried: list[dict[str, Any]] = []
+    results: dict[int, tuple[bool, dict[str, float | None]]] = {}
+
+    ocr_bar = next((bar for bar in bars if bar.metric == "ocr"), None)
+
+    def meets(i: int) -> bool:
+        if i not in results and ocr_bar is not None and job.predicted_to_fail(box, ladder[i], ocr_bar):
+            results[i] = (False, {})
+            tried.append(
+                {
+                    "size": _size(*ladder[i].size),
+                    "detail": ladder[i].detail,
+                    "tokens": ladder[i].tokens,
+                    "ocr": "below the bar at a larger scale",
+                    "meets": False,
+                }
+            )
+        if i not in results:
+            measures = _measure(job, ladder[i], reference, box, border, bars)
+            ok = all(measures.get(bar.metric) is not None and bar.met(measures[bar.metric]) for bar in bars)
+            results[i] = (ok, measures)
+            tried.append(
+                {
+                    "size": _size(*ladder[i].size),
+                    "detail": ladder[i].detail,
+                    "tokens": ladder[i].tokens,
+                    **{k: _round(v) for k, v in measures.items()},
+                    "meets": ok,
+                }
+            )
+        return results[i][0]
+
+    low, high = 0, len(ladder)  # the answer is in [low, high]; high == len: none found yet
+    start = job.smallest_passing_scale(box, ocr_bar) if ocr_bar is not None else None
+    while low < high:
+        mid = (low + high) // 2
+        if start is not None:  # another model's search found where the text stops being read: probe just above it
+            above = [i for i in range(low, high) if job.scale(box, ladder[i]) >= start - 1e-9]
+            mid, start = (above[0] if above else mid), None
+        if meets(mid):
+            high = mid
+        else:
+            low = mid + 1
+    if high == len(ladder):
+        bars_text = ", ".join(str(b) for b in bars)
+        best = tried[-1] if tried else {}
+        return Plan(
+            "kept",
+            f"kept: no cheaper rendition meets {bars_text} (the largest, {best.get('size')} at "
+            f"{best.get('tokens'):,} tokens: {_summary(best)})",
+            tried=tried,
+            notes=notes,
+            warnings=list(job.decoded.warnings),
+        )
+    chosen = ladder[high]
+    fmt, suffix = job.decoded.output_format
+    steps = [_size(width, height)]
+    if box is not None:
+        steps.append(f"crop {base[0]}x{base[1]} (uniform border)")
+    if chosen.size != base:
+        steps.append(_size(*chosen.size))
+    level = f", {_detail_name(model)} {chosen.detail}" if chosen.detail else ""
+    same_pixels = box is None and chosen.size == (width, height)
+    data = None if same_pixels and _copyable(job) else P.encode(job.pixels(box, chosen.size), fmt)
+    if job.decoded.source_format != fmt.lower() and data is not None:
+        notes.append(f"written as {fmt} ({job.decoded.source_format.upper()} in)")
+    return Plan(
+        "shrunk",
+        " -> ".join(steps) + level,
+        data,
+        suffix if data is not None else job.path.suffix,
+        chosen.detail,
+        dict(results[high][1]),
+        tried,
+        notes,
+        list(job.decoded.warnings),
+    )
+
+
+def _as_is(model: Model, size: tuple[int, int], detail: str | None, prices: tuple) -> C.Rendition:
+    count = image_token_count(*size, model.asked, detail, prices)
+    return C.Rendition(*size, detail, count.tokens, count.working, C.view(model, *size, detail))
+
+
+def _measure(
+    job: ImageJob,
+    rendition: C.Rendition,
+    reference: C.View,
+    box: tuple[int, int, int, int] | None,
+    border: tuple[int, int, int] | None,
+    bars: list[Bar],
+) -> dict[str, float | None]:
+    """The rendition's measures: SSIM at the model's view, then (if SSIM passed) OCR agreement with the original."""
+    wanted = {bar.metric: bar for bar in bars}
+    image = job.rendered(box, rendition.size)
+    out: dict[str, float | None] = {}
+    if "ssim" in wanted:
+        seen = P.to_view(image, rendition.view.size, reference.size, (job.width, job.height), box, border)
+        out["ssim"] = P.ssim(job.original_view(reference.size), seen)
+        if not wanted["ssim"].met(out["ssim"]):
+            if "ocr" in wanted:
+                out["ocr"] = None  # not read: the SSIM bar already failed
+            return out
+    if "ocr" in wanted:
+        out["ocr"] = job.ocr_agreement(box, rendition)
+    return out
+
+
+def _plan_lossless(job: ImageJob, model: Model, detail: str | None, prices: tuple) -> Plan:
+    """The model's own view of the image, with no metadata; or, where the view is the image itself or is not
+    published, the same pixels with no metadata."""
+    fmt, suffix = job.decoded.output_format
+    notes = list(job.decoded.notes)
+    width, height = job.width, job.height
+    rendition = C.lossless(model, width, height, detail, prices)
+    reference = C.view(model, width, height, detail)
+    if rendition is not None:
+        data, suffix = P.encode_smallest(job.pixels(None, rendition.size), fmt)
+        action = f"{_size(width, height)} -> {_size(*rendition.size)} (the model's own view), metadata dropped"
+    else:
+        why = "already within the model's view" if reference.published else "no internal size is published"
+        data, suffix = _same_pixels(job, fmt, suffix)
+        action = f"{_size(width, height)}, not resized ({why}), metadata dropped"
+    if data is None or len(data) >= (job.media.size_bytes or 0):
+        return Plan(
+            "kept",
+            "kept: no smaller file shows the model the same image",
+            notes=notes,
+            warnings=list(job.decoded.warnings),
+        )
+    measures: dict[str, float | None] = {}
+    if reference.published:
+        seen = P.decode_bytes(data)
+        measures["ssim"] = P.ssim(job.original_view(reference.size), P.resized(seen, reference.size))
+    written = {".jpg": "jpeg", ".webp": "webp", ".png": "png"}[suffix]
+    if job.decoded.source_format != written:
+        notes.append(f"written as {written.upper()} ({job.decoded.source_format.upper()} in)")
+    return Plan("lossless", action, data, suffix, detail, measures, [], notes, list(job.decoded.warnings))
+
+
+def _copyable(job: ImageJob) -> bool:
+    """The original file is itself a valid output: upright already, one frame, a format that is kept."""
+    return (
+        not job.decoded.warnings
+        and not any(n.startswith("EXIF orientation") for n in job.decoded.notes)
+        and job.decoded.output_format[0].lower() == job.decoded.source_format
+    )
+
+
+def _same_pixels(job: ImageJob, fmt: str, suffix: str) -> tuple[bytes | None, str]:
+    """The image at its own size with no metadata: JPEG segments cut without re-encoding where it is upright,
+    otherwise re-encoded (pixel-exact sources losslessly, at their smallest)."""
+    if fmt == "JPEG" and _copyable(job):
+        return P.strip_jpeg_metadata(job.path.read_bytes()), suffix
+    return P.encode_smallest(job.decoded.pixels, fmt)
+
+
+def _detail_name(model: Model) -> str:
+    formula = model.formulas.get("image", {}).get("formula", "")
+    return "media_resolution" if formula in ("fixed-level", "gemini-2.5") else "detail"
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(float(value), 4)
+
+
+def _summary(tried: dict[str, Any]) -> str:
+    parts = [
+        f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in tried.items()
+        if k in ("ssim", "ocr") and v is not None
+    ]
+    return ", ".join(parts) or "not measured"

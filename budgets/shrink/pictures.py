@@ -1,0 +1,244 @@
+"""Pixels for shrinking: decoding as displayed, uniform borders, resizing, encoding, and the two image measures.
+
+Decoding applies EXIF orientation (the output is upright, at the displayed size), keeps alpha where the file has it
+(outputs stay in a format that carries it), and takes the first frame of an animated GIF. Measures compare what the
+model sees: the original at the model's view, and the rendition at its own view, scaled back onto the original's
+view (crops pasted back onto the border colour), so that what a cut loses is what is scored.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mmtok.errors import MediaError
+
+if TYPE_CHECKING:
+    import PIL.Image
+
+BORDER_TOLERANCE = 12  # per channel, 0-255: a border pixel this close to the border colour is still border
+JPEG_QUALITY = 90
+WEBP_QUALITY = 90
+SSIM_PROTOCOL = "SSIM of luma in [-1, 1] (torchmetrics' definition: Gaussian 11 / 1.5), at the model's view"
+
+# input format -> output format (Pillow name, suffix)
+OUTPUT_FORMATS = {
+    "jpeg": ("JPEG", ".jpg"),
+    "webp": ("WEBP", ".webp"),
+    "png": ("PNG", ".png"),
+    "gif": ("PNG", ".png"),
+    "bmp": ("PNG", ".png"),
+    "tiff": ("PNG", ".png"),
+}
+
+
+@dataclass
+class Decoded:
+    """An image as displayed: ``pixels`` in its own mode (RGB, or RGBA when it has alpha), ``rgb`` composited over
+    white (what the measures read), and notes on what decoding did."""
+
+    pixels: PIL.Image.Image
+    rgb: PIL.Image.Image
+    source_format: str
+    notes: list[str]
+    warnings: list[str]
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.pixels.size
+
+    @property
+    def has_alpha(self) -> bool:
+        return self.pixels.mode == "RGBA"
+
+    @property
+    def output_format(self) -> tuple[str, str]:
+        return OUTPUT_FORMATS.get(self.source_format, ("PNG", ".png"))
+
+
+def decode(path: object, source_format: str) -> Decoded:
+    """Decode ``path`` upright, first frame only."""
+    import PIL.Image
+    import PIL.ImageOps
+
+    notes: list[str] = []
+    warnings: list[str] = []
+    try:
+        with PIL.Image.open(path) as im:
+            frames = getattr(im, "n_frames", 1)
+            if frames > 1:
+                im.seek(0)
+                warnings.append(f"animated {source_format.upper()} with {frames} frames: only the first frame is kept")
+            orientation = int(im.getexif().get(0x0112, 1) or 1)
+            im.load()
+            upright = PIL.ImageOps.exif_transpose(im)
+            alpha = upright.mode in ("RGBA", "LA", "PA") or (upright.mode == "P" and "transparency" in upright.info)
+            pixels = upright.convert("RGBA" if alpha else "RGB")
+    except MediaError:
+        raise
+    except Exception as e:  # Pillow raises many types on bad data
+        raise MediaError(path, f"cannot decode {source_format} image: {e}") from None
+    if orientation != 1:
+        notes.append(f"EXIF orientation {orientation} applied (output upright)")
+    if pixels.mode == "RGBA":
+        if pixels.getchannel("A").getextrema() == (255, 255):
+            pixels = pixels.convert("RGB")  # an alpha channel that is opaque everywhere carries nothing
+        else:
+            notes.append("alpha kept (measured over white)")
+    rgb = pixels if pixels.mode == "RGB" else _over_white(pixels)
+    return Decoded(pixels, rgb, source_format, notes, warnings)
+
+
+def _over_white(image: PIL.Image.Image) -> PIL.Image.Image:
+    import PIL.Image
+
+    background = PIL.Image.new("RGBA", image.size, (255, 255, 255, 255))
+    return PIL.Image.alpha_composite(background, image).convert("RGB")
+
+
+def content_box(rgb: PIL.Image.Image) -> tuple[tuple[int, int, int, int], tuple[int, int, int]] | None:
+    """The box inside a uniform border (left, top, right, bottom) with a margin of 1% of the long side, and the
+    border colour; None when the image has no uniform border worth cutting (under 2% of the area)."""
+    array = np.asarray(rgb, dtype=np.int16)  # (H, W, 3)
+    height, width = array.shape[:2]
+    corners = [tuple(array[y, x]) for y, x in ((0, 0), (0, width - 1), (height - 1, 0), (height - 1, width - 1))]
+    colour = max(corners, key=corners.count)
+    if corners.count(colour) < 2:
+        return None
+    differs = (np.abs(array - np.array(colour, dtype=np.int16)) > BORDER_TOLERANCE).any(axis=2)  # (H, W)
+    rows, cols = np.flatnonzero(differs.any(axis=1)), np.flatnonzero(differs.any(axis=0))
+    if not len(rows):
+        return None  # a uniform image: nothing to keep or to cut
+    margin = max(2, round(0.01 * max(width, height)))
+    box = (
+        max(0, int(cols[0]) - margin),
+        max(0, int(rows[0]) - margin),
+        min(width, int(cols[-1]) + 1 + margin),
+        min(height, int(rows[-1]) + 1 + margin),
+    )
+    if (box[2] - box[0]) * (box[3] - box[1]) > 0.98 * width * height:
+        return None
+    return box, (int(colour[0]), int(colour[1]), int(colour[2]))
+
+
+def resized(image: PIL.Image.Image, size: tuple[int, int]) -> PIL.Image.Image:
+    """Lanczos resampling (antialiased when shrinking); the image itself when the size is unchanged."""
+    import PIL.Image
+
+    if image.size == tuple(size):
+        return image
+    return image.resize(size, PIL.Image.Resampling.LANCZOS, reducing_gap=3.0)
+
+
+def encode(image: PIL.Image.Image, pillow_format: str) -> bytes:
+    """The image as file bytes, with no metadata: JPEG and WebP at quality 90, PNG at zlib level 6."""
+    buffer = io.BytesIO()
+    if pillow_format == "JPEG":
+        image.convert("RGB").save(buffer, "JPEG", quality=JPEG_QUALITY, optimize=True)
+    elif pillow_format == "WEBP":
+        image.save(buffer, "WEBP", quality=WEBP_QUALITY, method=4)
+    else:
+        image.save(buffer, "PNG", compress_level=6)
+    return buffer.getvalue()
+
+
+def encode_smallest(image: PIL.Image.Image, pillow_format: str) -> tuple[bytes, str]:
+    """(bytes, suffix) for ``--lossless``: a pixel-exact source (PNG, GIF, BMP, TIFF) as the smaller of an optimised
+    PNG and a lossless WebP (both exact; every provider here takes WebP); JPEG and WebP sources at quality 90."""
+    if pillow_format != "PNG":
+        return encode(image, pillow_format), ".jpg" if pillow_format == "JPEG" else ".webp"
+    png, webp = io.BytesIO(), io.BytesIO()
+    image.save(png, "PNG", optimize=True, compress_level=9)
+    image.save(webp, "WEBP", lossless=True, quality=80, method=4)
+    return (png.getvalue(), ".png") if png.tell() <= webp.tell() else (webp.getvalue(), ".webp")
+
+
+def decode_bytes(data: bytes) -> PIL.Image.Image:
+    """Encoded bytes back to RGB over white, as the measures read them."""
+    import PIL.Image
+
+    with PIL.Image.open(io.BytesIO(data)) as im:
+        im.load()
+        return (_over_white(im.convert("RGBA")) if im.mode in ("RGBA", "LA", "PA", "P") else im.convert("RGB")).copy()
+
+
+def strip_jpeg_metadata(data: bytes) -> bytes | None:
+    """The JPEG with its EXIF/XMP (APP1), IPTC (APP13), other application segments and comments removed, the
+    compressed image data untouched; JFIF (APP0), ICC profiles (APP2) and Adobe colour (APP14) are kept. None when
+    the stream is not a plain sequence of marker segments."""
+    if data[:2] != b"\xff\xd8":
+        return None
+    out = [data[:2]]
+    pos = 2
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xDA:  # start of scan: the rest is image data
+            out.append(data[pos:])
+            return b"".join(out)
+        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        segment = data[pos : pos + 2 + length]
+        if not (0xE1 <= marker <= 0xEF and marker not in (0xE2, 0xEE)) and marker != 0xFE:
+            out.append(segment)
+        pos += 2 + length
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------ measures
+def to_view(
+    rendition: PIL.Image.Image,
+    rendition_view: tuple[int, int],
+    original_view: tuple[int, int],
+    original_size: tuple[int, int],
+    box: tuple[int, int, int, int] | None,
+    border: tuple[int, int, int] | None,
+) -> PIL.Image.Image:
+    """The rendition as the model sees it, laid over the original's view: resized to its own view, scaled onto the
+    region it covers in the original's view, pasted onto the border colour when it was cropped."""
+    import PIL.Image
+
+    seen = resized(rendition, rendition_view)
+    if box is None:
+        return seen.resize(original_view, PIL.Image.Resampling.BICUBIC) if seen.size != original_view else seen
+    sx, sy = original_view[0] / original_size[0], original_view[1] / original_size[1]
+    left, top = round(box[0] * sx), round(box[1] * sy)
+    right, bottom = max(left + 1, round(box[2] * sx)), max(top + 1, round(box[3] * sy))
+    canvas = PIL.Image.new("RGB", original_view, border or (255, 255, 255))
+    canvas.paste(seen.resize((right - left, bottom - top), PIL.Image.Resampling.BICUBIC), (left, top))
+    return canvas
+
+
+def ssim(reference: PIL.Image.Image, other: PIL.Image.Image) -> float:
+    """SSIM of the luma (ITU-R 601 Y, in [-1, 1]) of two images of one size: torchmetrics' definition (data range
+    2, Gaussian window 11, sigma 1.5, K1 0.01, K2 0.03, reflected edges, the mean of the map) with the Gaussian
+    as two 1-D passes (scipy), so a 4-megapixel view takes a fraction of a second."""
+    return _ssim(_luma(reference), _luma(other))
+
+
+def _luma(image: PIL.Image.Image) -> np.ndarray:
+    return np.asarray(image.convert("L"), dtype=np.float32) / 127.5 - 1.0  # (H, W) in [-1, 1]
+
+
+def _ssim(x: np.ndarray, y: np.ndarray, window: int = 11, sigma: float = 1.5, data_range: float = 2.0) -> float:
+    from scipy.ndimage import correlate1d
+
+    if x.shape != y.shape or min(x.shape) < window:
+        raise ValueError(f"SSIM needs two images of one size, at least {window} px a side; got {x.shape}, {y.shape}")
+    offsets = np.arange((1 - window) / 2, (1 + window) / 2, 1.0)
+    gauss = np.exp(-((offsets / sigma) ** 2) / 2)
+    gauss = (gauss / gauss.sum()).astype(np.float32)
+
+    def blur(t: np.ndarray) -> np.ndarray:  # edges reflected without repeating the edge pixel, as torch's "reflect"
+        return correlate1d(correlate1d(t, gauss, axis=1, mode="mirror"), gauss, axis=0, mode="mirror")
+
+    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
+    mu_x, mu_y = blur(x), blur(y)
+    var_x = np.maximum(blur(x * x) - mu_x**2, 0.0)
+    var_y = np.maximum(blur(y * y) - mu_y**2, 0.0)
+    cov = blur(x * y) - mu_x * mu_y
+    score = ((2 * mu_x * mu_y + c1) * (2 * cov + c2)) / ((mu_x**2 + mu_y**2 + c1) * (var_x + var_y + c2))
+    return float(score.mean())

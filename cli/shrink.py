@@ -1,0 +1,207 @@
+"""``mmtok shrink``: the cheapest version of each input that keeps what the user needs, per model."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from mmtok.cli.common import console, err_console, flushes_json_lines, fmt_num, print_error, print_json_line, progress
+from mmtok.errors import MediaError, MmtokError
+
+if TYPE_CHECKING:
+    from mmtok.budgets.shrink import ShrinkResult
+
+
+@flushes_json_lines
+def shrink(
+    paths: list[Path] = typer.Argument(..., help="Images, recordings, videos or folders (walked recursively)."),
+    model: list[str] = typer.Option(..., "--model", "-m", help="Model to shrink for (repeatable)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for the outputs (never inside an input folder)."),
+    keep: list[str] = typer.Option(
+        [],
+        "--keep",
+        help="A quality bar, e.g. ocr>=0.98, ssim>=0.95, wer<=0.02 (repeatable; replaces that "
+        "modality's defaults: ssim>=0.90 and ocr>=0.98 for images, wer<=0.02 for audio).",
+    ),
+    lossless: bool = typer.Option(False, "--lossless", help="Only changes that leave what the model sees unchanged."),
+    speed: float = typer.Option(1.0, "--speed", help="Also try speech sped up by this factor (1 to 2)."),
+    min_silence: float = typer.Option(0.8, "--min-silence", help="Cut silences longer than this (seconds).", min=0.1),
+    detail: str | None = typer.Option(None, help="The detail / media_resolution the originals would be sent with."),
+    no_crop: bool = typer.Option(False, "--no-crop", help="Never cut uniform borders."),
+    prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet (TOML)."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per input and model on stdout."),
+) -> None:
+    """For each input and model, write the cheapest version that meets every bar to --out, with tokens and cost
+    before and after, what was done, and each measure. Outputs are priced again from the written file and never
+    cost more than the original; where no cheaper version meets the bars the original is copied and said so."""
+    from mmtok.budgets.pricing import rate_card, resolve
+    from mmtok.budgets.shrink import Skipped, make_bars, shrink_models
+    from mmtok.budgets.shrink.audio import check_speed
+    from mmtok.media import iter_files
+
+    try:
+        bars = make_bars(keep)
+        check_speed(speed)
+        if detail is not None:
+            from mmtok.budgets.pricing import make_options
+
+            make_options(detail)
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(2) from None
+    out = out.expanduser()
+    problem = _out_problem(out, paths)
+    if problem:
+        print_error(problem)
+        raise typer.Exit(2)
+    usable = []
+    for name in model:
+        try:
+            rate_card(resolve(name, prices))  # an unknown name fails here, naming the closest models
+            usable.append(name)
+        except MmtokError as e:
+            print_error(f"{name}: {e}")
+            if json_out:
+                print_json_line({"model": name, "error": str(e)})
+    if not usable:
+        raise typer.Exit(2)
+    failures = len(usable) != len(model)
+    files = list(iter_files(paths))
+    names = _output_names([f for f in files if not isinstance(f, MediaError)], paths)
+    inputs = {Path(os.path.realpath(p)) for p in names}
+    results: list[ShrinkResult] = []
+    folders = any(p.is_dir() for p in paths)
+    for item in progress(files, "shrinking", min_items=1 if folders else 2):
+        if isinstance(item, MediaError):
+            failures = True
+            _error(item, json_out, {"input": item.source})
+            continue
+        made = 0
+        for result in shrink_models(
+            item,
+            usable,
+            bars,
+            out / names[item].parent,
+            names[item].name,
+            lossless=lossless,
+            detail=detail,
+            speed=speed,
+            min_silence_s=min_silence,
+            crop=not no_crop,
+            prices=prices,
+            protect=frozenset(inputs),
+        ):
+            if isinstance(result, Skipped):
+                sys.stderr.write(f"skipped: {item}: {result}\n")
+                if json_out:
+                    print_json_line({"input": str(item), "skipped": str(result)})
+                continue
+            if isinstance(result, MmtokError):
+                _error(
+                    result if isinstance(result, MediaError) else f"{item}: {result}", json_out, {"input": str(item)}
+                )
+                failures = True
+                continue
+            made += 1
+            for warning in result.warnings:
+                sys.stderr.write(f"warning: {item}: {warning}\n")
+            if json_out:
+                print_json_line(result.to_dict())
+            else:
+                results.append(result)
+        failures = failures or made == 0
+    if not json_out and results:
+        _print_table(results)
+    if failures:
+        raise typer.Exit(1)
+
+
+def _error(error: object, json_out: bool, row: dict) -> None:
+    print_error(error)  # type: ignore[arg-type]
+    if json_out:
+        print_json_line({**row, "error": str(error)})
+
+
+def _out_problem(out: Path, paths: list[Path]) -> str | None:
+    """Why ``out`` cannot take the outputs: a file, or inside (or equal to) a folder being read."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: is a file, not a folder"
+    target = Path(os.path.realpath(out))
+    for path in paths:
+        if path.is_dir():
+            folder = Path(os.path.realpath(path))
+            if target == folder or folder in target.parents:
+                return (
+                    f"--out {out} is inside the input folder {path}: choose a folder outside it "
+                    "(inputs are never overwritten)"
+                )
+    return None
+
+
+def _output_names(files: list[Path], roots: list[Path]) -> dict[Path, Path]:
+    """Each input's output stem, relative to --out: its path under the folder it was found in (files named alone:
+    their own name), made unique."""
+    names: dict[Path, Path] = {}
+    used: set[str] = set()
+    folders = [Path(os.path.realpath(r)) for r in roots if r.is_dir()]
+    for f in files:
+        real = Path(os.path.realpath(f))
+        relative = next((real.relative_to(d) for d in folders if d in real.parents), Path(f.name))
+        stem = relative.with_suffix("") if relative.suffix else relative
+        candidate, n = stem, 2
+        while str(candidate).lower() in used:
+            candidate = stem.with_name(f"{stem.name}-{n}")
+            n += 1
+        used.add(str(candidate).lower())
+        names[f] = candidate
+    return names
+
+
+def _print_table(results: list[ShrinkResult]) -> None:
+    from rich.table import Table
+
+    from mmtok.cli.price import money
+
+    table = Table(show_edge=False, header_style="bold")
+    for column, justify in (
+        ("input", "left"),
+        ("model", "left"),
+        ("tokens", "right"),
+        ("cost USD", "right"),
+        ("saving", "right"),
+        ("done", "left"),
+        ("measures", "left"),
+    ):
+        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for r in results:
+        seconds = ""
+        if r.seconds_before is not None and r.kind == "audio":
+            seconds = f"\n{r.seconds_before:.2f} -> {r.seconds_after:.2f} s billed"
+        measures = ", ".join(f"{k} {v:.3f}" for k, v in r.measures.items() if v is not None)
+        table.add_row(
+            _short(r.source),
+            r.model,
+            f"{fmt_num(r.tokens_before)} -> {fmt_num(r.tokens_after)}{seconds}",
+            f"{money(r.before.total_cost)} -> {money(r.after.total_cost)}",
+            f"{r.saving:.0%}",
+            r.action + (f"\nsend with {r.detail_name}={r.detail}" if r.detail and r.status != "kept" else ""),
+            measures,
+        )
+    console().print(table)
+    folders = sorted({str(r.path.parent) for r in results})
+    bars = sorted({b for r in results for b in r.bars.values()})
+    console().print(f"[dim]bars: {', '.join(bars) or 'none'}; written to {', '.join(folders)}[/]")
+    kept = sum(r.status == "kept" for r in results)
+    if kept:
+        err_console().print(f"[dim]{kept} of {len(results)} kept as they were (see 'done')[/]")
+
+
+def _short(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(path)

@@ -1,0 +1,550 @@
+"""Benchmark: what ``mmtok shrink`` saves, per model, on generated screenshots, documents, photos and speech.
+
+Run: ``python -m mmtok.eval.bench_shrink [--pages 200] [--photos 200] [--clips 40] [--workers 2]``.
+
+Corpus (made once under ``.cache/shrink-bench``, seeded):
+
+- 200 screenshots and document pages rendered by Pillow with DejaVu Sans (matplotlib's bundled font) and known
+  text, long side 800-4,000 px: half are UI screenshots (title bar, sidebar, buttons, body text at 1x-2.5x scale),
+  half are pages (margins, a title, paragraphs), as PNG;
+- 200 photos from ``mmtok.eval.corpus.photo_folder`` (crops of scikit-image's photos, JPEG/PNG/WebP, 256-4,000 px,
+  some EXIF-rotated);
+- 40 speech clips: 2-4 held-out Harvard sentences (``eval/data/speech/heldout``, espeak-ng) joined with pauses of
+  0.4-3 s and 0.3-2 s of leading and trailing silence, with faint noise, 16 kHz WAV; the transcripts are known.
+
+Per model (one each of OpenAI tile, OpenAI patch, Claude and Gemini for images; Gemini and an OpenAI audio model
+for speech): the mean token saving at the default bars and at ``ocr>=0.98`` alone, the share of items shrunk under
+each bar set (a cheaper rendition met every bar), the share of ``--lossless`` outputs with identical tokens and their
+byte saving, and the time per item. Speech: billed seconds before and after, and WER against the known transcripts
+of the original and the shrunk audio (faster-whisper tiny.en, corpus WER).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "shrink-bench"
+IMAGE_MODELS = ("gpt-4o", "gpt-5.4", "claude-opus-4-7", "gemini-3-flash-preview")
+AUDIO_MODELS = ("gemini-3-flash-preview", "gpt-4o-audio-preview")
+SPEECH = Path(__file__).resolve().parent / "data" / "speech" / "heldout"
+MAX_LINES = 28  # lines of text per page (half that in a screenshot's body): OCR time grows with the text
+
+
+# ------------------------------------------------------------------------------------------------------ corpus
+def font_path(bold: bool = False) -> str:
+    """DejaVu Sans from matplotlib's own data folder: a TrueType font present wherever mmtok is installed."""
+    import matplotlib
+
+    return str(
+        Path(matplotlib.get_data_path()) / "fonts" / "ttf" / ("DejaVuSans-Bold.ttf" if bold else "DejaVuSans.ttf")
+    )
+
+
+def _sentences() -> list[str]:
+    lines = []
+    for split in ("train", "heldout"):
+        for line in (SPEECH.parent / split / "transcripts.jsonl").read_text().splitlines():
+            lines.append(json.loads(line)["text"])
+    return lines
+
+
+def _phrase(rng: random.Random, sentences: list[str]) -> str:
+    kind = rng.random()
+    if kind < 0.15:
+        number, letter, suffix = rng.randint(1000, 9999), rng.choice("ABCDEFGH"), rng.randint(10, 99)
+        dollars, cents = rng.randint(10, 9999), rng.randint(0, 99)
+        return f"Invoice {number}-{letter}{suffix}: ${dollars:,}.{cents:02d}"
+    if kind < 0.25:
+        page = rng.choice(["Settings", "Network", "Account", "Billing", "Storage"])
+        item = rng.choice(["Proxy", "Keys", "Usage", "Limits"])
+        return f"{page} > {item}: {rng.choice(['enabled', 'disabled', 'pending'])}"
+    return rng.choice(sentences)
+
+
+def _wrap(draw: Any, text: str, font: Any, width: int) -> list[str]:
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        trial = f"{line} {word}".strip()
+        if draw.textlength(trial, font=font) <= width or not line:
+            line = trial
+        else:
+            lines.append(line)
+            line = word
+    return [*lines, line] if line else lines
+
+
+def render_document(rng: random.Random, long_side: int, sentences: list[str]) -> tuple[Any, str]:
+    """A page (A4-like portrait or a landscape slide) with a title and paragraphs; returns (image, text)."""
+    import PIL.Image
+    import PIL.ImageDraw
+    import PIL.ImageFont
+
+    portrait = rng.random() < 0.7
+    width, height = (round(long_side / 1.414), long_side) if portrait else (long_side, round(long_side / 1.6))
+    page = PIL.Image.new("RGB", (width, height), (255, 255, 255))
+    draw = PIL.ImageDraw.Draw(page)
+    body_px = max(12, round(width / rng.uniform(38, 60)))
+    margin = round(width * rng.uniform(0.08, 0.14))
+    title_font = PIL.ImageFont.truetype(font_path(True), round(body_px * 1.6))
+    body_font = PIL.ImageFont.truetype(font_path(), body_px)
+    y = margin
+    title = _wrap(draw, _phrase(rng, sentences).rstrip("."), title_font, width - 2 * margin)[0]
+    draw.text((margin, y), title, font=title_font, fill=(20, 20, 20))
+    written = [title]
+    y += round(body_px * 3)
+    while y < height - margin - body_px * 4 and len(written) < MAX_LINES:
+        paragraph = " ".join(_phrase(rng, sentences) for _ in range(rng.randint(2, 5)))
+        for line in _wrap(draw, paragraph, body_font, width - 2 * margin):
+            if y > height - margin - body_px * 1.5:
+                break
+            draw.text((margin, y), line, font=body_font, fill=(30, 30, 30))
+            written.append(line)
+            y += round(body_px * 1.45)
+        y += body_px
+        if rng.random() < 0.35:
+            break  # pages that end early: a wide uniform bottom margin
+    return page, "\n".join(written)
+
+
+def render_screenshot(rng: random.Random, long_side: int, sentences: list[str]) -> tuple[Any, str]:
+    """An application window: title bar, sidebar of menu items, toolbar buttons, body text; (image, text)."""
+    import PIL.Image
+    import PIL.ImageDraw
+    import PIL.ImageFont
+
+    aspect = rng.choice([16 / 9, 16 / 10, 3 / 2, 4 / 3])
+    width, height = long_side, round(long_side / aspect)
+    scale = rng.uniform(1.0, 2.5) * long_side / 2000  # HiDPI screenshots draw the same UI with more pixels
+    ui_px = max(11, round(16 * scale))
+    shade = rng.choice([(245, 246, 248), (250, 250, 250), (236, 239, 244)])
+    shot = PIL.Image.new("RGB", (width, height), shade)
+    draw = PIL.ImageDraw.Draw(shot)
+    font = PIL.ImageFont.truetype(font_path(), ui_px)
+    bold = PIL.ImageFont.truetype(font_path(True), round(ui_px * 1.15))
+    bar = round(ui_px * 2.6)
+    accent = rng.choice([(32, 84, 160), (60, 60, 70), (0, 120, 90), (140, 40, 60)])
+    draw.rectangle((0, 0, width, bar), fill=accent)
+    title = _phrase(rng, sentences).rstrip(".")[:60]
+    draw.text((round(ui_px * 1.2), round(bar * 0.25)), title, font=bold, fill=(255, 255, 255))
+    written = [title]
+    side = round(width * rng.uniform(0.16, 0.24))
+    draw.rectangle((0, bar, side, height), fill=(225, 228, 233))
+    y = bar + ui_px
+    for item in rng.sample(
+        ["Inbox", "Projects", "Reports", "Billing", "Settings", "Team", "Archive", "Usage", "Keys"], 6
+    ):
+        draw.text((ui_px, y), item, font=font, fill=(40, 40, 50))
+        written.append(item)
+        y += round(ui_px * 2.2)
+    x = side + ui_px
+    y = bar + ui_px
+    for label in rng.sample(["Save", "Export", "Share", "Delete", "Refresh", "New item", "Filter"], 3):
+        w = round(draw.textlength(label, font=font) + ui_px * 1.6)
+        draw.rounded_rectangle(
+            (x, y, x + w, y + round(ui_px * 2)),
+            radius=round(ui_px / 3),
+            fill=(255, 255, 255),
+            outline=(170, 170, 180),
+            width=max(1, round(scale)),
+        )
+        draw.text((x + round(ui_px * 0.8), y + round(ui_px * 0.45)), label, font=font, fill=(30, 30, 40))
+        written.append(label)
+        x += w + ui_px
+    y += round(ui_px * 3.5)
+    panel_right = width - ui_px * 2
+    draw.rectangle((side + ui_px, y - ui_px // 2, panel_right, height - ui_px), fill=(255, 255, 255))
+    body = 0
+    while y < height - ui_px * 3 and body < MAX_LINES // 2:
+        paragraph = " ".join(_phrase(rng, sentences) for _ in range(rng.randint(1, 3)))
+        for line in _wrap(draw, paragraph, font, panel_right - side - ui_px * 3):
+            if y > height - ui_px * 3:
+                break
+            draw.text((side + ui_px * 2, y), line, font=font, fill=(35, 35, 45))
+            written.append(line)
+            body += 1
+            y += round(ui_px * 1.5)
+        y += ui_px
+    return shot, "\n".join(written)
+
+
+def page_folder(n: int, seed: int = 0) -> Path:
+    """``n`` screenshots and documents (half each), long side uniform in [800, 4000] px, PNG, with ``texts.json``."""
+    folder = CACHE / f"pages-{n}-{seed}"
+    manifest = folder / "texts.json"
+    if manifest.is_file() and len(json.loads(manifest.read_text())) == n:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    sentences = _sentences()
+    texts = {}
+    for i in range(n):
+        long_side = rng.randint(800, 4000)
+        kind = "screen" if i % 2 == 0 else "doc"
+        image, text = (render_screenshot if kind == "screen" else render_document)(rng, long_side, sentences)
+        name = f"{kind}_{i:04d}.png"
+        image.save(folder / name, compress_level=6)
+        texts[name] = text
+    manifest.write_text(json.dumps(texts, indent=0))
+    return folder
+
+
+def speech_with_pauses(
+    rng: random.Random, sentences: list[tuple[Path, str]], sample_rate_hz: int = 16_000
+) -> tuple[np.ndarray, str]:
+    """2-4 spoken sentences joined by pauses of 0.4-3 s, with 0.3-2 s of silence before and after and noise at
+    -60 dBFS; (mono float32 samples, transcript)."""
+    import soundfile as sf
+
+    chosen = rng.sample(sentences, rng.randint(2, 4))
+    pieces = [np.zeros(int(rng.uniform(0.3, 2.0) * sample_rate_hz), np.float32)]
+    for i, (path, _text) in enumerate(chosen):
+        wave, rate = sf.read(path, dtype="float32")
+        assert rate == sample_rate_hz, path
+        pieces.append(wave if wave.ndim == 1 else wave.mean(axis=1))
+        if i < len(chosen) - 1:
+            pieces.append(np.zeros(int(rng.uniform(0.4, 3.0) * sample_rate_hz), np.float32))
+    pieces.append(np.zeros(int(rng.uniform(0.3, 2.0) * sample_rate_hz), np.float32))
+    clip = np.concatenate(pieces)
+    clip += np.random.default_rng(rng.randint(0, 2**31)).normal(0, 0.001, clip.shape).astype(np.float32)
+    return clip, " ".join(text for _path, text in chosen)
+
+
+def speech_folder(n: int, seed: int = 0) -> Path:
+    import soundfile as sf
+
+    folder = CACHE / f"speech-{n}-{seed}"
+    manifest = folder / "texts.json"
+    if manifest.is_file() and len(json.loads(manifest.read_text())) == n:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    rows = [json.loads(line) for line in (SPEECH / "transcripts.jsonl").read_text().splitlines()]
+    sentences = [(SPEECH / r["path"], r["text"]) for r in rows]
+    texts = {}
+    for i in range(n):
+        clip, text = speech_with_pauses(rng, sentences)
+        name = f"clip_{i:03d}.wav"
+        sf.write(folder / name, clip, 16_000, subtype="PCM_16")
+        texts[name] = text
+    manifest.write_text(json.dumps(texts, indent=0))
+    return folder
+
+
+# --------------------------------------------------------------------------------------------------------- runs
+IMAGE_RUNS = (("ocr>=0.98", ["ocr>=0.98"], False), ("default", None, False), ("lossless", None, True))
+PHOTO_RUNS = IMAGE_RUNS[1:]  # photos: the default bars (OCR reads no text in them) and --lossless
+
+
+def _row(result: Any, corpus: str, run: str, seconds: float) -> dict[str, Any]:
+    return {
+        "corpus": corpus,
+        "run": run,
+        "input": result.source.name,
+        "model": result.model,
+        "status": result.status,
+        "action": result.action,
+        "tokens_before": result.tokens_before,
+        "tokens_after": result.tokens_after,
+        "bytes_before": result.bytes_before,
+        "bytes_after": result.bytes_after,
+        "seconds_before": result.seconds_before,
+        "seconds_after": result.seconds_after,
+        "measures": result.measures,
+        "measured": len([t for t in result.tried if "meets" in t]),
+        "time_s": seconds,
+    }
+
+
+def image_rows(path: Path, corpus: str, out: Path, truth: str | None) -> list[dict[str, Any]]:
+    """Every run of IMAGE_RUNS on one image for every model, sharing one decoded job."""
+    from mmtok.budgets.shrink import make_bars, shrink_models
+
+    jobs: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for run, keep, lossless in IMAGE_RUNS if corpus == "pages" else PHOTO_RUNS:
+        start = time.perf_counter()
+        results = list(
+            shrink_models(
+                path,
+                IMAGE_MODELS,
+                make_bars(keep),
+                out / run.replace(">=", "-"),
+                path.stem,
+                lossless=lossless,
+                jobs=jobs,
+            )
+        )
+        per_model = (time.perf_counter() - start) / len(IMAGE_MODELS)
+        for result in results:
+            if isinstance(result, Exception):
+                rows.append({"corpus": corpus, "run": run, "input": path.name, "error": str(result)})
+            else:
+                rows.append(_row(result, corpus, run, per_model))
+    if truth is not None and str(path) in jobs:
+        from mmtok.budgets.shrink.ocr import agreement
+
+        job = jobs[str(path)]
+        rows.append(
+            {
+                "corpus": corpus,
+                "run": "engine",
+                "input": path.name,
+                "ocr_vs_truth": agreement(truth, job.reading(("original",), job.decoded.rgb)),
+            }
+        )
+    return rows
+
+
+def speech_rows(path: Path, out: Path, truth: str) -> list[dict[str, Any]]:
+    from mmtok.budgets.shrink import make_bars, shrink_models
+    from mmtok.budgets.shrink.audio import _asr
+
+    jobs: dict[str, Any] = {}
+    rows = []
+    for run, speed in (("trim", 1.0), ("trim, speed 1.25", 1.25)):
+        start = time.perf_counter()
+        results = list(
+            shrink_models(
+                path, AUDIO_MODELS, make_bars(None), out / f"speed-{speed:g}", path.stem, speed=speed, jobs=jobs
+            )
+        )
+        seconds = time.perf_counter() - start
+        job = jobs[str(path)]
+        original = job.transcript("original", job.wave)
+        for result in results:
+            if isinstance(result, Exception):
+                rows.append({"corpus": "speech", "run": run, "input": path.name, "error": str(result)})
+                continue
+            row = _row(result, "speech", run, seconds / len(AUDIO_MODELS))
+            row.update(
+                truth=truth,
+                original_transcript=original,
+                shrunk_transcript=_asr().transcribe(result.path) if result.status == "shrunk" else original,
+            )
+            rows.append(row)
+    return rows
+
+
+def _run_all(tasks: list[tuple[str, Path, str | None]], out: Path, log: Path) -> list[dict[str, Any]]:
+    """Run every (corpus, file, truth) task not already in ``log`` (resumable), appending rows as they come."""
+    done = set()
+    rows: list[dict[str, Any]] = []
+    if log.is_file():
+        for line in log.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                rows.append(row)
+                done.add((row["corpus"], row["input"]))
+    with log.open("a") as sink:
+        for n, (corpus, path, truth) in enumerate(tasks):
+            if (corpus, path.name) in done:
+                continue
+            new = speech_rows(path, out, truth or "") if corpus == "speech" else image_rows(path, corpus, out, truth)
+            for row in new:
+                sink.write(json.dumps(row) + "\n")
+            sink.flush()
+            rows += new
+            print(f"[{n + 1}/{len(tasks)}] {corpus} {path.name}", flush=True)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------------ summary
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from mmtok.eval.asr import wer
+
+    ok = [r for r in rows if "error" not in r and r["run"] != "engine"]
+    images: dict[str, Any] = {}
+    for corpus in ("pages", "photos"):
+        for run, _keep, lossless in IMAGE_RUNS:
+            for model in IMAGE_MODELS:
+                sel = [r for r in ok if r["corpus"] == corpus and r["run"] == run and r["model"] == model]
+                if not sel:
+                    continue
+                entry: dict[str, Any] = {
+                    "items": len(sel),
+                    "token_saving": _mean([1 - r["tokens_after"] / r["tokens_before"] for r in sel]),
+                    "shrunk_share": _mean([float(r["status"] == ("lossless" if lossless else "shrunk")) for r in sel]),
+                    "time_per_item_s": _mean([r["time_s"] for r in sel]),
+                    "measured_per_item": _mean([r["measured"] for r in sel]),
+                }
+                for metric in ("ssim", "ocr"):
+                    vals = [r["measures"][metric] for r in sel if r["measures"].get(metric) is not None]
+                    if vals:
+                        entry[f"mean_{metric}"] = _mean(vals)
+                if lossless:
+                    entry["identical_tokens_share"] = _mean(
+                        [float(r["tokens_after"] == r["tokens_before"]) for r in sel]
+                    )
+                    entry["byte_saving"] = _mean([1 - r["bytes_after"] / r["bytes_before"] for r in sel])
+                    entry["byte_saving_total"] = 1 - sum(r["bytes_after"] for r in sel) / sum(
+                        r["bytes_before"] for r in sel
+                    )
+                images[f"{corpus}|{run}|{model}"] = entry
+    speech: dict[str, Any] = {}
+    for run in ("trim", "trim, speed 1.25"):
+        for model in AUDIO_MODELS:
+            sel = [r for r in ok if r["corpus"] == "speech" and r["run"] == run and r["model"] == model]
+            if not sel:
+                continue
+            before = sum(r["seconds_before"] for r in sel)
+            after = sum(r["seconds_after"] for r in sel)
+            speech[f"{run}|{model}"] = {
+                "items": len(sel),
+                "billed_seconds_before": before,
+                "billed_seconds_after": after,
+                "seconds_saving": 1 - after / before,
+                "token_saving": _mean([1 - r["tokens_after"] / r["tokens_before"] for r in sel]),
+                "shrunk_share": _mean([float(r["status"] == "shrunk") for r in sel]),
+                "wer_original": wer([r["truth"] for r in sel], [r["original_transcript"] for r in sel]),
+                "wer_shrunk": wer([r["truth"] for r in sel], [r["shrunk_transcript"] for r in sel]),
+                "time_per_item_s": _mean([r["time_s"] for r in sel]),
+            }
+    engine = [r["ocr_vs_truth"] for r in rows if r.get("run") == "engine"]
+    errors = [r for r in rows if "error" in r]
+    return {
+        "images": images,
+        "speech": speech,
+        "ocr_vs_truth": _mean(engine),
+        "errors": errors[:20],
+        "error_count": len(errors),
+    }
+
+
+PROVIDERS = {
+    "gpt-4o": "OpenAI",
+    "gpt-5.4": "OpenAI",
+    "claude-opus-4-7": "Anthropic",
+    "gemini-3-flash-preview": "Google",
+}
+
+
+def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> str:
+    from mmtok.eval.bench import machine
+
+    lines = [
+        f"bench_shrink: {args.pages} screenshots/documents (PNG, 800-4000 px, known text), {args.photos} photos, "
+        f"{args.clips} speech clips with pauses; models {', '.join(IMAGE_MODELS)} (images), "
+        f"{', '.join(AUDIO_MODELS)} (speech). {machine()}; wall {wall_s / 60:.1f} min.",
+        f"RapidOCR reading the original pages vs the known text: character agreement {summary['ocr_vs_truth']:.3f}"
+        if summary["ocr_vs_truth"] is not None
+        else "",
+        "",
+        "images: mean token saving / share shrunk (a cheaper rendition met every bar) / mean measures / s per item",
+    ]
+    lines.append(
+        f"  {'corpus':7} {'bars':11} {'model':23} {'saving':>7} {'shrunk':>7} {'ssim':>6} {'ocr':>6} {'s/item':>7} "
+        f"{'measured':>8}"
+    )
+    for key, e in summary["images"].items():
+        corpus, run, model = key.split("|")
+        if run == "lossless":
+            continue
+        lines.append(
+            f"  {corpus:7} {run:11} {model:23} {e['token_saving']:7.1%} {e['shrunk_share']:7.1%} "
+            f"{e.get('mean_ssim', float('nan')):6.3f} {e.get('mean_ocr', float('nan')):6.3f} "
+            f"{e['time_per_item_s']:7.2f} {e['measured_per_item']:8.1f}"
+        )
+    lines += [
+        "",
+        "--lossless: share with identical tokens / mean byte saving / total byte saving / mean SSIM at the view",
+    ]
+    for key, e in summary["images"].items():
+        corpus, run, model = key.split("|")
+        if run == "lossless":
+            lines.append(
+                f"  {corpus:7} {model:23} identical {e['identical_tokens_share']:6.1%}  bytes -{e['byte_saving']:6.1%} "
+                f"(total -{e['byte_saving_total']:6.1%})  written {e['shrunk_share']:6.1%}  "
+                f"ssim {e.get('mean_ssim', float('nan')):.4f}"
+            )
+    lines += ["", "speech (default bar wer<=0.02 against the original's transcript): billed seconds, WER vs known text"]
+    for key, e in summary["speech"].items():
+        run, model = key.split("|")
+        lines.append(
+            f"  {run:17} {model:22} {e['billed_seconds_before']:7.1f} s -> {e['billed_seconds_after']:7.1f} s "
+            f"(-{e['seconds_saving']:.1%}), shrunk {e['shrunk_share']:.0%}, WER {e['wer_original']:.1%} -> "
+            f"{e['wer_shrunk']:.1%}, {e['time_per_item_s']:.2f} s/item"
+        )
+    lines += ["", "targets:"]
+    savings = {m: summary["images"].get(f"pages|ocr>=0.98|{m}", {}).get("token_saving") for m in IMAGE_MODELS}
+    met = sorted({PROVIDERS[m] for m, s in savings.items() if s is not None and s >= 0.30})
+    lines.append(
+        "  pages at ocr>=0.98, >= 30% fewer tokens on >= 2 providers: "
+        + ", ".join(f"{m} {s:.1%}" for m, s in savings.items() if s is not None)
+        + f" -> {'MET' if len(met) >= 2 else 'MISSED'} ({', '.join(met) or 'none'})"
+    )
+    for key, e in summary["speech"].items():
+        run, model = key.split("|")
+        ok = e["seconds_saving"] >= 0.20 and e["wer_shrunk"] <= e["wer_original"] + 0.01
+        lines.append(
+            f"  speech {run}, {model}: -{e['seconds_saving']:.1%} billed seconds (>= 20%), WER +"
+            f"{(e['wer_shrunk'] - e['wer_original']) * 100:.2f} points (<= 1) -> {'MET' if ok else 'MISSED'}"
+        )
+    for corpus in ("pages", "photos"):
+        for model in IMAGE_MODELS:
+            e = summary["images"].get(f"{corpus}|lossless|{model}")
+            if e:
+                ok = e["byte_saving"] >= 0.5 and e["identical_tokens_share"] == 1.0
+                lines.append(
+                    f"  --lossless {corpus} {model}: bytes -{e['byte_saving']:.1%} (>= 50%), identical tokens "
+                    f"{e['identical_tokens_share']:.0%} -> {'MET' if ok else 'MISSED'}"
+                )
+    if summary["error_count"]:
+        lines.append(f"\nerrors: {summary['error_count']} (first: {summary['errors'][0]})")
+    return "\n".join(line for line in lines if line is not None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", type=int, default=200)
+    parser.add_argument("--photos", type=int, default=200)
+    parser.add_argument("--clips", type=int, default=40)
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--txt", type=Path, default=None)
+    parser.add_argument("--fresh", action="store_true", help="ignore rows from an earlier, interrupted run")
+    args = parser.parse_args()
+
+    from mmtok.eval.corpus import folder_files, photo_folder
+
+    start = time.perf_counter()
+    pages = page_folder(args.pages)
+    page_texts = json.loads((pages / "texts.json").read_text())
+    photos = photo_folder(args.photos, folder=CACHE / f"photos-{args.photos}")
+    clips = speech_folder(args.clips)
+    clip_texts = json.loads((clips / "texts.json").read_text())
+    tasks: list[tuple[str, Path, str | None]] = [("speech", clips / n, t) for n, t in sorted(clip_texts.items())]
+    tasks += [("pages", pages / n, t) for n, t in sorted(page_texts.items())]
+    tasks += [("photos", p, None) for p in folder_files(photos)]
+    log = CACHE / f"rows-{args.pages}-{args.photos}-{args.clips}.jsonl"
+    if args.fresh:
+        log.unlink(missing_ok=True)
+    rows = _run_all(tasks, CACHE / "out", log)
+    summary = summarise(rows)
+    text = report(summary, args, time.perf_counter() - start)
+    print(text)
+    if args.txt:
+        args.txt.parent.mkdir(parents=True, exist_ok=True)
+        args.txt.write_text(text + "\n")
+    if args.json:
+        from mmtok.eval.bench import machine
+
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps({"summary": summary, "machine": machine(), "args": vars(args)}, indent=2, default=str) + "\n"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""`mmtok shrink` through the CLI runner: outputs, JSON lines, exit codes and refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import PIL.Image
+import pytest
+from typer.testing import CliRunner
+
+from mmtok.cli.main import app
+
+runner = CliRunner()
+FAST = ["--keep", "ssim>=0.9"]  # no OCR
+
+
+def _photo(path, width=1200, height=800, seed=0):
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width] / max(width, height)
+    base = np.stack([np.sin(6 * x + seed), np.cos(5 * y), np.sin(4 * (x + y))], axis=-1) * 80 + 128
+    PIL.Image.fromarray(np.clip(base + rng.normal(0, 6, base.shape), 0, 255).astype(np.uint8)).save(path)
+    return path
+
+
+@pytest.fixture
+def folder(tmp_path):
+    src = tmp_path / "in"
+    (src / "sub").mkdir(parents=True)
+    _photo(src / "a.png")
+    _photo(src / "sub" / "a.png", seed=1)  # the same name in a subfolder: its own output
+    (src / "notes.txt").write_text("not media\n")
+    return src
+
+
+def _rows(result):
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_json_one_object_per_input_and_model(folder, tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["shrink", str(folder), "-m", "gpt-4o", "-m", "claude-opus-4-7", "--out", str(out), "--json", *FAST]
+    )
+    rows = [r for r in _rows(result) if "status" in r]
+    assert len(rows) == 4  # 2 images x 2 models
+    assert {(r["input"].split("/in/")[1], r["model"]) for r in rows} == {
+        (f, m) for f in ("a.png", "sub/a.png") for m in ("gpt-4o", "claude-opus-4-7")
+    }
+    outputs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert outputs == ["a.claude-opus-4-7.png", "a.gpt-4o.png", "sub/a.claude-opus-4-7.png", "sub/a.gpt-4o.png"]
+    for r in rows:
+        assert r["tokens_after"] < r["tokens_before"] and float(r["cost_after"]) < float(r["cost_before"])
+        assert r["status"] == "shrunk" and r["measures"]["ssim"] >= 0.9
+    skipped = [r for r in _rows(result) if "skipped" in r]
+    assert len(skipped) == 1 and "text is not shrunk" in skipped[0]["skipped"]
+    assert result.exit_code == 1  # the text file got no output: one input failed
+    assert "Traceback" not in result.output
+
+
+def test_table_for_people_and_exit_0(tmp_path):
+    source = _photo(tmp_path / "p.png")
+    result = runner.invoke(app, ["shrink", str(source), "-m", "claude-opus-4-7", "--out", str(tmp_path / "o"), *FAST])
+    assert result.exit_code == 0, result.output
+    assert "claude-opus-4-7" in result.stdout and "->" in result.stdout and "bars: ssim>=0.9" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("keep", "says"),
+    [("ocr>0.98", "write ocr>=0.98"), ("bleu>=0.5", "unknown metric 'bleu'"), ("ssim>=2", "between 0 and 1")],
+)
+def test_bad_keep_is_a_usage_error(keep, says, tmp_path):
+    source = _photo(tmp_path / "p.png", 200, 100)
+    result = runner.invoke(app, ["shrink", str(source), "-m", "gpt-4o", "--out", str(tmp_path / "o"), "--keep", keep])
+    assert result.exit_code == 2 and says in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_out_inside_an_input_folder_is_refused(folder):
+    before = sorted(folder.rglob("*"))
+    for out in (folder, folder / "sub" / "shrunk"):
+        result = runner.invoke(app, ["shrink", str(folder), "-m", "gpt-4o", "--out", str(out), *FAST])
+        assert result.exit_code == 2 and "inside the input folder" in result.stderr
+    assert sorted(folder.rglob("*")) == before  # nothing written, nothing overwritten
+
+
+def test_out_that_is_a_file_is_refused(tmp_path):
+    source = _photo(tmp_path / "p.png", 200, 100)
+    result = runner.invoke(app, ["shrink", str(source), "-m", "gpt-4o", "--out", str(source)])
+    assert result.exit_code == 2 and "is a file" in result.stderr
+
+
+def test_unknown_model_is_one_line_and_the_others_go_on(tmp_path):
+    source = _photo(tmp_path / "p.png", 600, 400)
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["shrink", str(source), "-m", "gpt-4o", "-m", "gpt-4oo", "--out", str(out), *FAST])
+    assert result.exit_code == 1
+    assert "gpt-4oo" in result.stderr and "closest" in result.stderr
+    assert (out / "p.gpt-4o.png").exists()
+    only_bad = runner.invoke(app, ["shrink", str(source), "-m", "nope-1", "--out", str(out)])
+    assert only_bad.exit_code == 2
+
+
+def test_corrupt_file_fails_alone(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _photo(src / "good.png", 600, 400)
+    (src / "bad.jpg").write_bytes(b"\xff\xd8\xff\xe0" + b"\0" * 30)
+    result = runner.invoke(
+        app, ["shrink", str(src), "-m", "claude-opus-4-7", "--out", str(tmp_path / "o"), "--json", *FAST]
+    )
+    assert result.exit_code == 1
+    errors = [r for r in _rows(result) if "error" in r]
+    assert len(errors) == 1 and "bad.jpg" in errors[0]["error"]
+    assert [r["status"] for r in _rows(result) if "status" in r] == ["shrunk"]
+
+
+def test_no_rendition_meets_the_bars_keeps_the_original_and_exits_0(tmp_path):
+    source = _photo(tmp_path / "p.png", 900, 600)
+    out = tmp_path / "o"
+    result = runner.invoke(
+        app, ["shrink", str(source), "-m", "claude-sonnet-4-5", "--out", str(out), "--json", "--keep", "ssim>=0.9999"]
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = _rows(result)
+    assert row["status"] == "kept" and "no cheaper rendition meets ssim>=0.9999" in row["action"]
+    assert (out / "p.claude-sonnet-4-5.png").read_bytes() == source.read_bytes()
+
+
+def test_model_without_the_modality_is_skipped_with_a_line(tmp_path):
+    wav = tmp_path / "s.wav"
+    shutil.copy(__import__("mmtok").sample_path("speech.wav"), wav)
+    result = runner.invoke(app, ["shrink", str(wav), "-m", "claude-opus-4-7", "--out", str(tmp_path / "o")])
+    assert "skipped:" in result.stderr and "claude-opus-4-7 does not take audio" in result.stderr
+    assert result.exit_code == 1  # no model took it: nothing was made for this input
+
+
+def test_lossless_keeps_tokens(tmp_path):
+    source = _photo(tmp_path / "big.png", 3000, 2000)
+    result = runner.invoke(
+        app, ["shrink", str(source), "-m", "gpt-4o", "--out", str(tmp_path / "o"), "--lossless", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = _rows(result)
+    assert row["status"] == "lossless" and row["tokens_after"] == row["tokens_before"]
+    assert row["bytes_after"] < row["bytes_before"] and "1152x768" in row["action"]
