@@ -379,9 +379,11 @@ def _measured(spec: Spec) -> list[str]:
             "to it), both resized to 256 px;"
         )
     if "wer" in wanted:
+        from mmtok.eval.asr import get_asr
+
         lines.append(
-            f"- wer: corpus WER of {sets['speech']} by {spec.asr}, on the speech the model receives (mmtok: "
-            "reconstructed from tokens; providers: the original);"
+            f"- wer: corpus WER of {sets['speech']} by {get_asr(spec.asr).name}, on the speech the model receives "
+            "(mmtok: reconstructed from tokens; providers: the original);"
         )
     if {"accuracy", "judge"} & wanted:
         lines.append(
