@@ -10,10 +10,11 @@ Legend: T tokens, D model dim, E experts, F expert hidden dim, K experts per tok
   the top-k probabilities only), and the ST-MoE router z-loss mean(logsumexp(logits)^2).
 - Capacity (training only): assignments beyond ceil(capacity_factor * A / E) per expert are dropped, lowest
   probability first. Evaluation is dropless.
-- Dispatch: sort assignments by expert, then ``torch.nn.functional.grouped_mm`` over the contiguous segments, or a
-  loop over the segments; the per-expert gather/``index_add_`` loop (HF Mixtral style) is the reference every path
-  is tested against. "auto" picks grouped_mm for bf16/fp16 on CUDA and the segment loop elsewhere (measured faster
-  on CPU; see eval/bench_moe.py).
+- Dispatch: sort assignments by expert, then ``torch.nn.functional.grouped_mm`` over the contiguous segments, or
+  ``ExpertSegments``: gather, run and add back one expert's rows at a time, forward and (hand-written) backward,
+  so no A x D copy of the tokens is ever made; the per-expert gather/``index_add_`` loop (HF Mixtral style) is the
+  reference every path is tested against. "auto" picks grouped_mm for bf16/fp16 on CUDA and the segments
+  elsewhere (measured faster on CPU; see eval/bench_moe.py).
 - Cold start: experts added to a trained layer enter with a routing-weight multiplier of 0.1 that grows x1.5 per
   ``step()`` until 1.
 """
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from mmtok.errors import ConfigError, TokenError
 
@@ -188,22 +190,136 @@ class GroupedExperts(nn.Module):
     def expert(self, e: int, x_AD: torch.Tensor) -> torch.Tensor:
         return (F.silu(x_AD @ self.w1_EDF[e]) * (x_AD @ self.w3_EDF[e])) @ self.w2_EFD[e]
 
-    def segments(self, x_AD: torch.Tensor, counts_E: list[int]) -> torch.Tensor:
-        """Rows already sorted by expert: one matmul chain per non-empty contiguous segment.
-
-        ``split`` and ``unbind`` (not ``x[start:end]`` / ``w[e]``) so that backward assembles each gradient once,
-        instead of materialising a full-size zero gradient per expert."""
-        if not any(counts_E):
-            return x_AD.new_zeros(0, self.w2_EFD.shape[-1])
-        w1, w3, w2 = self.w1_EDF.unbind(0), self.w3_EDF.unbind(0), self.w2_EFD.unbind(0)
-        out = [(F.silu(x @ w1[e]) * (x @ w3[e])) @ w2[e] for e, x in enumerate(x_AD.split(counts_E)) if counts_E[e]]
-        return torch.cat(out)
-
     def grouped(self, x_AD: torch.Tensor, offsets_E: torch.Tensor) -> torch.Tensor:
         """Rows sorted by expert, ``offsets_E`` the int32 cumulative counts: grouped GEMMs over the segments."""
         mm = _grouped_mm()
         h = F.silu(mm(x_AD, self.w1_EDF, offs=offsets_E)) * mm(x_AD, self.w3_EDF, offs=offsets_E)
         return mm(h, self.w2_EFD, offs=offsets_E)
+
+
+class ExpertSegments(torch.autograd.Function):
+    """Dispatch -> SwiGLU experts -> weighted combine as one autograd node, one run of one expert's rows at a time.
+
+    Assignments come sorted by expert (``token_A``, ``weight_A``, ``counts_E``). Forward gathers a run of one
+    expert's rows of ``x_TD`` (at most ``_rows_per_piece``: its hidden rows stay L2-sized), runs the expert with the
+    routing weight folded into the F-wide hidden rows, and adds the result into ``out_TD``. So the working set is
+    one run, and the A x D gathered copy, its A x D output, their weighted copy and the gradients of all three are
+    never made (at E64 top-8 each is 8x the layer's input). It keeps each run's two hidden pre-activations (A x F in
+    all, what the dense FFN of the same active FLOPs keeps). Backward walks the runs again: it gathers the output
+    gradient's rows, writes (first run) or accumulates each expert's weight gradients into their slices of one
+    stacked tensor, and adds each run's input gradient into ``grad_x_TD``."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x_TD: torch.Tensor,
+        weight_A: torch.Tensor,
+        w1_EDF: torch.Tensor,
+        w3_EDF: torch.Tensor,
+        w2_EFD: torch.Tensor,
+        token_A: torch.Tensor,
+        counts_E: list[int],
+    ) -> torch.Tensor:
+        ctx.hidden = []
+        out_TD = expert_segments(x_TD, weight_A, w1_EDF, w3_EDF, w2_EFD, token_A, counts_E, ctx.hidden)
+        ctx.save_for_backward(x_TD, weight_A, w1_EDF, w3_EDF, w2_EFD, token_A)
+        ctx.counts_E = counts_E
+        return out_TD
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_TD: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x_TD, weight_A, w1_EDF, w3_EDF, w2_EFD, token_A = ctx.saved_tensors
+        need_x, need_weight, need_w1, need_w3, need_w2 = ctx.needs_input_grad[:5]
+        grad_x_TD = torch.zeros_like(x_TD) if need_x else None
+        grad_weight_A = torch.empty_like(weight_A) if need_weight else None
+        grad_w1, grad_w3, grad_w2 = (
+            _expert_grad(w, ctx.counts_E) if need else None
+            for w, need in ((w1_EDF, need_w1), (w3_EDF, need_w3), (w2_EFD, need_w2))
+        )
+        start = 0
+        pieces = _by_expert(token_A, weight_A, ctx.counts_E, _rows_per_piece(w1_EDF.shape[-1]))
+        for (e, tokens, weights, first), (h1_NF, h3_NF) in zip(pieces, ctx.hidden, strict=True):
+            stop = start + len(tokens)
+            x_ND, grad_ND = x_TD.index_select(0, tokens), grad_TD.index_select(0, tokens)
+            act_NF = F.silu(h1_NF)
+            gated_NF = act_NF * h3_NF
+            grad_gated_NF = grad_ND @ w2_EFD[e].T  # d loss / d (weight x gated)
+            if need_weight:
+                torch.sum(grad_gated_NF * gated_NF, -1, out=grad_weight_A[start:stop])
+            if need_w2:
+                _weight_grad(grad_w2[e], gated_NF.mul_(weights[:, None]).T, grad_ND, first)
+            grad_gated_NF *= weights[:, None]
+            grad_h3_NF = grad_gated_NF * act_NF
+            grad_h1_NF = torch.ops.aten.silu_backward(grad_gated_NF * h3_NF, h1_NF)
+            if need_w1:
+                _weight_grad(grad_w1[e], x_ND.T, grad_h1_NF, first)
+            if need_w3:
+                _weight_grad(grad_w3[e], x_ND.T, grad_h3_NF, first)
+            if need_x:
+                grad_x_ND = (grad_h1_NF @ w1_EDF[e].T).addmm_(grad_h3_NF, w3_EDF[e].T)
+                grad_x_TD.index_add_(0, tokens, grad_x_ND.to(grad_x_TD.dtype))
+            start = stop
+        return grad_x_TD, grad_weight_A, grad_w1, grad_w3, grad_w2, None, None
+
+
+def expert_segments(
+    x_TD: torch.Tensor,
+    weight_A: torch.Tensor,
+    w1_EDF: torch.Tensor,
+    w3_EDF: torch.Tensor,
+    w2_EFD: torch.Tensor,
+    token_A: torch.Tensor,
+    counts_E: list[int],
+    hidden: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> torch.Tensor:
+    """The weighted sum of each token's experts, one expert at a time (gather, run, add back); ``hidden`` collects
+    each expert's two pre-activations for a backward pass."""
+    out_TD = torch.zeros_like(x_TD)
+    for e, tokens, weights, _ in _by_expert(token_A, weight_A, counts_E, _rows_per_piece(w1_EDF.shape[-1])):
+        x_ND = x_TD.index_select(0, tokens)  # N = this expert's rows
+        h1_NF, h3_NF = x_ND @ w1_EDF[e], x_ND @ w3_EDF[e]
+        gated_NF = F.silu(h1_NF).mul_(h3_NF).mul_(weights[:, None])  # the routing weight on F-wide rows, not D-wide
+        out_TD.index_add_(0, tokens, (gated_NF @ w2_EFD[e]).to(out_TD.dtype))
+        if hidden is not None:
+            hidden.append((h1_NF, h3_NF))
+    return out_TD
+
+
+def _rows_per_piece(hidden_dim: int) -> int:
+    """Rows run through an expert at once: its F-wide hidden rows stay about 1 MB (L2-sized), at least 256."""
+    return max(256, 2**18 // hidden_dim)
+
+
+def _weight_grad(out_XY: torch.Tensor, a_XN: torch.Tensor, b_NY: torch.Tensor, first: bool) -> None:
+    """One expert's weight gradient: written by its first piece, accumulated by the others."""
+    if first:
+        torch.mm(a_XN, b_NY, out=out_XY)
+    else:
+        out_XY.addmm_(a_XN, b_NY)
+
+
+def _expert_grad(w_EXY: torch.Tensor, counts_E: list[int]) -> torch.Tensor:
+    """A stacked weight gradient whose slices backward writes; zeros only for experts without rows."""
+    grad = torch.empty_like(w_EXY)
+    for e, count in enumerate(counts_E):
+        if not count:
+            grad[e].zero_()
+    return grad
+
+
+def _by_expert(
+    token_A: torch.Tensor, weight_A: torch.Tensor, counts_E: list[int], rows: int
+) -> list[tuple[int, torch.Tensor, torch.Tensor, bool]]:
+    """(expert, tokens, their routing weights, whether it is the expert's first piece) for runs of at most ``rows``
+    assignments of one expert, from assignments sorted by expert."""
+    pieces, start = [], 0
+    for e, count in enumerate(counts_E):
+        for first in range(start, start + count, rows):
+            stop = min(start + count, first + rows)
+            pieces.append((e, token_A[first:stop], weight_A[first:stop], first == start))
+        start += count
+    return pieces
 
 
 def _grouped_mm() -> Any:
@@ -279,21 +395,12 @@ class MoE(nn.Module):
         order = torch.argsort(expert_A, stable=True)
         token_A, expert_A, weight_A = token_A[order], expert_A[order], weight_A[order]
         counts_E = torch.bincount(expert_A, minlength=self.cfg.num_experts)
-        if path == "segment" and not torch.is_grad_enabled():
-            # inference: gather, run and add back one expert at a time, so each working set stays in cache
-            # (one sorted gather of all A rows is a pass over memory that the per-expert loop never makes)
-            out_TD = torch.zeros_like(x_TD)
-            counts = counts_E.tolist()
-            for e, (tokens, weights) in enumerate(zip(token_A.split(counts), weight_A.split(counts), strict=True)):
-                if counts[e]:
-                    y = self.experts.expert(e, x_TD[tokens]) * weights[:, None]
-                    out_TD.index_add_(0, tokens, y.to(x_TD.dtype))
-            return out_TD
-        x_AD = x_TD[token_A]
-        if path == "grouped_mm":
-            y_AD = self.experts.grouped(x_AD, torch.cumsum(counts_E, 0).to(torch.int32))
-        else:
-            y_AD = self.experts.segments(x_AD, counts_E.tolist())
+        if path == "segment":
+            w = self.experts
+            args = (x_TD, weight_A, w.w1_EDF, w.w3_EDF, w.w2_EFD, token_A, counts_E.tolist())
+            return ExpertSegments.apply(*args) if torch.is_grad_enabled() else expert_segments(*args)
+        offsets_E = torch.cumsum(counts_E, 0).to(torch.int32)
+        y_AD = self.experts.grouped(x_TD[token_A], offsets_E)
         out_TD = torch.zeros_like(x_TD)
         return out_TD.index_add_(0, token_A, (y_AD * weight_A[:, None]).to(x_TD.dtype))
 
