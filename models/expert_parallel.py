@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch import nn
 
 from mmtok.errors import ConfigError
-from mmtok.models.moe import MoE, Routing, balancing_loss, z_loss
+from mmtok.models.moe import ExpertSegments, MoE, Routing, balancing_loss, expert_segments, z_loss
 
 
 def _exchange(tensor: torch.Tensor, send_counts: list[int], recv_counts: list[int], group: Any) -> torch.Tensor:
@@ -48,19 +48,12 @@ class ExpertParallelMoE(nn.Module):
         self.w2_EFD = nn.Parameter(moe.experts.w2_EFD.detach()[lo:hi].clone())
 
     def _local_experts(self, x_RD: torch.Tensor, local_R: torch.Tensor) -> torch.Tensor:
+        """This rank's experts on the rows it received, each row's output in its own place (``ExpertSegments``
+        with unit weights: no sorted copy of the rows and no scatter back)."""
         order = torch.argsort(local_R, stable=True)
         counts = torch.bincount(local_R, minlength=self.per_rank).tolist()
-        x_sorted = x_RD[order]
-        outs, start = [], 0
-        for e, count in enumerate(counts):
-            if count:
-                h = x_sorted[start : start + count]
-                outs.append((torch.nn.functional.silu(h @ self.w1_EDF[e]) * (h @ self.w3_EDF[e])) @ self.w2_EFD[e])
-                start += count
-        y_sorted = torch.cat(outs) if outs else x_RD.new_zeros(0, self.w2_EFD.shape[-1])
-        y_RD = torch.empty_like(y_sorted)
-        y_RD[order] = y_sorted
-        return y_RD
+        args = (x_RD, x_RD.new_ones(len(order)), self.w1_EDF, self.w3_EDF, self.w2_EFD, order, counts)
+        return ExpertSegments.apply(*args) if torch.is_grad_enabled() else expert_segments(*args)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         shape = x.shape
