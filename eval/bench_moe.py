@@ -5,13 +5,17 @@ Run: ``python -m mmtok.eval.bench_moe [--device cpu|cuda] [--tokens 8192] [--rep
 Two shapes, as in the issue: E = 8, D = 512, F = 1024, top-2; and fine-grained E = 64, D = 512, F = 256, top-8.
 For each, forward and forward+backward tokens/s of (a) mmtok's dispatch (``auto``: segment loop on CPU, grouped_mm
 for bf16 on CUDA; both paths are also shown), (b) the per-expert gather/index_add_ loop (HF Mixtral's), and (c) a
-dense SwiGLU FFN with hidden size K x F, i.e. the same active FLOPs per token — the limit an MoE layer cannot beat.
-All three run in the same process, interleaved; medians of ``--repeats``. CUDA runs use bf16.
+dense SwiGLU FFN with hidden size K x F, i.e. the same active FLOPs per token — the limit an MoE layer cannot beat in
+FLOPs. (c) as written makes T x K F intermediates (64 MB each at the default size); (c') runs the same dense FFN over
+1,024-token chunks, so its working set is what one MoE expert's is: the compute limit without (c)'s memory traffic.
+All run in the same process, interleaved; medians of ``--repeats``. CUDA runs use bf16. The JSON records torch,
+the thread count and the load average before and after (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import torch
@@ -39,6 +43,17 @@ class DenseSwiGLU(nn.Module):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 
+class ChunkedDense(nn.Module):
+    """The same dense FFN over runs of ``rows`` tokens."""
+
+    def __init__(self, dense: DenseSwiGLU, rows: int = 1024) -> None:
+        super().__init__()
+        self.dense, self.rows = dense, rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.dense(chunk) for chunk in x.split(self.rows)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto")
@@ -51,13 +66,14 @@ def main() -> None:
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     torch.manual_seed(0)
     results = {}
+    loads: list[float] = []
     for shape, kw in SHAPES.items():
         moe = MoE(MoEConfig(dim=args.dim, **kw)).to(device, dtype).eval()
         dense = DenseSwiGLU(args.dim, kw["top_k"] * kw["hidden_dim"]).to(device, dtype)
         x = torch.randn(args.tokens, args.dim, device=device, dtype=dtype)
         paths = {
             "(a) mmtok dispatch (auto)": "auto",
-            "    segment loop": "segment",
+            "    fused per-expert segments": "segment",
             "    grouped_mm": "grouped_mm",
             "(b) per-expert loop (HF)": "loop",
         }
@@ -90,20 +106,41 @@ def main() -> None:
         for mode, backward in (("forward", False), ("forward+backward", True)):
             cases = {name: moe_run(path, backward) for name, path in paths.items()}
             cases["(c) dense FFN, same active FLOPs"] = dense_run(backward)
+            cases["(c') dense FFN in 1,024-token chunks"] = dense_run(backward, ChunkedDense(dense))
             for fn in cases.values():
                 fn()  # warm-up (kernels, allocator)
+            loads.append(os.getloadavg()[0])
             seconds = time_interleaved(cases, args.repeats)
+            loads.append(os.getloadavg()[0])
             results[f"{shape} {mode}"] = {name: args.tokens / s for name, s in seconds.items()}
     print(
         f"bench_moe: {args.tokens} tokens, D={args.dim}, device {device} ({dtype}), median of {args.repeats}. "
-        f"{machine()}" + (f"; {torch.cuda.get_device_name()}" if device.type == "cuda" else "")
+        f"{machine()}"
+        + (f"; {torch.cuda.get_device_name()}" if device.type == "cuda" else "")
+        + f"; torch {torch.__version__}, {torch.get_num_threads()} threads; load average {min(loads):.2f}-"
+        f"{max(loads):.2f}"
     )
     for key, rates in results.items():
         dense_rate = rates["(c) dense FFN, same active FLOPs"]
+        chunked_rate = rates["(c') dense FFN in 1,024-token chunks"]
         loop_rate = rates["(b) per-expert loop (HF)"]
-        rows = [[name, rate, dense_rate / rate, rate / loop_rate] for name, rate in rates.items()]
-        print_table(key, ["path", "tokens/s", "time / dense", "speed / loop"], rows)
-    write_json(args.json, {"device": str(device), "dtype": str(dtype), "results": results, "machine": machine()})
+        rows = [[name, rate, dense_rate / rate, chunked_rate / rate, rate / loop_rate] for name, rate in rates.items()]
+        print_table(key, ["path", "tokens/s", "time / (c)", "time / (c')", "speed / loop"], rows)
+    write_json(
+        args.json,
+        {
+            "device": str(device),
+            "dtype": str(dtype),
+            "tokens": args.tokens,
+            "repeats": args.repeats,
+            "results": results,
+            "machine": machine(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda if device.type == "cuda" else None,
+            "threads": torch.get_num_threads(),
+            "load_average_range": [min(loads), max(loads)],
+        },
+    )
 
 
 if __name__ == "__main__":
