@@ -991,7 +991,10 @@ def summarise(
     evaluator: CalibrationEvaluator,
     failed: list[dict[str, Any]] | None = None,
 ) -> Plan:
-    front = sorted(_distinct(spec, pareto_rows(spec, entries)), key=lambda e: e["objectives"]["cost"])
+    def by_cost(e: dict[str, Any]) -> tuple[float, ...]:  # equal costs (a flat per-image rate): the better one first
+        return (e["objectives"]["cost"], *objective_vector(spec, e["objectives"]))
+
+    front = sorted(_distinct(spec, pareto_rows(spec, entries)), key=by_cost)
     feasible = [e for e in entries if e["objectives"]["tokens"] <= spec.budget_tokens]
     shortfall = None
     if not entries:
@@ -1004,7 +1007,7 @@ def summarise(
             f"({need - spec.budget_tokens:,} over): {setting_key(cheapest['setting'])}"
         )
     at_bars = [e for e in feasible if meets_bars(spec, e["objectives"])]
-    cheapest_at_bars = min(at_bars, key=lambda e: e["objectives"]["cost"]) if at_bars else None
+    cheapest_at_bars = min(at_bars, key=by_cost) if at_bars else None
     if feasible and spec.bars and not at_bars:
         shortfall = shortfall or "no feasible setting meets every bar: " + "; ".join(
             f"best {name} = {best_value(spec, feasible, name):.4g} vs bar {bar}" for name, bar in spec.bars.items()

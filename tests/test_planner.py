@@ -590,3 +590,14 @@ def test_plot_tick_labels_do_not_overlap_or_leave_the_figure(tmp_path, cache, mo
                 assert all(fig.bbox.contains(b.x0, b.y0) and fig.bbox.contains(b.x1, b.y1) for b in boxes)
     cost_ticks = [t.label1.get_text() for t in drawn[0].axes[0].xaxis.get_major_ticks()]
     assert drawn[0].axes[0].get_xlabel() == "cost (USD / request)" and all(t.startswith("$") for t in cost_ticks if t)
+
+
+def test_among_equal_costs_the_cheapest_at_the_bars_is_the_better_setting(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    body = SMALL.format(budget=10000, bar=100.0).replace(
+        '"mmtok-semantic", "gemini-2.5-flash", "gpt-4o"', '"gemini-2.5-flash"'
+    )
+    spec = load_spec(spec_file(tmp_path, body))  # Gemini bills every image up to 384 px the same 258 tokens
+    result = plan(spec, generations=2)
+    assert len({e["objectives"]["cost"] for e in result.evaluated}) == 1
+    assert result.cheapest_meeting_bars["setting"]["image_size"] == 128 == result.front[0]["setting"]["image_size"]
