@@ -363,7 +363,7 @@ def user_speech(spec: Spec) -> list[tuple[Path, str]]:
 def calibration_sets(spec: Spec) -> dict[str, str]:
     """What FD and WER are measured on, in words, for the report."""
     if spec.photos_folder is not None:
-        photos = f"{len(user_photos(spec))} of your photos ({spec.photos_folder}), centre-cropped to 256 px"
+        photos = f"{len(user_photos(spec))} of your photos ({spec.photos_folder}, centre-cropped to 256 px)"
     else:
         photos = f"{4 * max(1, spec.calibration_photos // 4)} held-out photo crops (256 px)"
     if spec.speech_manifest is not None:

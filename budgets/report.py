@@ -125,8 +125,8 @@ def fixed_text(spec: Spec, fixed: dict[str, Any]) -> str:
 
 
 def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
-    """Like the design seed's A/B/C: the cheapest front point, the knee, the cheapest meeting the bars, the best
-    quality point."""
+    """Like the design seed's A/B/C: the cheapest front point, the knee, the cheapest meeting the bars, and the
+    best point on each quality objective (a setting already listed is not repeated)."""
     rows: list[tuple[str, dict[str, Any]]] = []
     if not plan.front:
         return rows
@@ -136,10 +136,9 @@ def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     if plan.cheapest_meeting_bars is not None:
         rows.append(("C: cheapest meeting the bars", plan.cheapest_meeting_bars))
     quality = [o for o in plan.spec.objectives if o not in ("cost", "tokens")]
-    if quality:
-        first = quality[0]
-        best = (min if OBJECTIVES[first] == "min" else max)(plan.front, key=lambda e: e["objectives"][first])
-        rows.append((f"D: best {first}", best))
+    for letter, name in zip("DEFG", quality, strict=False):  # the best front point on each quality objective
+        best = (min if OBJECTIVES[name] == "min" else max)(plan.front, key=lambda e: e["objectives"][name])
+        rows.append((f"{letter}: best {name}", best))
     unique, seen = [], set()
     for label, entry in rows:
         key = json.dumps(applicable_setting(plan.spec, entry["setting"]), sort_keys=True)

@@ -601,3 +601,24 @@ def test_among_equal_costs_the_cheapest_at_the_bars_is_the_better_setting(tmp_pa
     result = plan(spec, generations=2)
     assert len({e["objectives"]["cost"] for e in result.evaluated}) == 1
     assert result.cheapest_meeting_bars["setting"]["image_size"] == 128 == result.front[0]["setting"]["image_size"]
+
+
+def test_recommendations_hold_the_best_setting_on_each_quality_objective(tmp_path):
+    from mmtok.budgets.planner import Plan
+
+    body = SMALL.format(budget=10000, bar=100.0).replace("audio_seconds = 0", "audio_seconds = 5")
+    body = body.replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "fd", "wer"]').replace(', "gpt-4o"]', "]")
+    spec = load_spec(spec_file(tmp_path, body))
+
+    def entry(size, model, cost, fd, wer):
+        setting = {"model": model, "image_size": size, "keep_ratio": 1.0}
+        return {"setting": setting, "objectives": {"cost": cost, "fd": fd, "wer": wer, "tokens": 100.0}}
+
+    front = [entry(32, "mmtok-semantic", 1, 10, 0.9), entry(64, "gemini-2.5-flash", 2, 1, 0.8)]
+    front.append(entry(128, "mmtok-semantic", 3, 5, 0.1))
+    rows = recommendations(Plan(spec, front, front, [], None, None))
+    assert [(label, e["setting"]["image_size"]) for label, e in rows] == [
+        ("A: cheapest", 32),
+        ("D: best fd", 64),
+        ("E: best wer", 128),
+    ]
