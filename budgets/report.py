@@ -126,26 +126,27 @@ def fixed_text(spec: Spec, fixed: dict[str, Any]) -> str:
 
 def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """Like the design seed's A/B/C: the cheapest front point, the knee, the cheapest meeting the bars, and the
-    best point on each quality objective (a setting already listed is not repeated)."""
-    rows: list[tuple[str, dict[str, Any]]] = []
+    best point on each quality objective. A setting that is several of these is one row whose label says all of
+    them ("A: cheapest, meets the bars, best wer")."""
     if not plan.front:
-        return rows
-    rows.append(("A: cheapest", plan.front[0]))
+        return []
+    picks: list[tuple[str, str, str, dict[str, Any]]] = [("A", "cheapest", "cheapest", plan.front[0])]
     if plan.knee is not None:
-        rows.append(("B: knee (balanced)", plan.knee))
+        picks.append(("B", "knee (balanced)", "knee", plan.knee))
     if plan.cheapest_meeting_bars is not None:
-        rows.append(("C: cheapest meeting the bars", plan.cheapest_meeting_bars))
+        picks.append(("C", "cheapest meeting the bars", "meets the bars", plan.cheapest_meeting_bars))
     quality = [o for o in plan.spec.objectives if o not in ("cost", "tokens")]
     for letter, name in zip("DEFG", quality, strict=False):  # the best front point on each quality objective
         best = (min if OBJECTIVES[name] == "min" else max)(plan.front, key=lambda e: e["objectives"][name])
-        rows.append((f"{letter}: best {name}", best))
-    unique, seen = [], set()
-    for label, entry in rows:
+        picks.append((letter, f"best {name}", f"best {name}", best))
+    rows: dict[str, list[Any]] = {}  # applicable setting -> [letter, names, entry]
+    for letter, name, also, entry in picks:
         key = json.dumps(applicable_setting(plan.spec, entry["setting"]), sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            unique.append((label, entry))
-    return unique
+        if key in rows:
+            rows[key][1].append(also)
+        else:
+            rows[key] = [letter, [name], entry]
+    return [(f"{letter}: {', '.join(names)}", entry) for letter, names, entry in rows.values()]
 
 
 def command_for(spec: Spec, entry: dict[str, Any]) -> str:
