@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: consoles, one-line errors, progress bars, JSON lines.
+"""Shared CLI plumbing: consoles, one-line errors, progress bars, JSON lines, CSV, tables that fit the terminal.
 
 rich is imported on first use, so that `--json` runs over large folders do not pay for it at start-up.
 """
@@ -6,41 +6,84 @@ rich is imported on first use, so that `--json` runs over large folders do not p
 from __future__ import annotations
 
 import atexit
+import csv
 import functools
 import json
+import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import typer
 
 from mmtok.errors import MmtokError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
+PIPE_WIDTH = 200  # columns of output sent to a pipe or file without COLUMNS set (rich would assume 80)
+MIN_PROGRESS_ITEMS = 50  # smaller jobs finish before a bar is worth drawing
 
-@functools.cache
+
+def _width(stream: Any) -> int | None:
+    """None lets rich ask the terminal (or read COLUMNS); a pipe without COLUMNS gets :data:`PIPE_WIDTH`."""
+    return None if stream.isatty() or os.environ.get("COLUMNS", "").isdigit() else PIPE_WIDTH
+
+
 def console() -> Console:
-    """stdout console; tables are wide, so a pipe or file gets 200 columns rather than rich's default 80."""
-    from rich.console import Console
+    """stdout console: a terminal's width, COLUMNS when set, else 200 columns (tables are wide)."""
+    return _console(False, _width(sys.stdout), os.environ.get("COLUMNS"))
 
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+def err_console() -> Console:
+    return _console(True, _width(sys.stderr), os.environ.get("COLUMNS"))
 
 
 @functools.cache
-def err_console() -> Console:
+def _console(stderr: bool, width: int | None, columns: str | None) -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+    return Console(stderr=stderr, highlight=False, width=width)
+
+
+def stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+def _to_stderr(line: str) -> None:
+    """On a terminal through rich's console, so a live progress bar is redrawn below the line instead of being
+    tangled with it; otherwise as plain text."""
+    _lines.flush()
+    if stderr_is_terminal():
+        err_console().print(line, markup=False, highlight=False, soft_wrap=True)
+    else:
+        sys.stderr.write(line + "\n")
 
 
 def print_error(error: MmtokError | str) -> None:
     """One line on stderr naming the input and what is wrong (JSON lines held back are written first)."""
-    _lines.flush()
-    sys.stderr.write(f"error: {error}\n")
+    _to_stderr(f"error: {error}")
+
+
+def print_warning(message: str) -> None:
+    _to_stderr(f"warning: {message}")
+
+
+def print_note(message: str) -> None:
+    _to_stderr(f"note: {message}")
+
+
+def say(text: str) -> None:
+    """A plain line on stdout: never wrapped (a pipe reads it whole), no markup read in file names."""
+    console().print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 _json = json.JSONEncoder(default=str)  # built once: json.dumps(..., default=) builds an encoder per call
@@ -64,8 +107,12 @@ class _JsonLines:
 
     def flush(self) -> None:
         if self.pending:
-            sys.stdout.write("".join(self.pending))
-            sys.stdout.flush()
+            try:
+                sys.stdout.write("".join(self.pending))
+                sys.stdout.flush()
+            except BrokenPipeError:  # the reader left (`| head`): stop writing, quietly
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
         self.pending.clear()
         self.size = 0
         self.since = time.monotonic()
@@ -92,21 +139,185 @@ def flushes_json_lines(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def progress(items: Iterable[T], description: str, total: int | None = None, min_items: int = 50) -> Iterator[T]:
-    """Wrap ``items`` in a transient progress bar on stderr when it is a terminal and the job is not tiny."""
-    if total is None and hasattr(items, "__len__"):
-        total = len(items)  # type: ignore[arg-type]
-    if not sys.stderr.isatty() or (total is not None and total < min_items):
-        yield from items
+def csv_writer(fields: Sequence[str]) -> csv.DictWriter:
+    """A CSV writer on stdout with its header written; fields a row lacks are left empty."""
+    writer = csv.DictWriter(sys.stdout, list(fields), extrasaction="ignore")
+    writer.writeheader()
+    return writer
+
+
+def one_output_format(json_out: bool, csv_out: bool) -> None:
+    if json_out and csv_out:
+        raise typer.BadParameter("choose one of --json and --csv")
+
+
+# ----------------------------------------------------------------------------------------------------- progress
+@contextmanager
+def progress_bar(total: int | None, description: str, min_items: int | None = None) -> Iterator[Callable[[int], None]]:
+    """``advance(n)`` for a transient bar on stderr, drawn only on a terminal and for jobs of ``min_items`` or more
+    (with a known total, so it never shows ``0/?``). Errors printed meanwhile go above it (:func:`print_error`)."""
+    floor = MIN_PROGRESS_ITEMS if min_items is None else min_items
+    if not stderr_is_terminal() or total is None or total < floor:
+        yield lambda n=1: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=err_console(), transient=True) as bar:
         task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)
+
+
+def progress(
+    items: Iterable[T], description: str, total: int | None = None, min_items: int | None = None
+) -> Iterator[T]:
+    """Wrap ``items`` in :func:`progress_bar` (a list, or an iterable with its ``total``)."""
+    if total is None and hasattr(items, "__len__"):
+        total = len(items)  # type: ignore[arg-type]
+    with progress_bar(total, description, min_items) as advance:
         for item in items:
             yield item
-            bar.advance(task)
+            advance(1)
+
+
+# ----------------------------------------------------------------------------------------------------- options
+def check_device(device: str) -> str:
+    """--device is cpu, cuda, cuda:N or auto (a usage error otherwise, before any model is loaded)."""
+    kind, _, index = device.partition(":")
+    if device == "auto" or (kind in ("cpu", "cuda", "mps") and (not index or index.isdigit())):
+        return device
+    raise typer.BadParameter(f"must be cpu, cuda, cuda:N, mps or auto, got {device!r}", param_hint="--device")
+
+
+def check_out_folder(out: Path) -> None:
+    """--out names a folder: an existing file there is a usage error, before any work."""
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} is a file, not a folder", param_hint="--out")
+
+
+def check_out_file(out: Path, suffixes: Sequence[str] = ()) -> None:
+    """--out names a file to write: not a folder, and with one of ``suffixes`` when given."""
+    if out.is_dir():
+        raise typer.BadParameter(f"{out} is a folder; name the file to write", param_hint="--out")
+    if out.exists() and not out.is_file():
+        raise typer.BadParameter(f"{out} is not a regular file", param_hint="--out")
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise typer.BadParameter(f"{out} must end in {', '.join(suffixes)}", param_hint="--out")
+
+
+def max_pixels_option() -> Any:
+    return typer.Option(
+        None,
+        "--max-pixels",
+        min=1,
+        help="Refuse images with more pixels than this before decoding (decompression-bomb guard; default "
+        "178,956,970, Pillow's own limit).",
+    )
+
+
+def resolve_max_pixels(max_pixels: int | None) -> int:
+    """The pixel limit for mmtok.load; a limit above Pillow's own is given to Pillow too, so decoding agrees."""
+    from mmtok.media import MAX_IMAGE_PIXELS
+
+    if max_pixels is None:
+        return MAX_IMAGE_PIXELS
+    if max_pixels > MAX_IMAGE_PIXELS:
+        import PIL.Image
+
+        PIL.Image.MAX_IMAGE_PIXELS = max(PIL.Image.MAX_IMAGE_PIXELS or 0, max_pixels // 2 + 1)
+    return max_pixels
+
+
+# ----------------------------------------------------------------------------------------------------- tables
+@dataclass(frozen=True)
+class Column:
+    """A table column. ``fold`` columns (paths, working) fold onto more lines in the room the others leave; all
+    other columns keep their widest cell (numbers are never cut or wrapped). On a narrow terminal the columns
+    with the lowest ``priority`` are left out first; ``priority=None`` is never left out."""
+
+    header: str
+    numeric: bool = False
+    fold: bool = False
+    priority: int | None = None
+    min_width: int = 12  # a fold column is never narrower than this (or its widest cell, when less)
+
+
+def _cell_width(cell: str) -> int:
+    from rich.text import Text
+
+    return max((Text.from_markup(line).cell_len for line in cell.split("\n")), default=0)
+
+
+FOLD_FLOOR = 6  # a fold column squeezed below its own min_width when nothing else can give way
+
+
+def fit_table(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int, section_at: int | None = None
+) -> tuple[Table, list[str], int]:
+    """The columns that have values and fit ``width``, as a rich table with every column's width fixed; the headers
+    of the columns left out; and the table's width (more than ``width`` only when its numbers alone need more).
+
+    Columns whose cells are all empty are dropped silently (nothing is lost); the others are dropped by priority
+    until the rest fits, and the caller says which (or shows them another way). ``section_at``: the row a section
+    (a rule across the table) starts at, e.g. totals."""
+    from rich.table import Table
+
+    filled = [i for i, _ in enumerate(columns) if any(row[i] for row in rows)] or list(range(len(columns)))
+    natural = {i: max([_cell_width(columns[i].header), *(_cell_width(row[i]) for row in rows)]) for i in filled}
+
+    def floor(i: int, squeezed: bool = False) -> int:
+        if not columns[i].fold:
+            return natural[i]
+        return min(natural[i], FOLD_FLOOR if squeezed else columns[i].min_width)
+
+    kept = list(filled)
+    dropped: list[int] = []
+    while sum(floor(i) for i in kept) + 3 * len(kept) - 1 > width:
+        droppable = [i for i in kept if columns[i].priority is not None]
+        if not droppable:
+            break
+        lowest = min(droppable, key=lambda i: (columns[i].priority, -i))
+        kept.remove(lowest)
+        dropped.append(lowest)
+    squeezed = sum(floor(i) for i in kept) + 3 * len(kept) - 1 > width  # only fold columns can give way now
+    widths = {i: floor(i, squeezed) for i in kept}
+    room = width - (sum(widths.values()) + 3 * len(kept) - 1)
+    folding = [i for i in kept if columns[i].fold]
+    while room > 0:  # share what is left among the fold columns, one cell at a time, up to their widest cell
+        growing = [i for i in folding if widths[i] < natural[i]]
+        if not growing:
+            break
+        for i in growing[:room]:
+            widths[i] += 1
+            room -= 1
+    table = Table(show_edge=False, header_style="bold")
+    for i in kept:
+        c = columns[i]
+        table.add_column(
+            c.header, justify="right" if c.numeric else "left", no_wrap=not c.fold, overflow="fold", width=widths[i]
+        )
+    for index, row in enumerate(rows):
+        if index == section_at:
+            table.add_section()
+        table.add_row(*(row[i] for i in kept))
+    return (
+        table,
+        [columns[i].header.replace("\n", " ") for i in sorted(dropped)],
+        sum(widths.values()) + 3 * len(kept) - 1,
+    )
+
+
+def print_table(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], section_at: int | None = None, note_left_out: bool = True
+) -> list[str]:
+    """Print :func:`fit_table`'s table at the console's width (and a dim line naming the columns left out, unless
+    the caller shows them itself); returns the headers left out."""
+    width = console().width
+    table, dropped, needed = fit_table(columns, rows, width, section_at)
+    console().print(table, width=max(width, needed))  # wider only when its numbers need it: never cut
+    if dropped and note_left_out:
+        console().print(f"[dim]left out at {width} columns: {', '.join(dropped)} (every field: --json or --csv)[/]")
+    return dropped
 
 
 def fmt_num(value: Any, digits: int = 2) -> str:
@@ -117,3 +328,11 @@ def fmt_num(value: Any, digits: int = 2) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def short_path(path: str | os.PathLike[str], root: Path | None = None) -> str:
+    """``path`` relative to ``root`` (or the working folder) when it lies inside it."""
+    try:
+        return str(Path(path).resolve().relative_to((root or Path.cwd()).resolve()))
+    except (ValueError, OSError):
+        return os.fspath(path)
