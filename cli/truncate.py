@@ -7,28 +7,73 @@ from typing import Any
 
 import typer
 
-from mmtok.cli.common import console, flushes_json_lines, print_error, print_json_line
+from mmtok.cli.common import (
+    check_out_file,
+    flushes_json_lines,
+    print_error,
+    print_json_line,
+    print_note,
+    print_warning,
+    say,
+)
 from mmtok.errors import MmtokError
 
 
-def parse_truncation(
-    method: str | None, threshold: float | None, keep: int | None, keep_ratio: float | None
+def truncation_options(
+    method: str | None,
+    threshold: float | None,
+    keep: int | None,
+    keep_ratio: float | None,
+    context: str | None,
+    method_flag: str = "--method",
 ) -> dict[str, Any] | None:
-    """The keyword arguments for ``mmtok.truncate`` from command-line options (None: no truncation)."""
+    """The keyword arguments for ``mmtok.truncate`` from command-line options (None: no truncation); a bad
+    combination is a usage error naming the flag (``method_flag`` is the option that chose the method)."""
+    from mmtok.truncation import METHODS
+
     if method is None:
+        given = [flag for flag, v in (("--threshold", threshold), ("--keep-ratio", keep_ratio)) if v is not None]
+        if given:
+            raise typer.BadParameter(f"{given[0]} is for truncation: pass {method_flag} too", param_hint=method_flag)
         return None
+    if method not in METHODS:
+        raise typer.BadParameter(f"must be one of {', '.join(METHODS)}, got {method!r}", param_hint=method_flag)
+    if keep_ratio is not None and not 0 < keep_ratio <= 1:
+        raise typer.BadParameter(f"must be in (0, 1], got {keep_ratio}", param_hint="--keep-ratio")
+    if sum(v is not None for v in (threshold, keep, keep_ratio)) > 1:
+        raise typer.BadParameter("give only one of --threshold, --keep and --keep-ratio")
+    if method == "mi" and context is None:
+        raise typer.BadParameter(
+            "mi truncation scores tokens against a context: pass --context", param_hint="--context"
+        )
+    if method != "mi" and threshold is not None:
+        raise typer.BadParameter(f"--threshold is for mi; {method} takes --keep or --keep-ratio")
+    if method != "mi" and keep is None and keep_ratio is None:
+        raise typer.BadParameter(f"{method} keeps a budget: pass --keep or --keep-ratio")
     return {"method": method, "threshold": threshold, "keep": keep, "keep_ratio": keep_ratio}
 
 
-def apply_truncation(seq: Any, options: dict[str, Any], context: Any) -> Any:
+def apply_truncation(seq: Any, options: dict[str, Any], context: Any, warned: set[str] | None = None) -> Any:
+    """``seq`` truncated; its report (without the kept indices) goes into the sequence's meta, and each distinct
+    note is said once on stderr."""
     import mmtok
 
     short, report = mmtok.truncate(seq, context=context, **options)
     short.meta["truncation_report"] = {k: v for k, v in report.to_dict().items() if k != "kept"}
+    for note in report.notes:
+        if warned is None or note not in warned:
+            say_note(report, note)
+            if warned is not None:
+                warned.add(note)
     return short
 
 
-def _context(value: str | None) -> Any:
+def say_note(report: Any, note: str) -> None:
+    """A note on stderr; the note that the context lies outside what the critic knows is a warning."""
+    (print_warning if note == report.domain_warning else print_note)(note)
+
+
+def load_context(value: str | None) -> Any:
     """A token file's sequence when ``value`` names one, else the text itself."""
     if value is None:
         return None
@@ -43,11 +88,32 @@ def _context(value: str | None) -> Any:
     return value
 
 
+def choose_sequence(path: Path, sequences: dict[str, Any], key: str | None) -> tuple[str, Any]:
+    """The sequence ``key`` names, or the only one; otherwise an error that lists the keys."""
+    import mmtok
+
+    if key is None and len(sequences) == 1:
+        return next(iter(sequences.items()))
+    if key is None:
+        raise mmtok.TokenError(
+            f"{path}: holds {len(sequences)} sequences ({list_keys(sequences)}); choose one with --key"
+        )
+    if key not in sequences:
+        raise mmtok.TokenError(f"{path}: no sequence {key!r} (has {list_keys(sequences)})")
+    return key, sequences[key]
+
+
+def list_keys(sequences: dict[str, Any], limit: int = 8) -> str:
+    keys = list(sequences)
+    shown = ", ".join(keys[:limit])
+    return shown + (f", ... and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
 @flushes_json_lines
 def truncate(
     tokens: Path = typer.Argument(..., help="A token file written by `mmtok tokenize`."),
     out: Path = typer.Option(..., "--out", "-o", help="Where to write the shorter sequence."),
-    context: str | None = typer.Option(None, help="Context: text, or a token file (text/audio tokens)."),
+    context: str | None = typer.Option(None, help="Context: text, or a token file of text tokens."),
     method: str = typer.Option("mi", help="mi, random, uniform, norm, divprune or tome."),
     threshold: float | None = typer.Option(
         None, help="mi: keep tokens whose pmi with the context exceeds this (nats; default 0.18)."
@@ -55,42 +121,32 @@ def truncate(
     keep: int | None = typer.Option(None, min=1, help="Keep this many tokens."),
     keep_ratio: float | None = typer.Option(None, help="Keep this fraction of the tokens, in (0, 1]."),
     key: str | None = typer.Option(None, help="Which sequence of a multi-sequence file."),
-    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
-    """Keep the tokens that carry information about the context, by pmi (or a baseline selection at a budget)."""
-    import mmtok
-    from mmtok.truncation import METHODS
+    """Keep the tokens that carry information about the context, by pmi (or a baseline selection at a budget).
 
-    if method not in METHODS:
-        raise typer.BadParameter(f"must be one of {', '.join(METHODS)}, got {method!r}", param_hint="--method")
-    if keep_ratio is not None and not 0 < keep_ratio <= 1:
-        raise typer.BadParameter(f"must be in (0, 1], got {keep_ratio}", param_hint="--keep-ratio")
-    if sum(v is not None for v in (threshold, keep, keep_ratio)) > 1:
-        raise typer.BadParameter("give only one of --threshold, --keep and --keep-ratio")
-    if method == "mi" and context is None:
-        raise typer.BadParameter(
-            "mi truncation scores tokens against a context: pass --context", param_hint="--context"
-        )
-    if method != "mi" and threshold is not None:
-        raise typer.BadParameter(f"--threshold is for mi; {method} takes --keep or --keep-ratio")
-    if method != "mi" and keep is None and keep_ratio is None:
-        raise typer.BadParameter(f"{method} keeps a budget: pass --keep or --keep-ratio")
+    mi's critic knows the digit captions it was trained on; a context far from them is truncated all the same,
+    with a warning that the count is not to be trusted (use a baseline such as divprune at a budget)."""
+    import mmtok
+
+    options = truncation_options(method, threshold, keep, keep_ratio, context)
+    assert options is not None
+    check_out_file(out)
     try:
         sequences = mmtok.load_sequences(tokens)
-        if key is None and len(sequences) != 1:
-            raise mmtok.TokenError(f"{tokens}: holds {len(sequences)} sequences; choose one with --key")
-        seq = sequences[key] if key is not None else next(iter(sequences.values()))
-        short, report = mmtok.truncate(
-            seq, context=_context(context), method=method, threshold=threshold, keep=keep, keep_ratio=keep_ratio
-        )
+        _, seq = choose_sequence(tokens, sequences, key)
+        short, report = mmtok.truncate(seq, context=load_context(context), **options)
         short.save(out)
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(1) from None
+    except OSError as e:
+        print_error(f"{out}: cannot write: {e.strerror or e}")
+        raise typer.Exit(1) from None
+    for note in report.notes:
+        say_note(report, note)
     if json_out:
         print_json_line({"input": str(tokens), "output": str(out), **report.to_dict()})
         return
     info = "" if report.information_kept is None else f", estimated information kept {report.information_kept:.0%}"
-    console().print(f"{tokens}: {report.tokens_in} -> {report.tokens_out} tokens ({report.method}{info}) -> {out}")
-    for note in report.notes:
-        console().print(f"[yellow]note:[/] {note}")
+    say(f"{tokens}: {report.tokens_in} -> {report.tokens_out} tokens ({report.method}{info}) -> {out}")

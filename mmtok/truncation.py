@@ -11,6 +11,16 @@ tokens, so the result carries embeddings, not ids).
 
 The result keeps each token's ``positions`` (and ``times``), so models still know where the tokens were. At least
 ``min_keep`` tokens (default 1) are always kept; the report says when that floor was used.
+
+**Outside the critic's domain.** A critic only knows the contexts it was trained on: ``critic-vq-text`` saw digit
+canvases captioned with the 40 digit captions of :data:`SHIPPED_CRITIC_CONTEXTS` ("a photo of the digit seven",
+"a handwritten 7", ...). The measure: the cosine similarity of each context item's teacher text embedding to the
+nearest known caption's. Below :data:`DOMAIN_SIMILARITY_MIN` (0.92, calibrated on held-out digit questions and
+other questions, see ``tests/test_truncation.py``) the context is out of domain: the selection is made all the
+same, and the report carries a warning (``report.domain_warning``, also in ``notes``) that the kept count and the
+information-kept estimate are not to be trusted, with the baseline to use instead (``divprune`` at a budget). The
+report's ``context_similarity`` is the least-known item's similarity. Contexts must be text (or text tokens, or
+tensors in the teacher's text space): an audio or image context is refused with the reason.
 """
 
 from __future__ import annotations
@@ -28,6 +38,23 @@ METHODS = ("mi", "random", "uniform", "norm", "divprune", "tome")
 DEFAULT_THRESHOLD_NATS = 0.18
 DEFAULT_CRITIC = "critic-vq-text"
 
+# What the shipped critic was trained on (models/train_critic.py: caption_bank, i.e. models/data.py's
+# DIGIT_TEMPLATES x DIGIT_WORDS), written out here because its checkpoint predates the config's known_contexts
+# record and must keep describing those weights if the training data changes. Its digit-free canvases were captioned
+# "a photo", "an image", ...: the contrast that says "nothing here", not a context whose tokens it learned to find,
+# so those captions are not counted as known.
+_SHIPPED_TEMPLATES = (
+    "a photo of the digit {word}",
+    "a handwritten {digit}",
+    "the number {word}",
+    "a picture of the number {digit}",
+)
+_SHIPPED_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+SHIPPED_CRITIC_CONTEXTS = {
+    DEFAULT_CRITIC: tuple(t.format(word=w, digit=d) for d, w in enumerate(_SHIPPED_WORDS) for t in _SHIPPED_TEMPLATES)
+}
+DOMAIN_SIMILARITY_MIN = 0.92  # cosine similarity to the nearest known context, in the teacher's text space
+
 
 @dataclass
 class TruncationReport:
@@ -39,6 +66,8 @@ class TruncationReport:
     threshold: float | None = None
     information_kept: float | None = None  # mi: sum of kept positive pmi / sum of all positive pmi
     notes: list[str] = field(default_factory=list)
+    context_similarity: float | None = None  # mi: the least-known context item's cosine to the critic's contexts
+    domain_warning: str | None = None  # mi: set (and in notes) when the context is outside the critic's domain
 
     @property
     def kept_ratio(self) -> float:
@@ -54,6 +83,8 @@ class TruncationReport:
             "information_kept": None if self.information_kept is None else round(self.information_kept, 4),
             "kept": self.kept.tolist(),
             "notes": self.notes,
+            "context_similarity": None if self.context_similarity is None else round(self.context_similarity, 4),
+            "in_domain": None if self.context_similarity is None else self.domain_warning is None,
         }
 
 
@@ -108,14 +139,17 @@ def context_embeddings(context: Any, critic: Any) -> torch.Tensor:
             _text_contexts[key] = critic_teacher(critic).encode_text(list(texts)).detach()
         emb = _text_contexts[key]
     elif hasattr(context, "modality"):
-        if context.modality == "text" and context.ids is not None:
+        if context.modality != "text":
+            raise TruncationError(
+                f"{critic.name} scores tokens against text (its teacher's text embeddings); this context is "
+                f"{context.modality} tokens, not text: give the question as text (for speech, its transcript)"
+            )
+        if context.ids is not None:
             from mmtok.registry import get_registered
 
             tokenizer = get_registered(context.tokenizer or "text-bytes", "tokenizer", "context", TruncationError)
             text = tokenizer.decode(context)
             return context_embeddings(text, critic)
-        if context.embeddings is None:
-            raise TruncationError(f"a {context.modality} context needs embeddings")
         emb = context.embeddings
     else:
         raise TruncationError(f"cannot use a {type(context).__name__} as context")
@@ -132,6 +166,40 @@ def context_embeddings(context: Any, critic: Any) -> torch.Tensor:
 
 _teachers: dict[str, Any] = {}
 _text_contexts: dict[tuple[str, tuple[str, ...]], torch.Tensor] = {}
+_known_embeddings: dict[tuple[str, tuple[str, ...]], torch.Tensor] = {}
+
+
+def known_contexts(critic: Any) -> tuple[str, ...]:
+    """The context texts ``critic`` was trained on: its config's record, else the shipped critic's list (empty
+    when neither is known: no domain check)."""
+    recorded = tuple(getattr(critic.config, "known_contexts", ()) or ())
+    return recorded or SHIPPED_CRITIC_CONTEXTS.get(getattr(critic, "name", ""), ())
+
+
+def context_similarity(context: torch.Tensor, critic: Any) -> torch.Tensor | None:
+    """Per context item ``[C]``: cosine similarity to the nearest of the critic's known contexts, in the teacher's
+    text space (None when the critic records none)."""
+    known = known_contexts(critic)
+    if not known:
+        return None
+    key = (critic.config.teacher, known)
+    if key not in _known_embeddings:
+        _known_embeddings[key] = critic_teacher(critic).encode_text(list(known)).detach().float().cpu()
+    return (F.normalize(context, dim=1) @ F.normalize(_known_embeddings[key], dim=1).T).max(dim=1).values
+
+
+def _domain_warning(context: Any, similarity: torch.Tensor, critic: Any, kept: int, n: int) -> str | None:
+    worst = int(similarity.argmin())
+    if float(similarity[worst]) >= DOMAIN_SIMILARITY_MIN:
+        return None
+    texts = [context] if isinstance(context, str) else context if isinstance(context, (list, tuple)) else None
+    what = f"the context {texts[worst]!r:.80}" if texts and isinstance(texts[worst], str) else "the context"
+    return (
+        f"{what} is far from what {critic.name} was trained on (cosine similarity {float(similarity[worst]):.2f} "
+        f"to its nearest of {len(known_contexts(critic))} known contexts, below {DOMAIN_SIMILARITY_MIN}); "
+        f"the {kept} of {n} tokens kept and the information-kept estimate are not to be trusted: "
+        "for a budget, use divprune with keep or keep_ratio"
+    )
 
 
 def critic_teacher(critic: Any) -> Any:
@@ -264,7 +332,9 @@ def truncate(
                 f"token features are {features.shape[1]}-d but the critic takes {critic.config.token_dim}-d"
             )
         with torch.no_grad():
-            scores = critic.pmi(features, context_embeddings(context, critic)).max(dim=1).values
+            context_emb = context_embeddings(context, critic)
+            scores = critic.pmi(features, context_emb).max(dim=1).values
+            similarity = context_similarity(context_emb, critic)
         if not torch.isfinite(scores).all():
             raise TruncationError("relevance scores are not finite")
         if threshold is not None:
@@ -283,4 +353,10 @@ def truncate(
         kept = _select(features, method, k, seed)
     kept = kept.sort().values
     out = seq.select(kept, truncation=method)
-    return out, TruncationReport(method, n, len(kept), kept, scores, threshold, info, notes)
+    report = TruncationReport(method, n, len(kept), kept, scores, threshold, info, notes)
+    if method == "mi" and similarity is not None:
+        report.context_similarity = float(similarity.min())
+        report.domain_warning = _domain_warning(context, similarity, critic, len(kept), n)
+        if report.domain_warning:
+            notes.append(report.domain_warning)
+    return out, report

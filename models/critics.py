@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,9 @@ class TokenCriticConfig:
     # neighbours' (radius ``radius``), which say what the token shows where it is (strokes vs background).
     token_features: str = "aligned"
     radius: int = 1
+    # The context texts it was trained on, so MI truncation can tell a context it knows from one it does not
+    # (empty: not recorded; mmtok.truncation keeps the list for the shipped critic-vq-text, trained before this).
+    known_contexts: list[str] = field(default_factory=list)
 
 
 class TokenCritic(nn.Module):

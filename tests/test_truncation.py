@@ -238,3 +238,116 @@ def test_a_text_context_is_encoded_once_per_teacher(monkeypatch):
     other = truncation.context_embeddings("a photo of the digit two", critic)
     assert len(calls) == 2 and torch.equal(first, again)  # the repeated question was not encoded again
     torch.testing.assert_close(other[0], first[0])
+
+
+# ------------------------------------------------------------------------- MI outside the critic's domain
+DIGIT_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+HELD_OUT_DIGIT_QUESTIONS = (  # none is one of the 40 training captions
+    [f"the digit {d}" for d in range(10)]
+    + [f"handwritten {w}" for w in DIGIT_WORDS]
+    + [f"a photo of the number {w}" for w in DIGIT_WORDS]
+    + [f"an image of a {d}" for d in range(10)]
+    + [f"the numeral {w}" for w in DIGIT_WORDS]
+    + ["which digit is this", "what number is written here", "is this a nine?", "a handwritten number", "a digit"]
+    + ["a number written on a photo", "read the digit", "the digit in the image", "a written 4", "number eight"]
+)
+OTHER_QUESTIONS = (
+    "a portrait of a woman in a navy uniform", "a cat sleeping on a sofa", "what is the weather like",
+    "a red sports car", "a diagram of a plant cell", "a bowl of fruit on a table", "an astronaut",
+    "the surface of the moon", "a man with a camera", "coins", "a brick wall", "galaxies in deep space",
+    "the quarterly revenue report", "a dog playing fetch in the park", "a city skyline at night",
+    "how many people are in this picture", "a photo", "a photo of a scene", "a page of text", "a woman smiling",
+    "two men shaking hands", "a mountain lake at sunrise", "a plate of pasta", "a traffic sign",
+    "an x-ray of a chest", "a bird on a branch", "a crowded street market", "a child riding a bicycle",
+    "a screenshot of a spreadsheet", "a painting of flowers", "a soldier in uniform", "a wedding photo",
+    "what colour is the car", "describe this image", "a close-up of an eye", "a forest path in autumn",
+    "a laptop on a desk", "the front page of a newspaper", "a football match", "a bridge over a river",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def shipped_critic():
+    import mmtok
+
+    return mmtok.get_model("critic-vq-text", kind="critic")
+
+
+def test_the_shipped_critic_knows_the_captions_it_was_trained_on(shipped_critic):
+    from mmtok.models.data import DIGIT_TEMPLATES
+    from mmtok.models.data import DIGIT_WORDS as TRAINED_WORDS
+    from mmtok.truncation import known_contexts
+
+    trained = {t.format(word=w, digit=d) for d, w in enumerate(TRAINED_WORDS) for t in DIGIT_TEMPLATES}
+    assert set(known_contexts(shipped_critic)) == trained and len(trained) == 40  # train_critic.caption_bank's
+
+
+def test_the_domain_measure_separates_held_out_digit_questions_from_other_questions(shipped_critic):
+    """The calibration of DOMAIN_SIMILARITY_MIN (cosine similarity of the context's clip-tiny text embedding to the
+    nearest of the 40 training captions): 0.92 lies above every one of 40 other questions (the highest, "the front
+    page of a newspaper", is 0.897) and keeps 47 of 60 held-out digit questions in domain (median 0.958; the 13
+    others, short or unusual phrasings such as "a digit" at 0.497, get the warning too)."""
+    from mmtok.truncation import DOMAIN_SIMILARITY_MIN, context_embeddings, context_similarity
+
+    with torch.no_grad():
+        digits = context_similarity(context_embeddings(HELD_OUT_DIGIT_QUESTIONS, shipped_critic), shipped_critic)
+        others = context_similarity(context_embeddings(list(OTHER_QUESTIONS), shipped_critic), shipped_critic)
+    assert DOMAIN_SIMILARITY_MIN == 0.92 and len(digits) == 60 and len(others) == 40
+    assert int((digits >= DOMAIN_SIMILARITY_MIN).sum()) == 47 and float(digits.median()) == pytest.approx(
+        0.958, abs=0.01
+    )
+    assert int((others >= DOMAIN_SIMILARITY_MIN).sum()) == 0 and float(others.max()) == pytest.approx(0.897, abs=0.01)
+
+
+@pytest.fixture(scope="module")
+def astronaut_tokens(tmp_path_factory):
+    import mmtok
+
+    vq = mmtok.get_tokenizer("vq-clip-tiny")
+    seq = vq.encode(mmtok.load(mmtok.sample_path("astronaut.png")), image_size=128)
+    return seq, seq.save(tmp_path_factory.mktemp("tokens") / "astronaut.safetensors")
+
+
+def test_an_out_of_domain_context_is_truncated_with_a_warning(astronaut_tokens, tmp_path):
+    import mmtok
+
+    seq, path = astronaut_tokens
+    _, known = mmtok.truncate(seq, context="a photo of the digit seven")
+    assert known.domain_warning is None and known.context_similarity > 0.99 and known.to_dict()["in_domain"]
+    _, report = mmtok.truncate(seq, context="a portrait of a woman in a navy uniform")
+    assert report.context_similarity < 0.6 and report.domain_warning in report.notes
+    assert "is far from what critic-vq-text was trained on" in report.domain_warning
+    assert (
+        f"the {report.tokens_out} of 256 tokens kept" in report.domain_warning and "divprune" in report.domain_warning
+    )
+    args = ["truncate", str(path), "--context", "a portrait of a woman in a navy uniform", "--json"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "short.safetensors")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["in_domain"] is False
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
+    assert line.startswith("warning: the context 'a portrait of a woman in a navy uniform' is far from")
+
+
+def test_an_audio_context_is_refused_with_the_reason(astronaut_tokens, tmp_path):
+    import mmtok
+
+    seq, path = astronaut_tokens
+    speech = TokenSequence("audio", ids=torch.zeros(8, 2, dtype=torch.long), embeddings=torch.randn(8, 256))
+    with pytest.raises(TruncationError, match="this context is audio tokens, not text: give the question as text"):
+        mmtok.truncate(seq, context=speech)
+    context = speech.save(tmp_path / "speech.safetensors")
+    result = CliRunner().invoke(
+        app, ["truncate", str(path), "--context", str(context), "--out", str(tmp_path / "o.safetensors")]
+    )
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "(for speech, its transcript)" in result.stderr and "256-d" not in result.stderr
+
+
+def test_truncate_on_a_shard_without_key_lists_its_keys(tmp_path):
+    from mmtok.tokens import save_sequences
+
+    seqs = {k: TokenSequence("audio", embeddings=torch.randn(8, 4)) for k in ("a.wav", "b.wav")}
+    shard = save_sequences(tmp_path / "shard.safetensors", seqs)
+    args = ["truncate", str(shard), "--method", "uniform", "--keep", "2", "--out", str(tmp_path / "o.safetensors")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"error: {shard}: holds 2 sequences (a.wav, b.wav); choose one with --key"
