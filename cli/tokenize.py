@@ -10,15 +10,29 @@ from typing import Any
 
 import typer
 
-from mmtok.cli.common import console, flushes_json_lines, print_error, print_json_line
-from mmtok.errors import MediaError, MmtokError
+from mmtok.cli.common import (
+    check_device,
+    check_out_file,
+    check_out_folder,
+    flushes_json_lines,
+    max_pixels_option,
+    print_error,
+    print_json_line,
+    print_note,
+    progress_bar,
+    resolve_max_pixels,
+    say,
+)
+from mmtok.errors import CheckpointError, ConfigError, MediaError, MmtokError
 
 DEFAULT_IMAGE_TOKENIZER = "vq-clip-tiny"
 DEFAULT_AV_TOKENIZER = "av-tiny"
+FLAGS = {"image": "--tokenizer", "av": "--av-tokenizer"}
 
 
 class _Tokenizers:
-    """Loads each tokenizer on first use, on the requested device."""
+    """Loads each tokenizer on first use, on the requested device; one that cannot be loaded is a usage error
+    naming its flag."""
 
     def __init__(self, image: str, av: str, device: str) -> None:
         self.names = {"image": image, "av": av}
@@ -31,17 +45,45 @@ class _Tokenizers:
             import mmtok
             from mmtok.models.training import select_device
 
-            self.loaded[which] = mmtok.get_tokenizer(self.names[which]).to(select_device(self.device)).eval()
+            try:
+                device = select_device(self.device)
+            except ConfigError as e:
+                raise typer.BadParameter(str(e).removeprefix("--device "), param_hint="--device") from None
+            try:
+                self.loaded[which] = mmtok.get_tokenizer(self.names[which]).to(device).eval()
+            except (ConfigError, CheckpointError) as e:
+                raise typer.BadParameter(str(e), param_hint=FLAGS[which]) from None
         return self.loaded[which]
+
+
+class _PixelLimited:
+    """The image tokenizer as the folder pipeline uses it, reading each image with the --max-pixels limit."""
+
+    def __init__(self, tokenizer: Any, max_pixels: int) -> None:
+        self.tokenizer = tokenizer
+        self.max_pixels = max_pixels
+
+    def preprocess(self, path: Path, image_size: int | None) -> Any:
+        import mmtok
+
+        return self.tokenizer.preprocess(mmtok.load(path, kind="image", max_pixels=self.max_pixels), image_size)
+
+    def encode_batch(self, x: Any) -> Any:
+        return self.tokenizer.encode_batch(x)
+
+    def sequence(self, ids: Any, meta: dict[str, Any]) -> Any:
+        return self.tokenizer.sequence(ids, meta)
 
 
 @flushes_json_lines
 def tokenize(
     paths: list[Path] = typer.Argument(..., help="Image, audio or video files, or folders (walked recursively)."),
-    out: Path = typer.Option(Path("tokens"), "--out", "-o", help="Output folder."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder."),
     tokenizer: str = typer.Option(DEFAULT_IMAGE_TOKENIZER, help="Image tokenizer: name, config path or folder."),
     av_tokenizer: str = typer.Option(DEFAULT_AV_TOKENIZER, help="Audio/video tokenizer."),
-    image_size: int | None = typer.Option(None, help="Image side in px (multiple of 8): (side/8)^2 tokens."),
+    image_size: int | None = typer.Option(
+        None, help="Image side in px, a multiple of the tokenizer's downsampling (8): (side/8)^2 tokens."
+    ),
     tokens_per_second: float | None = typer.Option(None, help="Audio/video token rate (default: the tokenizer's)."),
     continuous: bool = typer.Option(False, help="Audio/video: keep continuous embeddings, no codebook ids."),
     codebook_levels: int | None = typer.Option(None, min=1, help="Audio/video: residual codebook levels kept."),
@@ -51,61 +93,85 @@ def tokenize(
     resume: bool = typer.Option(False, help="Skip images already in the output shards."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     json_out: bool = typer.Option(False, "--json", help="Print token counts and ids, one JSON object per stream."),
-    truncate: str | None = typer.Option(None, help="Truncate image tokens: mi, random, uniform, norm, divprune."),
+    truncate: str | None = typer.Option(
+        None, help="Truncate the tokens: mi (image tokens), or random, uniform, norm, divprune, tome (any tokens)."
+    ),
     context: str | None = typer.Option(None, help="Context for --truncate mi (text)."),
     threshold: float | None = typer.Option(None, help="--truncate mi threshold in nats (default 0.18)."),
     keep_ratio: float | None = typer.Option(None, help="--truncate budget: fraction of tokens kept."),
+    max_pixels: int | None = max_pixels_option(),
 ) -> None:
     """Media -> token sequences. Images: one .safetensors per file, shards per folder. Audio and video: one file
     per input holding a sequence per stream (a video with sound gives time-aligned "video" and "audio").
 
     Outputs keep each input's path relative to the folder the inputs share (a/photo.jpg -> a/photo.safetensors);
     two inputs that would still share a name keep their full names (photo.jpg.safetensors), so none is
-    overwritten."""
-    from mmtok.cli.truncate import apply_truncation, parse_truncation
+    overwritten. --truncate applies to every stream; a method that does not apply to a stream's tokens (mi on
+    audio) is that input's error."""
+    from mmtok.cli.truncate import apply_truncation, load_context, truncation_options
     from mmtok.pipeline import tokenize_folder
 
+    check_device(device)
+    check_out_folder(out)
+    options = truncation_options(truncate, threshold, None, keep_ratio, context, method_flag="--truncate")
+    limit = resolve_max_pixels(max_pixels)
     toks = _Tokenizers(tokenizer, av_tokenizer, device)
     toks.av_levels = codebook_levels
-    options = parse_truncation(truncate, threshold, None, keep_ratio)
+    if image_size is not None:
+        step = toks.get("image").config.downsample
+        if image_size < step or image_size % step:
+            raise typer.BadParameter(
+                f"must be a positive multiple of {step} (the tokenizer's downsampling), got {image_size}",
+                param_hint="--image-size",
+            )
+    warned: set[str] = set()
+    try:
+        context_value = load_context(context)
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(2) from None
 
     def shorten(seq: Any) -> Any:
-        return apply_truncation(seq, options, context) if options else seq
+        return apply_truncation(seq, options, context_value, warned) if options else seq
 
     failures = 0
-    plan = _plan(paths, out)
-    for entry in plan:
-        try:
-            if isinstance(entry, MmtokError):
-                raise entry
-            if isinstance(entry, _Folder):
-                report = tokenize_folder(
-                    entry.images,
-                    toks.get("image"),
-                    entry.target,
-                    batch_size=batch_size,
-                    workers=workers,
-                    shard_size=shard_size,
-                    resume=resume,
-                    image_size=image_size,
-                    on_error=print_error,
-                    postprocess=shorten,
-                )
-                failures += len(report.failed)
-                if json_out:
-                    _print_shards(report.shards)
-                else:
-                    console().print(
-                        f"{entry.path}: {report.done:,} images -> {len(report.shards)} shard(s) in "
-                        f"{entry.target} ({report.images_per_second:,.1f} images/s"
-                        + (f", {report.skipped:,} already done" if report.skipped else "")
-                        + ")"
+    plan = _plan(paths, out, limit)
+    total = sum(len(e.images) if isinstance(e, _Folder) else 1 for e in plan if not isinstance(e, MmtokError))
+    with progress_bar(total, "tokenizing") as advance:
+        for entry in plan:
+            try:
+                if isinstance(entry, MmtokError):
+                    raise entry
+                if isinstance(entry, _Folder):
+                    report = tokenize_folder(
+                        entry.images,
+                        _PixelLimited(toks.get("image"), limit),
+                        entry.target,
+                        batch_size=batch_size,
+                        workers=workers,
+                        shard_size=shard_size,
+                        resume=resume,
+                        image_size=image_size,
+                        on_error=print_error,
+                        progress=advance,
+                        postprocess=shorten,
                     )
-            else:
-                _tokenize_file(entry, toks, image_size, tokens_per_second, continuous, json_out, shorten)
-        except MmtokError as e:
-            failures += 1
-            print_error(e)
+                    failures += len(report.failed)
+                    if json_out:
+                        _print_shards(report.shards)
+                    else:
+                        say(
+                            f"{entry.path}: {report.done:,} images -> {len(report.shards)} shard(s) in "
+                            f"{entry.target} ({report.images_per_second:,.1f} images/s"
+                            + (f", {report.skipped:,} already done" if report.skipped else "")
+                            + ")"
+                        )
+                else:
+                    _tokenize_file(entry, toks, image_size, tokens_per_second, continuous, json_out, shorten)
+                    advance(1)
+            except MmtokError as e:
+                failures += 1
+                print_error(e)
     if failures:
         raise typer.Exit(1)
 
@@ -131,7 +197,7 @@ class _File:
 _SHARD_NAME = re.compile(r"shard-r\d+-\d+", re.IGNORECASE)
 
 
-def _plan(paths: list[Path], out: Path) -> list[_Folder | _File | MmtokError]:
+def _plan(paths: list[Path], out: Path, max_pixels: int) -> list[_Folder | _File | MmtokError]:
     """What each input becomes, in input order, with every output name fixed before anything is written.
 
     An output keeps its input's path relative to the folder the inputs have in common (a folder given as an input
@@ -161,7 +227,9 @@ def _plan(paths: list[Path], out: Path) -> list[_Folder | _File | MmtokError]:
             if absolute in seen:
                 continue
             seen.add(absolute)
-            images, others = _split_folder(path)
+            images, others = _split_folder(path, max_pixels)
+            if not images and not others:  # only text files: nothing to do is an error, not a silent success
+                entries.append(MediaError(path, "no images, audio or video to tokenize in this folder"))
             if images:
                 entries.append(_Folder(path, images, out / absolute.relative_to(common)))
             for item in others:
@@ -171,7 +239,7 @@ def _plan(paths: list[Path], out: Path) -> list[_Folder | _File | MmtokError]:
                     add_file(*item)
             continue
         try:
-            media = _load_tokenizable(path)
+            media = _load_tokenizable(path, max_pixels)
         except MmtokError as e:
             entries.append(e)
             continue
@@ -189,16 +257,16 @@ def _plan(paths: list[Path], out: Path) -> list[_Folder | _File | MmtokError]:
     return [entry for entry in entries if entry is not None]
 
 
-def _load_tokenizable(path: Path) -> Any:
+def _load_tokenizable(path: Path, max_pixels: int) -> Any:
     import mmtok
 
-    media = mmtok.load(path)
+    media = mmtok.load(path, max_pixels=max_pixels)
     if media.kind not in ("image", "audio", "video"):
         raise MediaError(path, f"cannot tokenize {media.kind}; give images, audio or video")
     return media
 
 
-def _split_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, Any] | MediaError]]:
+def _split_folder(folder: Path, max_pixels: int) -> tuple[list[Path], list[tuple[Path, Any] | MediaError]]:
     """Images (batched through the folder pipeline) and everything else (audio and video with their metadata, and
     errors)."""
     import mmtok
@@ -210,7 +278,7 @@ def _split_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, Any] | Med
             others.append(item)
             continue
         try:
-            media = mmtok.load(item)
+            media = mmtok.load(item, max_pixels=max_pixels)
         except MediaError as e:
             others.append(e)
             continue
@@ -241,13 +309,14 @@ def _tokenize_file(
         streams = toks.get("av").encode_streams(
             media, tokens_per_second=rate, quantize=not continuous, codebook_levels=toks.av_levels
         )
+        streams = {name: shorten(seq) for name, seq in streams.items()}
         mmtok.save_sequences(target, streams)
     for name, seq in streams.items():
         if json_out:
             print_json_line(_seq_json(str(path), seq, target, name))
         else:
             shape = f"grid {seq.grid[0]}x{seq.grid[1]}" if seq.grid else f"{seq.meta.get('tokens_per_second')}/s"
-            console().print(f"{path} [{name}]: {len(seq)} tokens, {shape} -> {target}")
+            say(f"{path} [{name}]: {len(seq)} tokens, {shape} -> {target}")
 
 
 def _seq_json(item: str, seq: Any, file: Path, stream: str | None = None) -> dict:
@@ -273,44 +342,87 @@ def _print_shards(shards: list[str]) -> None:
             print_json_line(_seq_json(key, seq, Path(shard)))
 
 
+def _either(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".bmp", ".tif", ".tiff", ".gif")
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
+TEXT_SUFFIXES = (".txt",)
+OUT_SUFFIXES = {"image": IMAGE_SUFFIXES, "audio": AUDIO_SUFFIXES, "text": TEXT_SUFFIXES}
+
+
+@flushes_json_lines
 def detokenize(
     tokens: Path = typer.Argument(..., help="A token file written by `mmtok tokenize`."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output: an image (.png/.jpg/.webp) or audio (.wav/.flac)."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        "-o",
+        help="Output for the tokens' modality: image (.png/.jpg/.webp), audio (.wav/.flac), text (.txt).",
+    ),
     key: str | None = typer.Option(None, help="Which sequence of a multi-sequence file (e.g. audio, or a path)."),
     tokenizer: str | None = typer.Option(None, help="Tokenizer (default: the one named in the token file)."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object: what was written, and notes."),
 ) -> None:
-    """Token sequence -> media, with the tokenizer that made it."""
-    import soundfile as sf
+    """Token sequence -> media, with the tokenizer that made it: image tokens to an image, audio tokens to sound,
+    text tokens to text. Video tokens hold motion features only and do not decode to media.
 
+    A reconstruction of a non-square image shows the centre square the tokens saw; a note says so."""
     import mmtok
+    from mmtok.cli.truncate import choose_sequence
     from mmtok.models.training import select_device
     from mmtok.registry import get_registered
 
+    check_device(device)
+    check_out_file(out)
     try:
         sequences = mmtok.load_sequences(tokens)
-        if key is None and "audio" in sequences and len(sequences) == 2 and "video" in sequences:
+        if key is None and set(sequences) == {"audio", "video"}:
             key = "audio"  # a video's token file: only its sound decodes to media
-        if key is None and len(sequences) != 1:
-            raise mmtok.TokenError(f"{tokens}: holds {len(sequences)} sequences; choose one with --key")
-        if key is not None and key not in sequences:
-            raise mmtok.TokenError(f"{tokens}: no sequence {key!r} (has {', '.join(sequences)})")
-        seq = sequences[key] if key is not None else next(iter(sequences.values()))
+        key, seq = choose_sequence(tokens, sequences, key)
+        if seq.modality == "video":
+            raise mmtok.TokenError(
+                f"{tokens}[{key}]: video tokens hold motion features, which do not determine pixels; "
+                "only image, audio and text tokens decode to media"
+            )
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(1) from None
+    wanted = OUT_SUFFIXES[seq.modality]
+    if out.suffix.lower() not in wanted:
+        print_error(f"--out {out}: {seq.modality} tokens decode to {seq.modality}; name a {_either(wanted[:3])} file")
+        raise typer.Exit(2)
+    try:
         if tokenizer is not None:  # the user's own choice: a name, config or folder
             tok = mmtok.get_tokenizer(tokenizer)
         else:  # the file's choice: registered names only
             tok = get_registered(seq.tokenizer, "tokenizer", f"{tokens}", mmtok.TokenError)
         tok = tok.to(select_device(device)).eval()
         media = tok.decode(seq)
+        notes = list(getattr(media, "notes", ()))
         out.parent.mkdir(parents=True, exist_ok=True)
-        if media.kind == "audio":
-            sf.write(out, media.waveform()[0].numpy(), media.sample_rate_hz)
+        if isinstance(media, str):
+            out.write_text(media, encoding="utf-8")
+        elif media.kind == "audio":
+            import soundfile as sf
+
+            try:
+                sf.write(out, media.waveform()[0].numpy(), media.sample_rate_hz)
+            except sf.LibsndfileError as e:
+                raise OSError(str(e)) from None
         else:
             media.to_pil().save(out)
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(1) from None
-    except (OSError, ValueError, sf.LibsndfileError) as e:
-        print_error(f"{out}: cannot write: {e}")
+    except (OSError, ValueError) as e:
+        print_error(f"{out}: cannot write: {getattr(e, 'strerror', None) or e}")
         raise typer.Exit(1) from None
-    console().print(f"{tokens} -> {out}")
+    if json_out:
+        print_json_line({"tokens": str(tokens), "key": key, "modality": seq.modality, "out": str(out), "notes": notes})
+        return
+    say(f"{tokens}{'' if len(sequences) == 1 else f'[{key}]'} -> {out}")
+    for note in notes:
+        print_note(note)

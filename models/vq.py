@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmtok.errors import ConfigError, TokenError
+from mmtok.media import Image
 from mmtok.models import checkpoint
 from mmtok.models.imaging import resize_to_square, to_uint8
 
@@ -204,6 +205,37 @@ def neighbourhoods(code_maps: torch.Tensor, radius: int = 1) -> torch.Tensor:
     return F.unfold(code_maps, k, padding=radius).reshape(b, c * k * k, h * w).transpose(1, 2)
 
 
+def _is_pil(image: Any) -> bool:
+    import sys
+
+    pil = sys.modules.get("PIL.Image")  # Pillow cannot have made the object unless it is imported
+    return pil is not None and isinstance(image, pil.Image)
+
+
+def crop_note(meta: dict[str, Any]) -> str | None:
+    """What a sequence's tokens did not see: a non-square source centre-cropped (``fit = "crop"``) to a square."""
+    source = meta.get("source_size")
+    if meta.get("fit") != "crop" or not source or source[0] == source[1]:
+        return None
+    width, height = source
+    side = min(width, height)
+    left, top = (width - side) // 2, (height - side) // 2
+    return (
+        f"centre-cropped: the {width}x{height} source was tokenized as its central {side}x{side} square "
+        f"(x {left}..{left + side}, y {top}..{top + side}); the edges are not in the tokens or the reconstruction"
+    )
+
+
+@dataclass(frozen=True)
+class Reconstruction(Image):
+    """A decoded image, with ``notes`` on what the reconstruction leaves out (also in ``info()``)."""
+
+    notes: tuple[str, ...] = ()
+
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "notes": list(self.notes)}
+
+
 class VQTokenizer(nn.Module):
     """The tokenizer: ``encode`` images to TokenSequences, ``decode`` back, ``features`` in teacher space."""
 
@@ -273,16 +305,18 @@ class VQTokenizer(nn.Module):
 
     # ------------------------------------------------------------------------------------------- public API
     def preprocess(self, image: Any, image_size: int | None = None) -> tuple[torch.Tensor, dict[str, Any]]:
-        """An ``mmtok.Image``, uint8 tensor ``[3, H, W]`` or path -> float ``[3, S, S]`` and what was done to it."""
+        """An ``mmtok.Image``, ``PIL.Image.Image``, uint8 tensor ``[3, H, W]`` or path -> float ``[3, S, S]`` and
+        what was done to it."""
         import mmtok
-        from mmtok.media import Image
 
         size = image_size or self.config.image_size
-        if size % self.config.downsample:
-            raise TokenError(f"image_size {size} must be a multiple of {self.config.downsample}")
+        if size <= 0 or size % self.config.downsample:
+            raise TokenError(f"image_size {size} must be a positive multiple of {self.config.downsample}")
         meta: dict[str, Any] = {}
         if isinstance(image, (str, os.PathLike)):
             image = mmtok.load(image, kind="image")
+        elif _is_pil(image):  # open_clip users pass Pillow images
+            image = Image.from_pil(image)
         if isinstance(image, Image):
             meta["source"] = str(image.path) if image.path else "<memory>"
             meta["source_size"] = [image.width, image.height]
@@ -290,7 +324,9 @@ class VQTokenizer(nn.Module):
         elif torch.is_tensor(image):
             pixels = image
         else:
-            raise TokenError(f"cannot tokenize a {type(image).__name__}; pass an mmtok Image, path or tensor")
+            raise TokenError(
+                f"cannot tokenize a {type(image).__name__}; pass an mmtok Image, a PIL image, a path or a tensor"
+            )
         x, box = resize_to_square(pixels, size, self.config.fit)
         meta.update({"image_size": size, "fit": self.config.fit, "content_box": list(box)})
         return x, meta
@@ -309,7 +345,8 @@ class VQTokenizer(nn.Module):
 
     @torch.no_grad()
     def encode(self, image: Any, image_size: int | None = None) -> Any:
-        """One image (``mmtok.Image``, path or uint8 tensor) -> ``TokenSequence`` of (S / 8)^2 ids."""
+        """One image (``mmtok.Image``, ``PIL.Image.Image``, path or uint8 tensor) -> ``TokenSequence`` of
+        (S / 8)^2 ids."""
         x, meta = self.preprocess(image, image_size)
         return self.sequence(self.encode_batch(x[None])[0], meta)
 
@@ -331,14 +368,16 @@ class VQTokenizer(nn.Module):
         return ids
 
     @torch.no_grad()
-    def decode(self, seq: Any) -> Any:
-        """``TokenSequence`` -> ``mmtok.Image`` (RGB, the tokenizer's resolution; padding cropped off)."""
-        from mmtok.media import Image
-
+    def decode(self, seq: Any) -> Reconstruction:
+        """``TokenSequence`` -> :class:`Reconstruction`, an ``mmtok.Image`` (RGB, the tokenizer's resolution;
+        padding cropped off) whose ``notes`` say when the tokens saw only the centre of the source image."""
         ids = self._grid_ids(seq)[None].to(self._device)
         x = self.decoder(self.codes_from_ids(ids))[0].cpu()
         top, left, h, w = seq.meta.get("content_box", [0, 0, x.shape[1], x.shape[2]])
-        return Image.from_tensor(to_uint8(x[:, top : top + h, left : left + w]))
+        pixels = to_uint8(x[:, top : top + h, left : left + w])  # (3, h, w)
+        note = crop_note(seq.meta)
+        notes = (note,) if note else ()
+        return Reconstruction(None, "tensor", int(pixels.shape[2]), int(pixels.shape[1]), data=pixels, notes=notes)
 
     @torch.no_grad()
     def features(

@@ -310,3 +310,59 @@ def test_cli_tokenize_folder_resume_and_detokenize(tiny_tokenizer, tmp_path, sam
     )
     assert back.exit_code == 0, back.output
     assert PIL.Image.open(out).size == (32, 32)
+    assert "centre-cropped: the 451x300 source" in back.stderr  # chelsea is not square
+
+
+def test_encode_takes_a_pil_image_as_open_clip_users_pass_it(tiny_tokenizer, samples):
+    tok = mmtok.get_tokenizer(tiny_tokenizer)
+    from_file = tok.encode(mmtok.load(samples / "astronaut.png"))
+    with PIL.Image.open(samples / "astronaut.png") as picture:
+        from_pil = tok.encode(picture)
+        grey = tok.encode(picture.convert("L"))
+    assert torch.equal(from_pil.ids, from_file.ids) and from_pil.meta["source_size"] == [384, 384]
+    assert len(grey) == 16
+    with pytest.raises(TokenError, match="pass an mmtok Image, a PIL image, a path or a tensor"):
+        tok.encode([1, 2, 3])
+
+
+def test_a_reconstruction_says_when_the_source_was_centre_cropped(tiny_tokenizer, samples):
+    tok = mmtok.get_tokenizer(tiny_tokenizer)
+    wide = tok.decode(tok.encode(mmtok.load(samples / "chelsea.jpg")))  # 451 x 300
+    square = tok.decode(tok.encode(mmtok.load(samples / "astronaut.png")))  # 384 x 384
+    assert isinstance(wide, mmtok.Image) and (wide.width, wide.height) == (32, 32)
+    assert wide.notes == (
+        "centre-cropped: the 451x300 source was tokenized as its central 300x300 square (x 75..375, y 0..300); "
+        "the edges are not in the tokens or the reconstruction",
+    )
+    assert wide.info()["notes"] == list(wide.notes) and square.notes == ()
+
+
+def test_detokenize_json_names_the_output_and_its_notes(samples, tmp_path):
+    vq = mmtok.get_tokenizer("vq-clip-tiny")
+    tokens = vq.encode(mmtok.load(samples / "rocket_rotated.jpg")).save(tmp_path / "rocket.safetensors")
+    result = CliRunner().invoke(app, ["detokenize", str(tokens), "--out", str(tmp_path / "r.webp"), "--json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)
+    assert row["modality"] == "image" and row["out"] == str(tmp_path / "r.webp")
+    assert row["notes"][0].startswith("centre-cropped: the 640x427 source")  # as displayed (EXIF orientation 6)
+    assert PIL.Image.open(tmp_path / "r.webp").size == (64, 64)
+
+
+def test_detokenize_writes_sound_for_audio_tokens_and_refuses_an_image_name(samples, tmp_path):
+    import numpy as np
+
+    from tests.makers import write_wav
+
+    av = mmtok.get_tokenizer("av-tiny")
+    tone = write_wav(tmp_path / "tone.wav", (0.3 * np.sin(np.arange(8000) / 5)).astype(np.float32))  # 0.5 s
+    tokens = mmtok.save_sequences(tmp_path / "speech.safetensors", av.encode_streams(tone))
+    refused = CliRunner().invoke(app, ["detokenize", str(tokens), "--out", str(tmp_path / "x.png")])
+    assert refused.exit_code == 2 and not (tmp_path / "x.png").exists()
+    assert (
+        refused.stderr
+        == f"error: --out {tmp_path / 'x.png'}: audio tokens decode to audio; name a .wav, .flac or .ogg file\n"
+    )
+    result = CliRunner().invoke(app, ["detokenize", str(tokens), "--out", str(tmp_path / "x.flac")])
+    assert result.exit_code == 0, result.output
+    sound = mmtok.load(tmp_path / "x.flac")
+    assert sound.kind == "audio" and sound.duration_s == pytest.approx(0.5, abs=0.05)
