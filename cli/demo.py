@@ -4,97 +4,157 @@
 tokenizers (vq-clip-tiny for images, av-tiny for speech and video) and measure what the tokens keep;
 4. ask the shipped MoE backbone about held-out digit photos, with and without mutual-information truncation;
 5. plan a token budget (NSGA-II over measured quality) and write its report.
+
+The steps are named inspect, price, tokenize, ask and plan everywhere (``--steps``, the headings, the JSON).
+With ``--json`` each step prints one JSON object when it is done (``{"step": name, ...}``) and nothing else goes to
+stdout, so a script reads five lines.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from mmtok.cli.common import console
+from mmtok.cli.common import check_out_folder, console, flushes_json_lines, print_json_line
 
 DEMO_MODELS = ("gpt-5.2", "claude-opus-4-7", "gemini-3.1-pro-preview")
 
+STEPS = ("inspect", "price", "tokenize", "ask", "plan")
+TITLES = {
+    "inspect": "1. inspect (headers only)",
+    "price": "2. price on three providers",
+    "tokenize": "3. tokenize with the shipped tokenizers",
+    "ask": "4. ask the MoE backbone, with and without MI truncation",
+    "plan": "5. plan a token budget (NSGA-II over measured quality)",
+}
 
-STEPS = ("inspect", "price", "tokenize", "backbone", "plan")
 
-
+@flushes_json_lines
 def demo(
     out: Path = typer.Option(Path("mmtok-demo"), "--out", "-o", help="Folder for the demo's tokens and plan report."),
-    steps: str = typer.Option(",".join(STEPS), "--steps", help="Comma-separated steps to run, in order."),
+    steps: str = typer.Option(
+        ",".join(STEPS), "--steps", help=f"Comma-separated steps to run, in order: {', '.join(STEPS)}."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object per step, as each step ends."),
 ) -> None:
-    """Run mmtok's main job on the shipped sample media: inspect, price, tokenize, truncate, plan."""
+    """Run mmtok's main job on the shipped sample media: inspect, price, tokenize, ask, plan."""
     import mmtok
     from mmtok.samples import samples_dir
 
     chosen = [s.strip() for s in steps.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in STEPS]
     if unknown or not chosen:
-        raise typer.BadParameter(f"unknown step(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(STEPS)}")
+        raise typer.BadParameter(
+            f"unknown step(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(STEPS)}", param_hint="--steps"
+        )
+    check_out_folder(out)
+    show = not json_out
     start = time.perf_counter()
-    console().rule("[bold]mmtok demo")
-    console().print(f"sample media: {samples_dir()}  ->  output: {out}/")
+    if show:
+        console().rule("[bold]mmtok demo")
+        console().print(f"sample media: {samples_dir()}  ->  output: {out}/", markup=False)
     out.mkdir(parents=True, exist_ok=True)
     media = [m for m in mmtok.scan([samples_dir()]) if not isinstance(m, mmtok.MediaError)]
     run = {
-        "inspect": lambda: _inspect_step(media),
-        "price": lambda: _price_step(media),
-        "tokenize": lambda: _tokenize_step(media, out / "tokens"),
-        "backbone": _backbone_step,
-        "plan": lambda: _plan_step(out / "plan"),
+        "inspect": lambda: _inspect_step(media, show),
+        "price": lambda: _price_step(media, show),
+        "tokenize": lambda: _tokenize_step(media, out / "tokens", show),
+        "ask": lambda: _ask_step(show),
+        "plan": lambda: _plan_step(out / "plan", show),
     }
     for step in STEPS:
         if step in chosen:
-            run[step]()
-    console().rule(f"done in {time.perf_counter() - start:.0f} s")
+            if show:
+                console().rule(TITLES[step])
+            record = run[step]()
+            if json_out:
+                print_json_line({"step": step, **record})
+    if show:
+        console().rule(f"done in {time.perf_counter() - start:.0f} s")
 
 
-def _inspect_step(media: list) -> None:
-    from mmtok.cli.inspect import inspect_table
+def _inspect_step(media: list, show: bool) -> dict[str, Any]:
+    from mmtok.cli.inspect import print_media_table
     from mmtok.samples import manifest, samples_dir
 
-    console().rule("1. inspect (headers only)")
-    console().print(inspect_table([m.info() for m in media], root=samples_dir()))
+    rows = [m.info() for m in media]
     speech = [name for name, item in manifest().items() if "transcript" in item]
-    console().print(f"{len(media)} media files; {len(speech)} speech samples with known transcripts.")
+    if show:
+        print_media_table(rows, root=samples_dir())
+        console().print(f"{len(media)} media files; {len(speech)} speech samples with known transcripts.")
+    return {"media": rows, "speech_samples": len(speech)}
 
 
-def _price_step(media: list) -> None:
+def _price_step(media: list, show: bool) -> dict[str, Any]:
     from decimal import Decimal
-
-    from rich.table import Table
 
     from mmtok.budgets.pricing import price, resolve
 
-    console().rule("2. price on three providers")
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("sample")
-    for name in DEMO_MODELS:
-        table.add_column(f"{name}\ntokens / USD", justify="right")
+    rows = []
     totals = dict.fromkeys(DEMO_MODELS, Decimal(0))
     sources = {}
     for item in media:
-        cells = []
         for name in DEMO_MODELS:
             if not resolve(name).accepts(item.kind):
-                cells.append("[dim]not accepted[/]")
+                rows.append({"sample": item.path.name, "model": name, "accepted": False})
                 continue
             quote = price(item, name)
             totals[name] += quote.total_cost
-            sources[name] = quote
-            cells.append(f"{quote.input_tokens:,} / {quote.total_cost:.6f}" + ("" if quote.exact else " ~"))
-        table.add_row(item.path.name, *cells)
+            sources[name] = {"as_of": quote.as_of.isoformat(), "source": quote.source}
+            rows.append(
+                {
+                    "sample": item.path.name,
+                    "model": name,
+                    "accepted": True,
+                    "input_tokens": quote.input_tokens,
+                    "cost_usd": str(quote.total_cost),
+                    "exact": quote.exact,
+                }
+            )
+    if show:
+        _print_prices(media, rows, totals, sources)
+    return {
+        "models": list(DEMO_MODELS),
+        "quotes": rows,
+        "totals_usd": {k: str(v) for k, v in totals.items()},
+        "sources": sources,
+    }
+
+
+def _print_prices(media: list, rows: list[dict], totals: dict, sources: dict) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False, header_style="bold")
+    table.add_column("sample", overflow="fold")
+    for name in DEMO_MODELS:
+        table.add_column(f"{name}\ntokens / USD", justify="right", no_wrap=True)
+    cells: dict[str, list[str]] = {}
+    for row in rows:
+        if not row["accepted"]:
+            cell = "[dim]not accepted[/]"
+        else:
+            cell = f"{row['input_tokens']:,} / {_usd(row['cost_usd'])}" + ("" if row["exact"] else " ~")
+        cells.setdefault(row["sample"], []).append(cell)
+    for sample, line in cells.items():
+        table.add_row(sample, *line)
     table.add_section()
     table.add_row("total USD", *[f"{totals[name]:.6f}" for name in DEMO_MODELS])
     console().print(table)
-    for name, quote in sources.items():
-        console().print(f"[dim]{name}: prices of {quote.as_of} from {quote.source}[/]")
+    for name, source in sources.items():
+        console().print(f"[dim]{name}: prices of {source['as_of']} from {source['source']}[/]")
     console().print("[dim]~ not exact: a documented count, an upper bound or an estimate (see `mmtok price`)[/]")
 
 
-def _tokenize_step(media: list, out: Path) -> None:
+def _usd(value: str) -> str:
+    from decimal import Decimal
+
+    return f"{Decimal(value):.6f}"
+
+
+def _tokenize_step(media: list, out: Path, show: bool) -> dict[str, Any]:
     """Every image through vq-clip-tiny (tokens, reconstruction PSNR); speech and video through av-tiny."""
     import torch
     from rich.table import Table
@@ -103,37 +163,65 @@ def _tokenize_step(media: list, out: Path) -> None:
     from mmtok.eval.metrics import psnr
     from mmtok.media import Audio, Image, Video
 
-    console().rule("3. tokenize with the shipped tokenizers")
     vq = mmtok.get_tokenizer("vq-clip-tiny").eval()
     av = mmtok.get_tokenizer("av-tiny").eval()
     out.mkdir(parents=True, exist_ok=True)
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("sample", "tokenizer", "tokens", "detail"):
-        table.add_column(column, justify="left" if column in ("sample", "tokenizer", "detail") else "right")
+    records = []
     with torch.no_grad():
         for item in media:
             if isinstance(item, Image):
                 seq = vq.encode(item)
                 original, _ = vq.preprocess(item)
                 recon, _ = vq.preprocess(vq.decode(seq))
-                detail = (
-                    f"grid {seq.grid[0]}x{seq.grid[1]} of {vq.codebook_size} codes; "
-                    f"reconstruction PSNR {psnr(original[None], recon[None]):.1f} dB at {original.shape[-1]} px"
+                target = seq.save(out / f"{item.path.stem}.safetensors")
+                records.append(
+                    {
+                        "sample": item.path.name,
+                        "tokenizer": vq.name,
+                        "stream": "image",
+                        "tokens": len(seq),
+                        "grid": list(seq.grid),
+                        "codebook_size": vq.codebook_size,
+                        "psnr_db": round(float(psnr(original[None], recon[None])), 2),
+                        "image_size": int(original.shape[-1]),
+                        "file": str(target),
+                    }
                 )
-                table.add_row(item.path.name, vq.name, str(len(seq)), detail)
-                seq.save(out / f"{item.path.stem}.safetensors")
             elif isinstance(item, (Audio, Video)):
                 streams = av.encode_streams(item)
+                target = mmtok.save_sequences(out / f"{item.path.name}.safetensors", streams)  # a key per stream
                 for stream, seq in streams.items():
                     levels = seq.ids.shape[1] if seq.ids is not None and seq.ids.ndim == 2 else 1
-                    detail = f"{stream}: {seq.meta['tokens_per_second']:g} tokens/s, {levels} codebook levels"
-                    table.add_row(item.path.name, av.name, str(len(seq)), detail)
-                mmtok.save_sequences(out / f"{item.path.name}.safetensors", streams)  # one file, a key per stream
-    console().print(table)
-    console().print(f"[dim]token files: {out}/ (mmtok detokenize turns image and audio tokens back into media)[/]")
+                    records.append(
+                        {
+                            "sample": item.path.name,
+                            "tokenizer": av.name,
+                            "stream": stream,
+                            "tokens": len(seq),
+                            "tokens_per_second": seq.meta["tokens_per_second"],
+                            "codebook_levels": levels,
+                            "file": str(target),
+                        }
+                    )
+    if show:
+        table = Table(show_edge=False, header_style="bold")
+        for column in ("sample", "tokenizer", "tokens", "detail"):
+            table.add_column(column, justify="right" if column == "tokens" else "left")
+        for r in records:
+            if r["stream"] == "image":
+                detail = (
+                    f"grid {r['grid'][0]}x{r['grid'][1]} of {r['codebook_size']} codes; "
+                    f"reconstruction PSNR {r['psnr_db']:.1f} dB at {r['image_size']} px"
+                )
+            else:
+                detail = f"{r['stream']}: {r['tokens_per_second']:g} tokens/s, {r['codebook_levels']} codebook levels"
+            table.add_row(r["sample"], r["tokenizer"], str(r["tokens"]), detail)
+        console().print(table)
+        console().print(f"[dim]token files: {out}/ (mmtok detokenize turns image and audio tokens back into media)[/]")
+    return {"out": str(out), "sequences": records}
 
 
-def _backbone_step(count: int = 8) -> None:
+def _ask_step(show: bool, count: int = 8) -> dict[str, Any]:
     """Held-out digit photos -> vq-clip-tiny tokens -> MI truncation given the question -> MoE backbone answer."""
     import torch
     from rich.table import Table
@@ -143,61 +231,80 @@ def _backbone_step(count: int = 8) -> None:
     from mmtok.models.train_backbone import PROMPT
     from mmtok.truncation import truncate
 
-    console().rule("4. ask the MoE backbone, with and without MI truncation")
     vq = mmtok.get_tokenizer("vq-clip-tiny").eval()
     backbone = mmtok.get_model("backbone-tiny", kind="backbone").eval()
     prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
     images, labels, _ = digit_canvases("heldout", count, 128, seed=7)
     context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]  # the same ten prompts for every photo
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("photo", "digit", "answer (all tokens)", "answer (MI-truncated)", "tokens kept"):
-        table.add_column(column, justify="right")
-    right = {"all": 0, "cut": 0}
-    kept_total = all_total = 0
+    photos = []
     with torch.no_grad():
         for i in range(count):
             seq = vq.encode(images[i], image_size=128)
             short, report = truncate(seq, context=context, method="mi", tokenizer=vq)
             answers = backbone([[prompt, seq], [prompt, short]])["logits"].argmax(-1).tolist()
-            truth = int(labels[i])
-            right["all"] += answers[0] == truth
-            right["cut"] += answers[1] == truth
-            kept_total += report.tokens_out
-            all_total += report.tokens_in
+            photos.append(
+                {
+                    "digit": DIGIT_WORDS[int(labels[i])],
+                    "answer_all_tokens": DIGIT_WORDS[answers[0]],
+                    "answer_truncated": DIGIT_WORDS[answers[1]],
+                    "tokens": report.tokens_in,
+                    "tokens_kept": report.tokens_out,
+                }
+            )
+    record = {
+        "photos": photos,
+        "correct_all_tokens": sum(p["answer_all_tokens"] == p["digit"] for p in photos),
+        "correct_truncated": sum(p["answer_truncated"] == p["digit"] for p in photos),
+        "kept_ratio": round(sum(p["tokens_kept"] for p in photos) / sum(p["tokens"] for p in photos), 4),
+        "critic": "critic-vq-text",
+        "threshold_nats": report.threshold,
+    }
+    if show:
+        table = Table(show_edge=False, header_style="bold")
+        for column in ("photo", "digit", "answer (all tokens)", "answer (MI-truncated)", "tokens kept"):
+            table.add_column(column, justify="right")
+        for i, p in enumerate(photos):
             table.add_row(
                 f"#{i}",
-                DIGIT_WORDS[truth],
-                _mark(DIGIT_WORDS[answers[0]], answers[0] == truth),
-                _mark(DIGIT_WORDS[answers[1]], answers[1] == truth),
-                f"{report.tokens_out}/{report.tokens_in}",
+                p["digit"],
+                _mark(p["answer_all_tokens"], p["answer_all_tokens"] == p["digit"]),
+                _mark(p["answer_truncated"], p["answer_truncated"] == p["digit"]),
+                f"{p['tokens_kept']}/{p['tokens']}",
             )
-    console().print(table)
-    console().print(
-        f"correct: {right['all']}/{count} with all tokens, {right['cut']}/{count} with "
-        f"{kept_total / all_total:.0%} of them (critic-vq-text, threshold {report.threshold} nats). "
-        "The full held-out figures are in the README."
-    )
+        console().print(table)
+        console().print(
+            f"correct: {record['correct_all_tokens']}/{count} with all tokens, {record['correct_truncated']}/{count} "
+            f"with {record['kept_ratio']:.0%} of them (critic-vq-text, threshold {report.threshold} nats). "
+            "The full held-out figures are in the README."
+        )
+    return record
 
 
 def _mark(text: str, ok: bool) -> str:
     return f"[green]{text}[/]" if ok else f"[red]{text}[/]"
 
 
-def _plan_step(out: Path) -> None:
+def _plan_step(out: Path, show: bool) -> dict[str, Any]:
     from importlib.resources import files
 
     from mmtok.budgets.planner import load_spec, plan
     from mmtok.budgets.report import write_report
     from mmtok.cli.plan import print_summary
 
-    console().rule("5. plan a token budget (NSGA-II over measured quality)")
     spec_path = Path(str(files("mmtok.budgets") / "examples" / "demo.toml"))
     spec = load_spec(spec_path)
-    console().print(f"spec: {spec_path.name} (calibration results are cached: a second run is fast)")
-    result = plan(
-        spec,
-        on_generation=lambda r: console().print(
-            f"  generation {r['generation']}: {r['evaluations']} settings measured, hypervolume {r['hypervolume']:.4g}"
-        ),
-    )
-    print_summary(result, write_report(result, out))
+
+    def generation(r: dict[str, Any]) -> None:
+        if show:
+            console().print(
+                f"  generation {r['generation']}: {r['evaluations']} settings measured, "
+                f"hypervolume {r['hypervolume']:.4g}"
+            )
+
+    if show:
+        console().print(f"spec: {spec_path.name} (calibration results are cached: a second run is fast)")
+    result = plan(spec, on_generation=generation)
+    report = write_report(result, out)
+    if show:
+        print_summary(result, report)
+    return {**result.to_dict(), "spec_file": spec_path.name, "report": {k: str(v) for k, v in report.items()}}

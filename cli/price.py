@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -11,7 +9,22 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from mmtok.cli.common import console, flushes_json_lines, fmt_num, print_error, print_json_line, progress
+from mmtok.cli.common import (
+    Column,
+    console,
+    csv_writer,
+    flushes_json_lines,
+    fmt_num,
+    max_pixels_option,
+    one_output_format,
+    print_error,
+    print_json_line,
+    print_table,
+    print_warning,
+    progress,
+    resolve_max_pixels,
+    short_path,
+)
 from mmtok.errors import MmtokError, PriceError
 
 if TYPE_CHECKING:
@@ -60,14 +73,15 @@ def price(
     prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet (TOML); its rows override."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per request and model on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
+    max_pixels: int | None = max_pixels_option(),
 ) -> None:
     """What each request costs on each model: tokens per attachment and modality, the rate applied and why, the
-    working, and the price source with its date."""
+    working, and the price source with its date. Token files (.safetensors) are priced as their sequences."""
     from mmtok.budgets.pricing import file_requests, make_options, price_requests, rate_card, resolve
     from mmtok.budgets.sheets import sheets
 
-    if json_out and csv_out:
-        raise typer.BadParameter("choose one of --json and --csv")
+    one_output_format(json_out, csv_out)
+    limit = resolve_max_pixels(max_pixels)
     if not paths and text is None and not attach:
         raise typer.BadParameter("give files or folders to price, --attach files, or --text")
     try:
@@ -84,37 +98,42 @@ def price(
             usable.append(name)
         except PriceError as e:
             failures += 1
-            print_error(f"{name}: {e}")
+            print_error(_naming(e, name))
             if json_out:
                 print_json_line({"model": name, "error": str(e)})
     if not usable:
         raise typer.Exit(2)
     model = usable
 
+    try:  # read once, with the pixel limit; a file that cannot be read fails every request: one line, then stop
+        attached = [_read(a, limit) for a in attach]
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(1) from None
+
     def requests() -> Iterator[tuple[str, list]]:
         nonlocal failures
+        found = list(file_requests(paths or []))  # walked first, so the bar has a total
+        files = []
+        for label, item in progress(found, "pricing"):
+            try:
+                if isinstance(item, MmtokError):
+                    raise item
+                read = _read(item[0], limit)
+            except MmtokError as e:
+                failures += 1
+                print_error(e)
+                continue
+            if one_request:
+                files.append(read)
+            else:
+                yield label, [read, *attached]
         if one_request:
-            files = []
-            for _label, found in file_requests(paths or []):
-                if isinstance(found, MmtokError):
-                    failures += 1
-                    print_error(found)
-                else:
-                    files.append(found[0])
-            yield "request", [*files, *attach]
-        elif paths:
-            for label, found in progress(file_requests(paths, attach), "pricing"):
-                if isinstance(found, MmtokError):
-                    failures += 1
-                    print_error(found)
-                else:
-                    yield label, found
-        else:
-            yield ("<text>" if not attach else str(attach[0])), list(attach)
+            yield "request", [*files, *attached]
+        elif not paths:
+            yield ("<text>" if not attach else str(attach[0])), attached
 
-    writer = csv.DictWriter(sys.stdout, CSV_FIELDS) if csv_out else None
-    if writer:
-        writer.writeheader()
+    writer = csv_writer(CSV_FIELDS) if csv_out else None
     table: list[Quote] = []
     warned: set[str] = set()
     for item, results in price_requests(requests(), model, options, text=text, prices=prices):
@@ -127,7 +146,7 @@ def price(
         for name, result in zip(model, results, strict=True):
             if isinstance(result, MmtokError):
                 failures += 1
-                print_error(f"{item}: {name}: {result}")
+                print_error(_naming(result, item, name))
                 if json_out:
                     print_json_line({"item": item, "model": name, "error": str(result)})
                 continue
@@ -145,6 +164,24 @@ def price(
         raise typer.Exit(1)
 
 
+def _read(path: str | Path, max_pixels: int) -> object:
+    """A media file read from its headers (with the pixel limit); a token file stays a path (its sequences are
+    its attachments)."""
+    import mmtok
+
+    if str(path).endswith(".safetensors"):
+        return path
+    return mmtok.load(path, max_pixels=max_pixels)
+
+
+def _naming(error: MmtokError, *names: str) -> str:
+    """The error prefixed with the request and model it is about, unless it names them already: the same line
+    whatever the number of models."""
+    message = str(error)
+    prefix = [name for name in names if name and name not in message]
+    return ": ".join([*prefix, message])
+
+
 def _report(quote: Quote, warned: set[str]) -> None:
     """Left-out attachments are errors (the total is incomplete); warnings are said once."""
     for missing in quote.missing:
@@ -152,7 +189,7 @@ def _report(quote: Quote, warned: set[str]) -> None:
     for warning in quote.warnings:
         if warning not in warned:
             warned.add(warning)
-            sys.stderr.write(f"warning: {warning}\n")
+            print_warning(warning)
 
 
 def _csv_row(quote: Quote) -> dict[str, object]:
@@ -185,29 +222,38 @@ def money(value: Decimal) -> str:
 LABEL_MARKS = {"exact": "", "documented": " d", "upper bound": " ≤", "estimate": " ~"}
 
 
-def _print_table(quotes: list[Quote], models: list[str]) -> None:
-    from rich.table import Table
+WORKING_MIN_WIDTH = 30  # narrower than this, the working is printed under the table, one line per quote
 
-    table = Table(show_edge=False, header_style="bold")
-    table.add_column("input", overflow="fold")
-    table.add_column("model", overflow="fold")
-    for m in MODALITY_COLUMNS:
-        table.add_column(f"{m} tok", justify="right", no_wrap=True)
-    table.add_column("cost USD", justify="right", no_wrap=True)
-    table.add_column("working", overflow="fold", ratio=1)
+
+def _print_table(quotes: list[Quote], models: list[str]) -> None:
+    columns = [
+        Column("input", fold=True, min_width=14),
+        Column("model", fold=True, min_width=14),
+        *(Column(f"{m}\ntok", numeric=True) for m in MODALITY_COLUMNS),
+        Column("cost\nUSD", numeric=True),
+        Column("working", fold=True, priority=1, min_width=WORKING_MIN_WIDTH),
+    ]
+    rows = []
     totals: dict[str, Decimal] = {}
+    workings = []
     for q in quotes:
         cells = [fmt_num(q.tokens(m)) if q.tokens(m) else "" for m in MODALITY_COLUMNS]
         cost = money(q.total_cost) + LABEL_MARKS[q.label] + ("" if q.complete else " !")
         working = "; ".join(ln.working for ln in q.lines if ln.modality in MODALITY_COLUMNS)
-        table.add_row(_short(q.item), q.model, *cells, cost, working)
+        rows.append([_escape(short_path(q.item)), q.model, *cells, cost, _escape(working)])
+        workings.append((short_path(q.item), q.model, working))
         totals[q.model] = totals.get(q.model, Decimal(0)) + q.total_cost
+    section = None
     if len(quotes) > len(models):
-        table.add_section()
+        section = len(rows)
         for name in models:
             if name in totals:
-                table.add_row("[bold]total[/]", name, *[""] * len(MODALITY_COLUMNS), money(totals[name]), "")
-    console().print(table)
+                rows.append(["[bold]total[/]", name, *[""] * len(MODALITY_COLUMNS), money(totals[name]), ""])
+    dropped = print_table(columns, rows, section_at=section, note_left_out=False)
+    if "working" in dropped:  # folded out of a narrow table: each quote's working on its own lines
+        for item, model, working in workings:
+            if working:
+                console().print(f"[dim]{_escape(item)} · {model}:[/] {_escape(working)}")
     seen: dict[str, Quote] = {}
     for q in quotes:
         seen.setdefault(q.model, q)
@@ -224,11 +270,29 @@ def _print_table(quotes: list[Quote], models: list[str]) -> None:
         console().print("[dim]! incomplete: an attachment the model does not take is left out (see the errors)[/]")
 
 
-def _short(item: str) -> str:
-    try:
-        return str(Path(item).resolve().relative_to(Path.cwd()))
-    except (ValueError, OSError):
-        return item
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+MODEL_CSV_FIELDS = (
+    "model",
+    "provider",
+    "family",
+    "takes",
+    "outputs",
+    "text",
+    "image_rule",
+    "image_label",
+    "input_per_mtok",
+    "output_per_mtok",
+    "context_window",
+    "retired",
+    "rule_source",
+    "rule_read",
+    "price_error",
+)
 
 
 @flushes_json_lines
@@ -239,39 +303,72 @@ def models(
     modality: str | None = typer.Option(None, help="Only models that take this modality (image, audio, video)."),
     prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet (TOML)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per model."),
+    csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout, one row per model."),
 ) -> None:
-    """Known models: what each takes, its media rule and label, prices per 1M tokens, context, retirement."""
+    """Priced models, the LLMs a request is sent to: what each takes, its media rule and label, prices per 1M
+    tokens, context, retirement. (mmtok's own networks, the tokenizers and critics it runs, are
+    `mmtok.list_tokenizers()` and `mmtok.list_models()` in Python.)"""
     from mmtok.budgets.listing import model_rows
 
+    one_output_format(json_out, csv_out)
     if modality is not None and modality not in ("text", "image", "audio", "video"):
-        raise typer.BadParameter(f"--modality must be text, image, audio or video, got {modality!r}")
+        raise typer.BadParameter(f"must be text, image, audio or video, got {modality!r}", param_hint="--modality")
     try:
         rows = model_rows(provider, modality, prices)
     except PriceError as e:
         print_error(e)
         raise typer.Exit(2) from None
     if not rows:
-        print_error(f"no models match provider={provider} modality={modality}")
+        asked = " ".join(
+            f"{flag} {value}" for flag, value in (("--provider", provider), ("--modality", modality)) if value
+        )
+        print_error(f"no models match {asked or 'the price data'} (see `mmtok models`)")
         raise typer.Exit(2)
     if json_out:
         for row in rows:
             print_json_line(row)
         return
-    from rich.table import Table
-
-    table = Table(show_edge=False, header_style="bold")
-    for col in ("model", "provider", "takes", "image rule", "in $/1M", "out $/1M", "context", "retired"):
-        table.add_column(col, overflow="fold", justify="right" if "$" in col or col == "context" else "left")
+    if csv_out:
+        writer = csv_writer(MODEL_CSV_FIELDS)
+        for r in rows:
+            rule = r["rules"].get("image") or {}
+            writer.writerow(
+                {
+                    **r,
+                    "takes": " ".join(r["takes"]),
+                    "outputs": " ".join(r.get("outputs") or []),
+                    "image_rule": rule.get("formula"),
+                    "image_label": rule.get("label"),
+                    "input_per_mtok": (r["prices"] or {}).get("input"),
+                    "output_per_mtok": (r["prices"] or {}).get("output"),
+                }
+            )
+        return
+    columns = (
+        Column("model", fold=True, min_width=16),
+        Column("provider", priority=3),
+        Column("takes", priority=5),
+        Column("image rule", fold=True, priority=1, min_width=16),
+        Column("in $/1M", numeric=True),
+        Column("out $/1M", numeric=True),
+        Column("context", numeric=True, priority=4),
+        Column("retired", priority=6),
+    )
+    cells = []
     for r in rows:
         rule = r["rules"].get("image")
-        table.add_row(
-            r["model"],
-            r["provider"],
-            ",".join(m for m in r["takes"] if m != "text"),
-            f"{rule['formula']} ({rule['label']})" if rule else "",
-            r["prices"].get("input", "?") if r["prices"] else r.get("price_error", "?"),
-            r["prices"].get("output", "") if r["prices"] else "",
-            fmt_num(r["context_window"]) if r["context_window"] else "",
-            r["retired"] or "",
+        cells.append(
+            [
+                r["model"],
+                r["provider"],
+                ",".join(m for m in r["takes"] if m != "text"),
+                f"{rule['formula']} ({rule['label']})" if rule else "",
+                r["prices"].get("input", "?") if r["prices"] else "?",
+                r["prices"].get("output", "") if r["prices"] else "",
+                fmt_num(r["context_window"]) if r["context_window"] else "",
+                r["retired"] or "",
+            ]
         )
-    console().print(table)
+    print_table(columns, [[_escape(cell) for cell in row] for row in cells])
+    if any(not r["prices"] for r in rows):
+        console().print("[dim]? no price known (see price_error in --json)[/]")

@@ -581,7 +581,7 @@ def _check_pixels(path: Path, width: int, height: int, max_pixels: int) -> None:
         raise MediaError(
             path,
             f"{width}x{height} image has {width * height:,} pixels, above the limit of {max_pixels:,} "
-            "(decompression-bomb guard; pass max_pixels to raise it)",
+            "(decompression-bomb guard: raise it with --max-pixels, or max_pixels= in Python)",
         )
 
 

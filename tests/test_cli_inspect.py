@@ -1,19 +1,26 @@
-"""`mmtok inspect` and `mmtok demo` through Typer's CliRunner: tables, JSON lines, errors and exit codes; inputs
-that are not regular files or cannot be read, across inspect, price and tokenize; and tokenize's output names."""
+"""`mmtok inspect` and `mmtok demo` through Typer's CliRunner: tables, JSON lines, CSV, token files, errors and exit
+codes; inputs that are not regular files or cannot be read, across inspect, price and tokenize; tokenize's output
+names; tables at 80 columns (inspect, price, models); progress bars on a terminal; tokenize --truncate on audio."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
 import os
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import PIL.Image
 import pytest
+import torch
 from typer.testing import CliRunner
 
 import mmtok
 from mmtok.cli.main import app
+from mmtok.tokens import TokenSequence, save_sequences
 
 runner = CliRunner()
 
@@ -63,14 +70,31 @@ def test_usage_errors_exit_2():
     assert runner.invoke(app, ["inspect", "--no-such-flag", "x"]).exit_code == 2
 
 
-def test_demo_inspects_prices_tokenizes_and_asks_the_backbone(tmp_path):
-    steps = "inspect,price,tokenize,backbone"
-    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo"), "--steps", steps])
+def test_demo_json_is_one_object_per_step_inspect_price_tokenize_ask(tmp_path):
+    result = runner.invoke(
+        app, ["demo", "--json", "--out", str(tmp_path / "demo"), "--steps", "inspect,price,tokenize,ask"]
+    )
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["step"] for r in records] == ["inspect", "price", "tokenize", "ask"]
+    inspected, priced, tokenized, asked = records
+    assert {Path(m["path"]).name for m in inspected["media"]} >= {"astronaut.png", "clip.mp4", "speech.wav", "note.txt"}
+    assert priced["models"][-1] == "gemini-3.1-pro-preview" and priced["quotes"]
+    assert {"sample": "speech.wav", "model": "gpt-5.2", "accepted": False} in priced["quotes"]
+    assert (tmp_path / "demo" / "tokens" / "chelsea.safetensors").is_file()
+    assert {r["stream"] for r in tokenized["sequences"]} == {"image", "audio", "video"}
+    assert len(asked["photos"]) == 8 and 0 <= asked["correct_truncated"] <= 8 and 0 < asked["kept_ratio"] < 1
+
+
+def test_demo_tables_at_80_columns_name_every_sample_and_model(tmp_path):
+    result = runner.invoke(
+        app, ["demo", "--out", str(tmp_path / "demo"), "--steps", "inspect,price"], env={"COLUMNS": "80"}
+    )
     assert result.exit_code == 0, result.output
     for name in ("astronaut.png", "clip.mp4", "speech.wav", "note.txt", "gemini-3.1-pro-preview"):
         assert name in result.stdout
-    assert (tmp_path / "demo" / "tokens" / "chelsea.safetensors").is_file()
-    assert "correct:" in result.stdout and "with all tokens" in result.stdout
+    assert "1. inspect" in result.stdout and "2. price" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
 def test_demo_rejects_unknown_steps(tmp_path):
@@ -201,3 +225,135 @@ def test_audio_in_sub_folders_with_the_same_stem_keeps_its_sub_folders(samples, 
         [str(out / "voices" / "shard-r0-00000.safetensors")]
         + [str(out / "voices" / sub / "take.safetensors") for sub in ("x", "y")]
     )
+
+
+# ------------------------------------------------------------------------------- machine-readable, token files
+def test_inspect_csv_has_one_row_per_input_and_every_field(samples):
+    result = runner.invoke(app, ["inspect", "--csv", str(samples / "clip.mp4"), str(samples / "chelsea.jpg")])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [(r["kind"], r["width"], r["frames"], r["audio_codec"]) for r in rows] == [
+        ("video", "320", "72", "aac"),
+        ("image", "451", "", ""),
+    ]
+
+
+def test_inspect_describes_each_sequence_of_a_token_file(tmp_path):
+    image = TokenSequence("image", ids=torch.zeros(256, dtype=torch.long), grid=(16, 16), tokenizer="vq-clip-tiny")
+    audio = TokenSequence(
+        "audio",
+        ids=torch.zeros(48, 8, dtype=torch.long),
+        embeddings=torch.zeros(48, 256),
+        tokenizer="av-tiny",
+        meta={"tokens_per_second": 16.0},
+    )
+    single = image.save(tmp_path / "photo.safetensors")
+    shard = save_sequences(tmp_path / "clip.safetensors", {"video": audio.select(torch.arange(48)), "audio": audio})
+    result = runner.invoke(app, ["inspect", "--json", str(single), str(shard)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["key"], r["modality"], r["tokens"], r["grid"], r["tokenizer"]) for r in rows] == [
+        (None, "image", 256, [16, 16], "vq-clip-tiny"),
+        ("video", "audio", 48, None, "av-tiny"),
+        ("audio", "audio", 48, None, "av-tiny"),
+    ]
+    assert rows[2]["codebook_levels"] == 8 and rows[2]["tokens_per_second"] == 16.0 and rows[0]["kind"] == "tokens"
+    table = runner.invoke(app, ["inspect", str(single), str(shard)], env={"COLUMNS": "80"})
+    assert "16x16" in table.stdout and "16/s" in table.stdout and "vq-clip-tiny" in table.stdout
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x08" + b"\x00" * 7 + b"{}      ")
+    refused = runner.invoke(app, ["inspect", "--json", str(bad), "--kind", "tokens"])
+    assert refused.exit_code == 1 and len(_errors(refused)) == 1
+    assert json.loads(refused.stdout)["path"] == str(bad)
+
+
+def test_inspect_at_80_columns_keeps_the_path_and_every_digit(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    noise = (torch.rand(1411, 1411, 3) * 255).to(torch.uint8).numpy()
+    PIL.Image.fromarray(noise).save(tmp_path / "portrait.jpg", quality=85)
+    shutil.copy(mmtok.sample_path("clip.mp4"), tmp_path / "clip.mp4")
+    size = (tmp_path / "portrait.jpg").stat().st_size
+    assert size > 1_000_000
+    result = runner.invoke(app, ["inspect", "portrait.jpg", "clip.mp4"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "portrait.jpg" in result.stdout and "1411x1411" in result.stdout and f"{size:,}" in result.stdout
+    assert "…" not in result.stdout
+    assert lines[-1].startswith("left out at 80 columns:") or all("left out" not in line for line in lines)
+
+
+def test_price_at_80_columns_keeps_costs_whole_and_puts_the_working_under_the_table(samples, monkeypatch):
+    monkeypatch.chdir(samples)
+    args = ["price", "chelsea.jpg", "speech.wav", "-m", "gpt-4o", "-m", "gemini-3-flash-preview", "--at", "2026-12-01"]
+    result = runner.invoke(app, args, env={"COLUMNS": "80"})
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in result.stdout
+    quotes = [json.loads(line) for line in runner.invoke(app, [*args, "--json"]).stdout.splitlines()]
+    costs = [Decimal(str(q["total_cost"])) for q in quotes if "error" not in q]
+    assert len(costs) == 3 and all(f"{c:.6f}" in result.stdout for c in costs)
+    working = [line for line in lines if line.startswith("chelsea.jpg · gpt-4o:")]
+    assert working and working[0].startswith("chelsea.jpg · gpt-4o: 451x300 -> 1x1 tiles")  # not one word a line
+    wide = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert "working" in wide.stdout.splitlines()[1]  # room enough: the working is a column (headers: 2 lines)
+
+
+def test_models_csv_and_a_table_that_fits_80_columns():
+    result = runner.invoke(app, ["models", "--csv", "--provider", "anthropic"])
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert result.exit_code == 0 and rows and all(r["provider"] == "anthropic" for r in rows)
+    assert rows[0].keys() >= {"model", "takes", "image_rule", "input_per_mtok", "context_window", "retired"}
+    table = runner.invoke(app, ["models", "--provider", "anthropic"], env={"COLUMNS": "80"})
+    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+    windows = {f"{int(r['context_window']):,}" for r in rows if r["context_window"]}
+    assert all(w in table.stdout for w in windows)  # 1,000,000 whole, never 1,000,00
+
+
+# ----------------------------------------------------------------------------------------------- progress bars
+@pytest.fixture
+def terminal(monkeypatch):
+    """stderr as a terminal: bars are drawn (from the first item) into a buffer the test reads."""
+    from rich.console import Console
+
+    from mmtok.cli import common
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=100, highlight=False)
+    monkeypatch.setattr(common, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(common, "err_console", lambda: console)
+    monkeypatch.setattr(common, "MIN_PROGRESS_ITEMS", 1)
+    return buffer
+
+
+def test_tokenize_shows_a_progress_bar_on_a_terminal(samples, tmp_path, terminal):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for name in ("chelsea.jpg", "coffee.webp", "astronaut.png"):
+        shutil.copy(samples / name, folder / name)
+    args = ["tokenize", str(folder), "--out", str(tmp_path / "t"), "--workers", "0", "--device", "cpu"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "tokenizing" in terminal.getvalue() and "3/3" in terminal.getvalue()
+
+
+def test_price_errors_print_above_a_bar_with_a_total(samples, tmp_path, terminal):
+    empty = tmp_path / "a.png"
+    empty.write_bytes(b"")
+    result = runner.invoke(app, ["price", str(empty), str(samples / "chelsea.jpg"), "-m", "gpt-4o", "--json"])
+    assert result.exit_code == 1
+    drawn = terminal.getvalue()
+    assert f"error: {empty}: empty file (0 bytes)" in drawn and "2/2" in drawn and "/?" not in drawn
+
+
+# -------------------------------------------------------------------------------------- tokenize --truncate
+def test_tokenize_truncates_audio_with_a_method_that_applies_and_refuses_mi_in_one_line(samples, tmp_path):
+    args = ["tokenize", str(samples / "speech.wav"), "--json", "--device", "cpu"]
+    full = runner.invoke(app, [*args, "--out", str(tmp_path / "full")])
+    cut = runner.invoke(app, [*args, "--out", str(tmp_path / "cut"), "--truncate", "divprune", "--keep-ratio", "0.5"])
+    assert full.exit_code == cut.exit_code == 0, cut.output
+    tokens = json.loads(full.stdout)["tokens"]
+    assert json.loads(cut.stdout)["tokens"] == math.ceil(tokens / 2)
+    mi = runner.invoke(app, [*args, "--out", str(tmp_path / "mi"), "--truncate", "mi", "--context", "hello"])
+    assert mi.exit_code == 1 and len(_errors(mi)) == 1 and "use divprune" in mi.stderr
+    no_context = runner.invoke(app, [*args, "--out", str(tmp_path / "mi"), "--truncate", "mi"])
+    assert no_context.exit_code == 2 and "--context" in no_context.output
