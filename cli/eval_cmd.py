@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from mmtok.cli.common import console, print_error
+from mmtok.cli.common import Column, console, flushes_json_lines, print_error, print_json_line, print_table, say
 from mmtok.errors import ConfigError, MmtokError
 
 eval_app = typer.Typer(
@@ -15,6 +15,7 @@ eval_app = typer.Typer(
 
 
 @eval_app.command("run")
+@flushes_json_lines
 def eval_run(
     suite: str = typer.Argument(..., help="Suite file (TOML) or a shipped suite's name (see eval/suites/)."),
     out: Path = typer.Option(..., "--out", "-o", help="Run folder (results.jsonl, summary.json)."),
@@ -31,8 +32,12 @@ def eval_run(
         False, "--retry-errors", help="Also re-run the items whose last result is an error (implies --resume)."
     ),
     workers: int = typer.Option(1, min=1, help="Local worker processes (or launch with torchrun)."),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print the run's summary as one JSON object (each item's row is in results.jsonl)."
+    ),
 ) -> None:
-    """Evaluate a suite's items, one result line each; bad items are recorded, not fatal."""
+    """Evaluate a suite's items, one result line each; bad items are recorded, not fatal. Exit code 1 when an
+    item failed or was not run, 2 for a bad suite or a refused resume."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from mmtok.cli.common import err_console
@@ -69,32 +74,40 @@ def eval_run(
         raise typer.Exit(1) from None
     if not summary:  # a torchrun rank other than 0: rank 0 prints the summary
         return
-    _print_summary(summary, out)
+    if json_out:
+        for error in summary["errors"]:
+            print_error(f"{error['id']}: {error['error']}")
+        print_json_line({**summary, "results": str(out / "results.jsonl"), "summary_file": str(out / "summary.json")})
+    else:
+        _print_summary(summary, out)
     if summary["failed"] or summary.get("missing"):
         raise typer.Exit(1)
 
 
 def _print_summary(summary: dict, out: Path) -> None:
-    from rich.table import Table
+    from rich.markup import escape
 
     title = f"{summary['suite']}: {summary['ok']}/{summary['items']} items ok"
     if summary["failed"] or summary.get("missing"):
         title += f", {summary['failed']} failed, {summary.get('missing', 0)} not run"
-    table = Table(title=title, show_edge=False)
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    table.add_column("protocol", overflow="fold")
+    console().print(title, markup=False, highlight=False)
+    rows = []
     for key, value in summary["metrics"].items():
         protocol = summary["protocol"].get(key) or summary["protocol"].get(key.split("_")[0], "")
-        table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value), protocol)
-    console().print(table)
+        rows.append([escape(key), f"{value:.4g}" if isinstance(value, float) else str(value), escape(protocol)])
+    columns = (Column("metric"), Column("value", numeric=True), Column("protocol", fold=True, min_width=20))
+    print_table(columns, rows)
     for error in summary["errors"]:
         print_error(f"{error['id']}: {error['error']}")
     console().print(f"[dim]results: {out / 'results.jsonl'}; summary: {out / 'summary.json'}[/]")
 
 
 @eval_app.command("report")
-def eval_report(run_dir: Path = typer.Argument(..., help="A run folder written by `mmtok eval run`.")) -> None:
+@flushes_json_lines
+def eval_report(
+    run_dir: Path = typer.Argument(..., help="A run folder written by `mmtok eval run`."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON object: the files written."),
+) -> None:
     """Write report.md and report.html (tables and per-item figures) into the run folder."""
     from mmtok.eval.report import write_report
 
@@ -103,4 +116,10 @@ def eval_report(run_dir: Path = typer.Argument(..., help="A run folder written b
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(1) from None
-    console().print(f"wrote {md} and {page}")
+    except OSError as e:
+        print_error(f"{e.filename or run_dir}: {e.strerror or e}")
+        raise typer.Exit(1) from None
+    if json_out:
+        print_json_line({"run": str(run_dir), "markdown": str(md), "html": str(page)})
+        return
+    say(f"wrote {md} and {page}")

@@ -1,6 +1,10 @@
 """mmtok: count, price, shrink and plan the tokens of multimodal model inputs.
 
 Heavy parts (torch models, metrics) are imported on first use, so ``import mmtok`` stays fast.
+
+Two kinds of "model": ``list_models()`` / ``get_model()`` and ``list_tokenizers()`` / ``get_tokenizer()`` are
+mmtok's own networks (tokenizers, critics, the backbone, from ``models/configs/``), while the priced LLMs a request
+is sent to are what ``price(..., model=)`` takes and the ``mmtok models`` command lists.
 """
 
 from __future__ import annotations
