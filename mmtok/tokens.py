@@ -229,6 +229,8 @@ def load_sequences(path: str | os.PathLike[str]) -> dict[str, TokenSequence]:
     from safetensors.torch import load_file, safe_open
 
     source = os.fspath(path)
+    if Path(source).is_dir():
+        raise TokenError(f"{source}: is a folder, not a token file")
     if not Path(source).is_file():
         raise TokenError(f"{source}: no such token file")
     try:

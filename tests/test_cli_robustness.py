@@ -351,9 +351,6 @@ def test_prices_list_json_csv_and_a_table_that_fits_80_columns():
     assert "mmtok-semantic" in table.stdout
 
 
-@pytest.mark.xfail(
-    strict=True, reason="budgets/prices/selfhosted.toml (the lead's) cites ../shared/SEEDS.md for mmtok-semantic"
-)
 def test_prices_list_cites_no_file_outside_the_package():
     rows = [json.loads(line) for line in runner.invoke(app, ["prices", "list", "--json"]).stdout.splitlines()]
     assert not [r["model"] for r in rows if "../" in r["source"]]
