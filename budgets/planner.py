@@ -104,6 +104,10 @@ def load_spec(path: str | os.PathLike[str], prices: Iterable[str | os.PathLike[s
                 f"{path}: unknown key(s) in [{section}]: {', '.join(extra)}; allowed: {', '.join(sorted(keys))}"
             )
     variables = data.get("variables", {})
+    if not variables:  # an empty file too: planning every default for minutes would be a surprise, not a plan
+        raise ConfigError(
+            f"{path}: no [variables]: a spec names the knobs to search ({', '.join(KNOBS)}); see budgets/examples/"
+        )
     read = _Reader(path, data)
     spec = Spec(
         name=read.string(None, "name", path.stem),

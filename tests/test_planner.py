@@ -269,6 +269,12 @@ def test_a_bad_spec_exits_2_with_one_line_naming_the_key(tmp_path, cache, change
     assert result.stderr.count("\n") == 1 and result.stdout == ""
 
 
+def test_an_empty_spec_is_refused_not_planned_with_every_default(tmp_path):
+    (tmp_path / "empty.toml").write_text("")
+    result = CliRunner().invoke(app, ["plan", str(tmp_path / "empty.toml"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "no [variables]: a spec names the knobs to search" in result.stderr
+
+
 def test_bad_options_exit_2_without_a_traceback(tmp_path, cache):
     path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
     (tmp_path / "a-file").write_text("x")
