@@ -447,6 +447,22 @@ class Options:
         if self.option not in OPTIONS:
             raise PriceError(f"unknown price option {self.option!r}; use {', '.join(OPTIONS)}")
 
+    @classmethod
+    def of(
+        cls, *, at: dt.date | str | None = None, batch: bool = False, tier: str | None = None, **fields: Any
+    ) -> Options:
+        """Options from the user's words: a date as text, ``batch`` / ``tier`` as the one price option they are."""
+        if isinstance(at, str):
+            try:
+                at = dt.date.fromisoformat(at)
+            except ValueError:
+                raise PriceError(f"at must be a date like 2026-07-24, got {at!r}") from None
+        if batch and tier:
+            raise PriceError("batch and a service tier are different price options: choose one")
+        if tier is not None and tier not in ("flex", "priority"):
+            raise PriceError(f"tier must be flex or priority, got {tier!r}")
+        return cls(at=at, option="batch" if batch else (tier or "standard"), **fields)
+
 
 def _rate_text(card: RateCard, rate: Decimal, what: str, tier: str) -> str:
     where = f"{card.source} {card.model_ref}"
@@ -622,40 +638,22 @@ def price(
     the prompt cache. ``text_tokens``: more text input tokens, of a prompt whose size you know. ``prices``: your own
     sheets (their rows and aliases override).
     """
-    options = make_options(
-        detail, at, batch, tier, output_tokens, output_audio, cached_input_tokens, cache_write_tokens, text_tokens
+    options = Options.of(
+        detail=detail,
+        at=at,
+        batch=batch,
+        tier=tier,
+        output_tokens=output_tokens,
+        output_audio=output_audio,
+        cached_input_tokens=cached_input_tokens,
+        cache_write_tokens=cache_write_tokens,
+        text_tokens=text_tokens,
     )
     given = options.text_tokens + options.cached_input_tokens + options.cache_write_tokens
     attachments = _attachments(items, text, allow_empty=given > 0)
     label = attachments[0][0] if len(attachments) == 1 else f"request of {len(attachments)} parts"
     label = label if attachments else "<text>"
     return _quote(resolve(model, prices), attachments, options, label)
-
-
-def make_options(
-    detail: str | None = None,
-    at: dt.date | str | None = None,
-    batch: bool = False,
-    tier: str | None = None,
-    output_tokens: int = 0,
-    output_audio: bool = False,
-    cached_input_tokens: int = 0,
-    cache_write_tokens: int = 0,
-    text_tokens: int = 0,
-) -> Options:
-    if isinstance(at, str):
-        try:
-            at = dt.date.fromisoformat(at)
-        except ValueError:
-            raise PriceError(f"at must be a date like 2026-07-24, got {at!r}") from None
-    if batch and tier:
-        raise PriceError("batch and a service tier are different price options: choose one")
-    if tier is not None and tier not in ("flex", "priority"):
-        raise PriceError(f"tier must be flex or priority, got {tier!r}")
-    option = "batch" if batch else (tier or "standard")
-    return Options(
-        detail, at, option, output_tokens, output_audio, cached_input_tokens, cache_write_tokens, text_tokens
-    )
 
 
 def price_requests(

@@ -77,7 +77,7 @@ def price(
 ) -> None:
     """What each request costs on each model: tokens per attachment and modality, the rate applied and why, the
     working, and the price source with its date. Token files (.safetensors) are priced as their sequences."""
-    from mmtok.budgets.pricing import file_requests, make_options, price_requests, rate_card, resolve
+    from mmtok.budgets.pricing import Options, file_requests, price_requests, rate_card, resolve
     from mmtok.budgets.sheets import sheets
 
     one_output_format(json_out, csv_out)
@@ -85,7 +85,16 @@ def price(
     if not paths and text is None and not attach:
         raise typer.BadParameter("give files or folders to price, --attach files, or --text")
     try:
-        options = make_options(detail, at, batch, tier, output_tokens, output_audio, cached, cache_write)
+        options = Options.of(
+            detail=detail,
+            at=at,
+            batch=batch,
+            tier=tier,
+            output_tokens=output_tokens,
+            output_audio=output_audio,
+            cached_input_tokens=cached,
+            cache_write_tokens=cache_write,
+        )
         sheets(tuple(prices))  # a bad sheet is one line, not one per model
     except PriceError as e:
         print_error(e)

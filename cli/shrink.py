@@ -24,8 +24,8 @@ def shrink(
     keep: list[str] = typer.Option(
         [],
         "--keep",
-        help="A quality bar, e.g. ocr>=0.98, ssim>=0.95, wer<=0.02 (repeatable; replaces that "
-        "modality's defaults: ssim>=0.90 and ocr>=0.98 for images, wer<=0.02 for audio).",
+        help="A quality bar, e.g. ocr>=0.98, ssim>=0.95, wer<=0.05 (repeatable; replaces that "
+        "modality's defaults: ssim>=0.90 and ocr>=0.98 for images, wer<=0.05 for audio).",
     ),
     lossless: bool = typer.Option(False, "--lossless", help="Only changes that leave what the model sees unchanged."),
     speed: float = typer.Option(1.0, "--speed", help="Also try speech sped up by this factor (1 to 2)."),
@@ -47,9 +47,9 @@ def shrink(
         bars = make_bars(keep)
         check_speed(speed)
         if detail is not None:
-            from mmtok.budgets.pricing import make_options
+            from mmtok.budgets.pricing import Options
 
-            make_options(detail)
+            Options.of(detail=detail)
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(2) from None
@@ -74,6 +74,7 @@ def shrink(
     names = _output_names([f for f in files if not isinstance(f, MediaError)], paths)
     inputs = {Path(os.path.realpath(p)) for p in names}
     results: list[ShrinkResult] = []
+    warned: set[str] = set()
     folders = any(p.is_dir() for p in paths)
     for item in progress(files, "shrinking", min_items=1 if folders else 2):
         if isinstance(item, MediaError):
@@ -109,6 +110,10 @@ def shrink(
             made += 1
             for warning in result.warnings:
                 sys.stderr.write(f"warning: {item}: {warning}\n")
+            for warning in result.before.warnings:  # the price's own (a retired model ...): said once
+                if warning not in warned:
+                    warned.add(warning)
+                    sys.stderr.write(f"warning: {warning}\n")
             if json_out:
                 print_json_line(result.to_dict())
             else:
@@ -182,13 +187,16 @@ def _print_table(results: list[ShrinkResult]) -> None:
         if r.seconds_before is not None and r.kind == "audio":
             seconds = f"\n{r.seconds_before:.2f} -> {r.seconds_after:.2f} s billed"
         measures = ", ".join(f"{k} {v:.3f}" for k, v in r.measures.items() if v is not None)
+        done = r.action
+        if r.status == "lossless" or (r.kind == "image" and r.bytes_after != r.bytes_before):
+            done += f"\n{fmt_num(r.bytes_before)} -> {fmt_num(r.bytes_after)} bytes"
         table.add_row(
             _short(r.source),
             r.model,
             f"{fmt_num(r.tokens_before)} -> {fmt_num(r.tokens_after)}{seconds}",
             f"{money(r.before.total_cost)} -> {money(r.after.total_cost)}",
             f"{r.saving:.0%}",
-            r.action + (f"\nsend with {r.detail_name}={r.detail}" if r.detail and r.status != "kept" else ""),
+            done + (f"\nsend with {r.detail_name}={r.detail}" if r.detail and r.status != "kept" else ""),
             measures,
         )
     console().print(table)
