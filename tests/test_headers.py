@@ -87,6 +87,6 @@ def test_loader_falls_back_to_pillow_when_the_fast_path_gives_up(tmp_path, monke
     def give_up(*args, **kwargs):
         raise HeaderError("variant not handled")
 
-    monkeypatch.setattr("mmtok.media.read_image_header", give_up)
+    monkeypatch.setattr("mmtok.media.loading.read_image_header", give_up)
     image = mmtok.load(path)
     assert (image.width, image.height, image.orientation) == (32, 64, 6)

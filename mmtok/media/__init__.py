@@ -1,0 +1,46 @@
+"""Media types and ``load()``: content-sniffed, validated, lazily decoded.
+
+``load(path)`` reads only headers and containers: an ``Image`` knows its displayed size, an ``Audio`` its rate,
+channels and length, a ``Video`` its size, rate, frame count and audio track, without decoding a pixel or a
+sample. Decoding happens on request (``Image.to_tensor()``, ``Audio.waveform()``, ``Video.frames()``), and every
+decoder failure becomes a :class:`~mmtok.errors.MediaError` that names the file.
+
+The kind is chosen by content (magic bytes, then the container's streams), never by the file's extension.
+"""
+
+from mmtok.media.loading import load
+from mmtok.media.scanning import iter_files, scan
+from mmtok.media.types import (
+    AUDIO_EXTENSIONS,
+    IMAGE_EXTENSIONS,
+    KINDS,
+    MAX_IMAGE_PIXELS,
+    MEDIA_EXTENSIONS,
+    VIDEO_EXTENSIONS,
+    Audio,
+    Image,
+    Media,
+    Text,
+    Video,
+    VideoChunk,
+    resample,
+)
+
+__all__ = [
+    "AUDIO_EXTENSIONS",
+    "IMAGE_EXTENSIONS",
+    "KINDS",
+    "MAX_IMAGE_PIXELS",
+    "MEDIA_EXTENSIONS",
+    "VIDEO_EXTENSIONS",
+    "Audio",
+    "Image",
+    "Media",
+    "Text",
+    "Video",
+    "VideoChunk",
+    "iter_files",
+    "load",
+    "resample",
+    "scan",
+]

@@ -1,0 +1,303 @@
+"""``load()``: a file's kind by its content (magic bytes, then the container's streams), its metadata from headers.
+
+Only regular files are opened (checked with ``stat`` first, opened with ``O_NONBLOCK``); images are checked for a
+decompression bomb and a missing end before they count.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mmtok.errors import MediaError
+from mmtok.headers import (
+    HEAD_BYTES,
+    HeaderError,
+    ImageHeader,
+    TruncatedError,
+    check_image_end,
+    image_format,
+    read_image_header,
+)
+from mmtok.media.types import (
+    AUDIO_EXTENSIONS,
+    IMAGE_EXTENSIONS,
+    KINDS,
+    MAX_IMAGE_PIXELS,
+    MEDIA_EXTENSIONS,
+    Audio,
+    Image,
+    Media,
+    Text,
+    Video,
+    _av_open,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+# ------------------------------------------------------------------------------------------------------------ load
+def load(source: str | os.PathLike[str], *, kind: str | None = None, max_pixels: int = MAX_IMAGE_PIXELS) -> Media:
+    """Open a media file and read its metadata; the kind is chosen by content.
+
+    ``kind`` ("image", "audio", "video", "text"), when given, is what the caller expects: a file whose content
+    is something else raises :class:`MediaError`. Images above ``max_pixels`` are refused before decoding.
+    """
+    path = source if isinstance(source, Path) else Path(source)
+    if kind is not None and kind not in KINDS:
+        raise MediaError(path, f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+    try:
+        # Checked before opening: opening a FIFO can block and opening a device can act on it.
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise MediaError(path, "no such file") from None
+    except PermissionError:
+        raise MediaError(path, "permission denied: the file is not readable") from None
+    except OSError as e:
+        raise MediaError(path, f"cannot open: {e.strerror}") from None
+    _check_regular(path, st.st_mode)
+    try:
+        # O_NONBLOCK: should the path be swapped for a FIFO after the check, opening it still does not wait.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise MediaError(path, "no such file") from None
+    except IsADirectoryError:
+        raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)") from None
+    except PermissionError:
+        raise MediaError(path, "permission denied: the file is not readable") from None
+    except OSError as e:
+        raise MediaError(path, f"cannot open: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        _check_regular(path, st.st_mode)
+        try:
+            head = os.read(fd, HEAD_BYTES)
+        except OSError as e:
+            raise MediaError(path, f"cannot read: {e.strerror}") from None
+        if not head:
+            raise MediaError(path, "empty file (0 bytes)")
+        fmt = image_format(head)
+        if fmt is not None:
+            media: Media = _load_image(path, fd, head, fmt, st.st_size, max_pixels)
+        else:
+            media = _load_stream_or_text(path, head, st.st_size)
+    finally:
+        os.close(fd)
+    if kind is not None and media.kind != kind:
+        raise MediaError(path, f"expected {kind}, but the content is {media.kind} ({media.format})")
+    return media
+
+
+def _load_image(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, max_pixels: int) -> Image:
+    try:
+        header: ImageHeader | None = read_image_header(fd, head, fmt)
+    except HeaderError:
+        header = None
+    if header is not None:
+        width, height = header.size
+        orientation = header.orientation
+        _check_pixels(path, width, height, max_pixels)  # before the end check: a bomb needs no reading at all
+        _check_end(path, fd, head, fmt, size_bytes, header.body_offset)
+    else:
+        _check_end(path, fd, head, fmt, size_bytes, None)  # a cut-off file reads as cut off, not as a Pillow error
+        width, height, orientation = _pillow_size(path, fmt)
+        _check_pixels(path, width, height, max_pixels)
+    return Image(path, fmt, width, height, orientation, size_bytes)
+
+
+def _check_pixels(path: Path, width: int, height: int, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        raise MediaError(
+            path,
+            f"{width}x{height} image has {width * height:,} pixels, above the limit of {max_pixels:,} "
+            "(decompression-bomb guard: raise it with --max-pixels, or max_pixels= in Python)",
+        )
+
+
+def _check_end(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, body_offset: int | None) -> None:
+    try:
+        check_image_end(fd, head, fmt, size_bytes, body_offset)
+    except TruncatedError as e:
+        raise MediaError(path, f"truncated: {e}") from None
+    except OSError as e:
+        raise MediaError(path, f"cannot read: {e.strerror}") from None
+
+
+def _pillow_size(path: Path, fmt: str) -> tuple[int, int, int]:
+    """Slow path for header variants the fast parser does not handle."""
+    import PIL.Image
+
+    try:
+        with PIL.Image.open(path) as im:
+            width, height = im.size
+            orientation = int(im.getexif().get(0x0112, 1) or 1)
+    except Exception as e:  # Pillow raises many types on bad data
+        raise MediaError(path, f"corrupt {fmt} image: {e}") from None
+    if orientation in (5, 6, 7, 8):
+        width, height = height, width
+    if width <= 0 or height <= 0:
+        raise MediaError(path, f"{fmt} image has zero size")
+    return width, height, orientation
+
+
+# Containers read with soundfile (libsndfile), by magic bytes.
+def _soundfile_format(head: bytes) -> str | None:
+    if head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE":
+        return "wav"
+    if head[:4] == b"fLaC":
+        return "flac"
+    if head[:4] == b"FORM" and head[8:12] in (b"AIFF", b"AIFC"):
+        return "aiff"
+    if head[:4] == b"OggS" and any(sig in head[:256] for sig in (b"\x01vorbis", b"OpusHead", b"\x7fFLAC")):
+        return "ogg"
+    return None
+
+
+# Containers read with PyAV (FFmpeg), by magic bytes.
+def _av_format(head: bytes) -> str | None:
+    if head[4:8] == b"ftyp":
+        brand = head[8:12]
+        if brand == b"qt  ":
+            return "mov"
+        return "m4a" if brand in (b"M4A ", b"M4B ") else "mp4"
+    if head[:4] == b"\x1a\x45\xdf\xa3":
+        return "webm" if b"webm" in head[:64] else "matroska"
+    if head[:4] == b"OggS":
+        return "ogg"
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        return "avi"
+    if head[:3] == b"ID3":
+        return "mp3"
+    if len(head) >= 2 and head[0] == 0xFF:
+        if head[1] & 0xF6 == 0xF0:  # ADTS sync word with layer 00
+            return "aac"
+        if head[1] & 0xE0 == 0xE0 and head[1] & 0x06:  # MPEG audio frame sync, layer I-III
+            return "mp3"
+    return None
+
+
+def _load_stream_or_text(path: Path, head: bytes, size_bytes: int) -> Media:
+    sf_fmt = _soundfile_format(head)
+    if sf_fmt is not None:
+        return _load_soundfile(path, sf_fmt, size_bytes)
+    av_fmt = _av_format(head)
+    if av_fmt is not None:
+        return _load_av(path, av_fmt, size_bytes)
+    suffix = path.suffix.lower()
+    if _looks_like_text(head, whole_file=size_bytes <= len(head)):
+        if suffix in MEDIA_EXTENSIONS:
+            expected = _kind_of_extension(suffix)
+            raise MediaError(path, f"named {suffix} but the content is text, not {expected}")
+        return Text(path, size_bytes)
+    if suffix in MEDIA_EXTENSIONS:
+        noun = _kind_of_extension(suffix).removeprefix("an ")  # "a readable image file", not "a readable an image"
+        raise MediaError(path, f"named {suffix} but the content is not a readable {noun} file")
+    raise MediaError(path, f"not a supported image, audio, video or text file (starts with {head[:8].hex(' ')})")
+
+
+def _kind_of_extension(suffix: str) -> str:
+    if suffix in IMAGE_EXTENSIONS:
+        return "an image"
+    return "audio" if suffix in AUDIO_EXTENSIONS else "video"
+
+
+def _looks_like_text(head: bytes, whole_file: bool) -> bool:
+    if b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # A multi-byte character cut by the end of the head is fine; anything earlier is not text.
+        return not whole_file and e.start >= len(head) - 3
+    return True
+
+
+def _load_soundfile(path: Path, fmt: str, size_bytes: int) -> Audio:
+    import soundfile as sf
+
+    try:
+        info = sf.info(str(path))
+    except Exception as e:  # soundfile.LibsndfileError
+        raise MediaError(path, f"corrupt {fmt} audio: {e}") from None
+    if info.frames <= 0:
+        raise MediaError(path, "audio contains no samples")
+    if info.samplerate <= 0 or info.channels <= 0:
+        raise MediaError(path, f"audio header gives {info.samplerate} Hz and {info.channels} channels")
+    codec = info.subtype.lower() if info.subtype else fmt
+    return Audio(path, fmt, codec, int(info.samplerate), int(info.channels), int(info.frames), size_bytes)
+
+
+def _load_av(path: Path, fmt: str, size_bytes: int) -> Audio | Video:
+    import av
+
+    try:
+        with _av_open(path) as container:
+            videos = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
+            audio = _av_audio_meta(path, fmt, container, size_bytes)
+            if videos:
+                return _av_video_meta(path, fmt, container, videos[0], audio, size_bytes)
+    except av.FFmpegError as e:
+        raise MediaError(path, f"corrupt or unsupported {fmt} container: {e}") from None
+    if audio is None:
+        raise MediaError(path, f"{fmt} container has no audio or video stream")
+    return audio
+
+
+def _seconds(value: int | None, time_base: Fraction | None) -> float:
+    return float(value * time_base) if value and time_base else 0.0
+
+
+def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Audio | None:
+    if not container.streams.audio:
+        return None
+    stream = container.streams.audio[0]
+    ctx = stream.codec_context
+    if ctx is None:
+        raise MediaError(path, "audio stream uses a codec FFmpeg does not know")
+    rate = int(ctx.sample_rate or 0)
+    channels = int(ctx.channels or 0)
+    duration = _seconds(stream.duration, stream.time_base) or (container.duration or 0) / 1_000_000
+    if rate <= 0 or channels <= 0:
+        raise MediaError(path, f"audio stream gives {rate} Hz and {channels} channels")
+    if duration <= 0:
+        raise MediaError(path, "audio stream has no duration (zero-length or unreadable)")
+    return Audio(path, fmt, ctx.name, rate, channels, round(duration * rate), size_bytes, stream.index)
+
+
+def _av_video_meta(path: Path, fmt: str, container: Any, stream: Any, audio: Audio | None, size_bytes: int) -> Video:
+    ctx = stream.codec_context
+    if ctx is None:
+        raise MediaError(path, "video stream uses a codec FFmpeg does not know")
+    rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+    fps = float(rate) if rate else 0.0
+    duration = _seconds(stream.duration, stream.time_base) or (container.duration or 0) / 1_000_000
+    frames = int(stream.frames or 0) or round(duration * fps)
+    if not ctx.width or not ctx.height:
+        raise MediaError(path, "video stream has no frame size")
+    if frames <= 0 or duration <= 0:
+        raise MediaError(path, "video stream has no frames")
+    return Video(
+        path, fmt, ctx.name, int(ctx.width), int(ctx.height), fps, frames, duration, size_bytes, stream.index, audio
+    )
+
+
+def _not_regular(mode: int) -> str:
+    kinds = {
+        stat.S_IFIFO: "a FIFO (named pipe)",
+        stat.S_IFSOCK: "a socket",
+        stat.S_IFCHR: "a character device",
+        stat.S_IFBLK: "a block device",
+    }
+    what = kinds.get(stat.S_IFMT(mode), "a special file")
+    return f"is {what}, not a regular file; only regular files are read"
+
+
+def _check_regular(path: Path, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)")
+    if not stat.S_ISREG(mode):
+        raise MediaError(path, _not_regular(mode))

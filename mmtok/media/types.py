@@ -1,0 +1,492 @@
+"""The media types: ``Image``, ``Audio``, ``Video``, ``Text``, with their lazy decoders.
+
+Each holds the metadata ``load()`` read from the file's headers and decodes on request (``Image.to_tensor()``,
+``Audio.waveform()``, ``Video.frames()``); every decoder failure becomes a :class:`~mmtok.errors.MediaError` that
+names the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
+
+from mmtok.errors import MediaError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import PIL.Image
+    import torch
+
+# Images claiming more pixels than this are refused before any decoding (decompression-bomb guard). It equals the
+# size at which Pillow itself raises DecompressionBombError (2 x Image.MAX_IMAGE_PIXELS), about 13,377 x 13,377.
+MAX_IMAGE_PIXELS = 178_956_970
+
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
+AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aac", ".m4a", ".aif", ".aiff"})
+VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ogv"})
+MEDIA_EXTENSIONS = IMAGE_EXTENSIONS | AUDIO_EXTENSIONS | VIDEO_EXTENSIONS
+
+KINDS = ("image", "audio", "video", "text")
+
+
+def _source(path: Path | None) -> str:
+    return str(path) if path is not None else "<memory>"
+
+
+# ----------------------------------------------------------------------------------------------------------- Image
+@dataclass(frozen=True)
+class Image:
+    """A still image. ``width``/``height`` are as displayed (EXIF orientation applied)."""
+
+    kind: ClassVar[str] = "image"
+    path: Path | None
+    format: str  # png | jpeg | webp | gif | bmp | tiff | tensor
+    width: int
+    height: int
+    orientation: int = 1  # EXIF orientation of the stored pixels (1 = as stored)
+    size_bytes: int | None = None
+    data: torch.Tensor | None = field(default=None, repr=False, compare=False)  # uint8 [3, H, W] when in memory
+
+    @classmethod
+    def from_tensor(cls, pixels: torch.Tensor) -> Image:
+        """An in-memory image from a uint8 tensor ``[3, H, W]`` (RGB)."""
+        import torch
+
+        if pixels.ndim != 3 or pixels.shape[0] != 3 or pixels.dtype != torch.uint8:
+            raise MediaError(None, f"expected a uint8 tensor [3, H, W], got {pixels.dtype} {tuple(pixels.shape)}")
+        return cls(None, "tensor", int(pixels.shape[2]), int(pixels.shape[1]), data=pixels)
+
+    @classmethod
+    def from_pil(cls, image: PIL.Image.Image) -> Image:
+        return cls.from_tensor(_pil_to_tensor(_to_rgb(image)))
+
+    def to_pil(self, draft_size: tuple[int, int] | None = None) -> PIL.Image.Image:
+        """Decode to an RGB Pillow image, orientation applied, transparency composited over white.
+
+        ``draft_size`` (width, height) lets JPEG decode at a reduced DCT scale no smaller than that size: a large
+        speed-up when the image is going to be resized down anyway.
+        """
+        import PIL.Image
+        import PIL.ImageOps
+
+        if self.data is not None:
+            return PIL.Image.fromarray(self.data.permute(1, 2, 0).numpy())
+        try:
+            with PIL.Image.open(self.path) as im:
+                if draft_size is not None and im.format == "JPEG":
+                    # draft() works in stored orientation; swap the request for rotated images.
+                    dw, dh = draft_size if self.orientation not in (5, 6, 7, 8) else draft_size[::-1]
+                    im.draft("RGB", (dw, dh))
+                im.load()
+                oriented = PIL.ImageOps.exif_transpose(im)
+                return _to_rgb(oriented)
+        except Exception as e:  # Pillow raises many types (OSError, SyntaxError, ValueError, ...) on bad data
+            raise MediaError(self.path, f"cannot decode {self.format} image: {e}") from None
+
+    def to_tensor(self, draft_size: tuple[int, int] | None = None) -> torch.Tensor:
+        """Decoded pixels, uint8 ``[3, H, W]`` RGB."""
+        if self.data is not None:
+            return self.data
+        return _pil_to_tensor(self.to_pil(draft_size))
+
+    def info(self) -> dict[str, Any]:
+        return _info(self, fmt=self.format, width=self.width, height=self.height, orientation=self.orientation)
+
+
+def _to_rgb(im: PIL.Image.Image) -> PIL.Image.Image:
+    import PIL.Image
+
+    if im.mode == "RGB":
+        return im
+    if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+        rgba = im.convert("RGBA")
+        background = PIL.Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return PIL.Image.alpha_composite(background, rgba).convert("RGB")
+    return im.convert("RGB")
+
+
+def _pil_to_tensor(im: PIL.Image.Image) -> torch.Tensor:
+    import numpy as np
+    import torch
+
+    array = np.asarray(im, dtype=np.uint8)  # (H, W, 3)
+    return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous()  # (3, H, W)
+
+
+# ----------------------------------------------------------------------------------------------------------- Audio
+@dataclass(frozen=True)
+class Audio:
+    """An audio stream: a file (or one stream of a video container), or an in-memory waveform."""
+
+    kind: ClassVar[str] = "audio"
+    path: Path | None
+    format: str  # container: wav | flac | ogg | aiff | mp3 | aac | m4a | mp4 | webm | matroska | tensor
+    codec: str
+    sample_rate_hz: int
+    channels: int
+    num_samples: int  # per channel; from the header (an estimate for some compressed streams)
+    size_bytes: int | None = None
+    stream_index: int | None = None  # PyAV stream index when decoded through PyAV
+    data: torch.Tensor | None = field(default=None, repr=False, compare=False)  # float32 [C, T] when in memory
+
+    @property
+    def duration_s(self) -> float:
+        return self.num_samples / self.sample_rate_hz
+
+    @classmethod
+    def from_tensor(cls, waveform: torch.Tensor, sample_rate_hz: int) -> Audio:
+        """An in-memory audio clip from a float waveform ``[C, T]`` (or ``[T]`` for mono)."""
+        import torch
+
+        if waveform.ndim == 1:
+            waveform = waveform[None]
+        if waveform.ndim != 2 or not waveform.is_floating_point():
+            raise MediaError(None, f"expected a float waveform [C, T], got {waveform.dtype} {tuple(waveform.shape)}")
+        if sample_rate_hz <= 0:
+            raise MediaError(None, f"sample rate must be positive, got {sample_rate_hz}")
+        waveform = waveform.to(torch.float32)
+        _check_samples(None, waveform)
+        c, t = waveform.shape
+        return cls(None, "tensor", "pcm_f32", int(sample_rate_hz), int(c), int(t), data=waveform)
+
+    def waveform(self, sample_rate_hz: int | None = None, mono: bool = False) -> torch.Tensor:
+        """Decoded samples, float32 ``[C, T]`` in [-1, 1] (``[1, T]`` with ``mono``), resampled on request."""
+        wave = self.data if self.data is not None else self._decode()
+        if mono and wave.shape[0] > 1:
+            wave = wave.mean(dim=0, keepdim=True)
+        if sample_rate_hz is not None and sample_rate_hz != self.sample_rate_hz:
+            wave = resample(wave, self.sample_rate_hz, sample_rate_hz)
+        return wave
+
+    def blocks(
+        self, block_seconds: float = 30.0, sample_rate_hz: int | None = None, mono: bool = True
+    ) -> Iterator[torch.Tensor]:
+        """Stream the samples in blocks of ``block_seconds`` (``[C, n]`` float32), so memory stays bounded for any
+        length. Files are decoded and resampled by FFmpeg's stateful resampler, so block edges are seamless."""
+        import av
+        import numpy as np
+        import torch
+
+        rate = sample_rate_hz or self.sample_rate_hz
+        block = max(1, int(block_seconds * rate))
+        if self.data is not None:
+            wave = self.waveform(rate, mono)
+            for start in range(0, wave.shape[1], block):
+                yield wave[:, start : start + block]
+            return
+        if self.stream_index is None and rate == self.sample_rate_hz:  # libsndfile, no resampling: read blocks
+            yield from self._soundfile_blocks(block, mono)
+            return
+        channels = 1 if mono else self.channels
+        pending: list[np.ndarray] = []
+        held = 0
+        # Samples past the declared length are held back: a codec's end padding (within one or two frames) is
+        # dropped, as in waveform(); more than that means the header under-counted, and everything is yielded.
+        declared = round(self.num_samples * rate / self.sample_rate_hz) if self.stream_index is not None else None
+        tolerance = _padding_samples(rate)
+        sent = 0
+        try:
+            with _av_open(self.path) as container:
+                stream = (
+                    container.streams.audio[0] if self.stream_index is None else container.streams[self.stream_index]
+                )
+                resampler = av.AudioResampler(format="fltp", layout="mono" if mono else f"{channels}c", rate=rate)
+                frames = container.decode(stream)
+                for frame in [*frames, None]:
+                    for out in resampler.resample(frame):
+                        pending.append(_planar(self.path, out, channels))
+                        held += out.samples
+                    while held >= block or (frame is None and held):
+                        joined = np.concatenate(pending, axis=1)
+                        size = block
+                        if declared is not None:
+                            room = declared - sent
+                            if room > 0:
+                                size = min(block, room)  # stop at the declared length first
+                            elif held > tolerance:
+                                declared = None  # the header under-counted: stream everything
+                            elif frame is None:
+                                pending, held = [], 0  # the codec's end padding: drop it
+                                break
+                            else:
+                                break  # within the padding allowance: wait for more samples or the end
+                        chunk, rest = joined[:, :size], joined[:, size:]
+                        pending, held = ([rest] if rest.shape[1] else []), rest.shape[1]
+                        wave = torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32))
+                        _check_samples(self.path, wave)
+                        sent += wave.shape[1]
+                        yield wave
+        except av.FFmpegError as e:
+            raise MediaError(self.path, f"audio stream is corrupt: {e}") from None
+
+    def _soundfile_blocks(self, block: int, mono: bool) -> Iterator[torch.Tensor]:
+        import soundfile as sf
+        import torch
+
+        try:
+            for array in sf.blocks(str(self.path), blocksize=block, dtype="float32", always_2d=True):  # (n, C)
+                wave = torch.from_numpy(array.T.copy())
+                if mono and wave.shape[0] > 1:
+                    wave = wave.mean(dim=0, keepdim=True)
+                _check_samples(self.path, wave)
+                yield wave
+        except MediaError:
+            raise
+        except Exception as e:  # soundfile.LibsndfileError / RuntimeError on corrupt data
+            raise MediaError(self.path, f"cannot decode {self.format} audio: {e}") from None
+
+    def _decode(self) -> torch.Tensor:
+        import torch
+
+        if self.stream_index is None:
+            import soundfile as sf
+
+            try:
+                array, _ = sf.read(self.path, dtype="float32", always_2d=True)  # (T, C)
+            except Exception as e:  # soundfile.LibsndfileError / RuntimeError on corrupt data
+                raise MediaError(self.path, f"cannot decode {self.format} audio: {e}") from None
+            wave = torch.from_numpy(array.T.copy())
+        else:
+            wave = _decode_av_audio(self.path, self.stream_index, self.format, self.channels, self.sample_rate_hz)
+            if 0 < wave.shape[-1] - self.num_samples <= _padding_samples(self.sample_rate_hz):
+                wave = wave[:, : self.num_samples]  # the codec's end padding (e.g. AAC's last frame)
+        if wave.shape[-1] == 0:
+            raise MediaError(self.path, "audio contains no samples")
+        _check_samples(self.path, wave)
+        return wave
+
+    def info(self) -> dict[str, Any]:
+        return _info(
+            self,
+            fmt=self.format,
+            codec=self.codec,
+            duration_s=round(self.duration_s, 6),
+            sample_rate_hz=self.sample_rate_hz,
+            channels=self.channels,
+            samples=self.num_samples,
+        )
+
+
+def _check_samples(path: Path | None, wave: torch.Tensor) -> None:
+    import torch
+
+    if not bool(torch.isfinite(wave).all()):
+        raise MediaError(path, "audio contains NaN or infinite samples")
+
+
+def resample(waveform: torch.Tensor, from_hz: int, to_hz: int) -> torch.Tensor:
+    """Band-limited resampling (torchaudio's windowed-sinc), ``[..., T]`` at ``from_hz`` to ``to_hz``."""
+    import torchaudio.functional as AF
+
+    if from_hz == to_hz:
+        return waveform
+    return AF.resample(waveform, int(from_hz), int(to_hz))
+
+
+def _av_open(path: Path | None) -> Any:
+    """Open a container for reading; tags in a broken encoding are dropped rather than failing the file."""
+    import av
+
+    return av.open(str(path), metadata_errors="ignore")
+
+
+def _padding_samples(rate: int) -> int:
+    """How far decoded audio may run past the header's length and still be codec padding (two 1,024-sample AAC
+    frames at 44.1 kHz, scaled to ``rate``)."""
+    return round(2048 * rate / 44_100) + 1
+
+
+def _planar(path: Path | None, frame: Any, channels: int) -> np.ndarray:
+    array = frame.to_ndarray()  # (C, n)
+    if array.shape[0] != channels:
+        raise MediaError(path, f"audio stream switches from {channels} to {array.shape[0]} channels midway")
+    return array
+
+
+def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: int, rate: int) -> torch.Tensor:
+    import av
+    import numpy as np
+    import torch
+
+    pieces: list[np.ndarray] = []
+    try:
+        with _av_open(path) as container:
+            stream = container.streams[stream_index]
+            # Planar float32 at the header's layout and rate, even if a damaged stream changes them midway.
+            resampler = av.AudioResampler(format="fltp", layout=f"{channels}c", rate=rate)
+            for frame in container.decode(stream):
+                pieces.extend(_planar(path, out, channels) for out in resampler.resample(frame))
+            pieces.extend(_planar(path, out, channels) for out in resampler.resample(None))
+    except av.FFmpegError as e:
+        if not pieces:
+            raise MediaError(path, f"cannot decode {fmt} audio: {e}") from None
+        raise MediaError(
+            path, f"audio stream is corrupt after {sum(p.shape[1] for p in pieces)} samples: {e}"
+        ) from None
+    if not pieces:
+        raise MediaError(path, "audio contains no samples")
+    return torch.from_numpy(np.concatenate(pieces, axis=1).astype(np.float32, copy=False))
+
+
+# ----------------------------------------------------------------------------------------------------------- Video
+class VideoChunk(NamedTuple):
+    times: torch.Tensor  # float64 [n], seconds from the start of the stream
+    frames: torch.Tensor  # uint8 [n, 3, H, W]
+
+
+@dataclass(frozen=True)
+class Video:
+    """A video stream in a container, with its first audio track's metadata if it has one."""
+
+    kind: ClassVar[str] = "video"
+    path: Path
+    format: str  # mp4 | mov | webm | matroska | ogg | avi
+    codec: str
+    width: int
+    height: int
+    fps: float  # average frame rate
+    frame_count: int  # from the container, else duration x fps
+    duration_s: float
+    size_bytes: int | None = None
+    stream_index: int = 0
+    audio: Audio | None = None
+
+    def frames(
+        self,
+        fps: float | None = None,
+        size: tuple[int, int] | None = None,
+        chunk_frames: int = 32,
+    ) -> Iterator[VideoChunk]:
+        """Frames sampled at ``fps`` (default: the stream's rate), resized to ``size`` (width, height).
+
+        Streams chunks of at most ``chunk_frames`` frames, so memory stays bounded for any length. Sampling is by
+        presentation time: each output time takes the frame on screen at that instant, so variable-frame-rate
+        video gives evenly spaced samples.
+        """
+        import av
+        import numpy as np
+        import torch
+
+        rate = float(fps) if fps else (self.fps or 25.0)
+        if rate <= 0 or chunk_frames <= 0:
+            raise MediaError(self.path, f"fps and chunk_frames must be positive, got {fps}, {chunk_frames}")
+        step = 1.0 / rate
+        width, height = size if size is not None else (self.width, self.height)
+        times: list[float] = []
+        arrays: list[np.ndarray] = []
+
+        from av.video.reformatter import VideoReformatter
+
+        reformatter = VideoReformatter()  # one scaler context for the stream (frame.reformat builds one per call)
+
+        def rgb(frame: av.VideoFrame) -> np.ndarray:
+            return reformatter.reformat(frame, width=width, height=height, format="rgb24").to_ndarray()  # (H, W, 3)
+
+        def flush() -> VideoChunk:
+            chunk = VideoChunk(
+                torch.tensor(times, dtype=torch.float64),
+                torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous(),  # (n, 3, H, W)
+            )
+            times.clear()
+            arrays.clear()
+            return chunk
+
+        emitted = 0
+        try:
+            with _av_open(self.path) as container:
+                stream = container.streams[self.stream_index]
+                stream.thread_type = "AUTO"
+                start: float | None = None
+                held: tuple[float, av.VideoFrame] | None = None
+                held_rgb: np.ndarray | None = None
+                native_step = 1.0 / self.fps if self.fps else step
+                for n, frame in enumerate(container.decode(stream)):
+                    t = frame.time if frame.time is not None else n * native_step
+                    if start is None:
+                        start = t
+                    t -= start
+                    # the held frame is on screen from its time until this one's: emit it for every grid time there
+                    while held is not None and emitted * step < t - 1e-9:
+                        if held_rgb is None:
+                            held_rgb = rgb(held[1])
+                        times.append(emitted * step)
+                        arrays.append(held_rgb)
+                        emitted += 1
+                        if len(arrays) == chunk_frames:
+                            yield flush()
+                    held, held_rgb = (t, frame), None
+                if held is not None:
+                    end = held[0] + native_step  # the last frame stays on screen for one frame period
+                    while emitted * step < end - 1e-9:
+                        if held_rgb is None:
+                            held_rgb = rgb(held[1])
+                        times.append(emitted * step)
+                        arrays.append(held_rgb)
+                        emitted += 1
+                        if len(arrays) == chunk_frames:
+                            yield flush()
+        except av.FFmpegError as e:
+            raise MediaError(self.path, f"video stream is corrupt after {emitted} sampled frames: {e}") from None
+        if arrays:
+            yield flush()
+        if emitted == 0:
+            raise MediaError(self.path, "video stream contains no decodable frames")
+
+    def info(self) -> dict[str, Any]:
+        out = _info(
+            self,
+            fmt=self.format,
+            codec=self.codec,
+            width=self.width,
+            height=self.height,
+            duration_s=round(self.duration_s, 6),
+            fps=round(self.fps, 6),
+            frames=self.frame_count,
+        )
+        if self.audio is not None:
+            out["audio_codec"] = self.audio.codec
+            out["sample_rate_hz"] = self.audio.sample_rate_hz
+            out["channels"] = self.audio.channels
+        return out
+
+
+# ------------------------------------------------------------------------------------------------------------ Text
+@dataclass(frozen=True)
+class Text:
+    """UTF-8 text from a file or a string."""
+
+    kind: ClassVar[str] = "text"
+    path: Path | None
+    size_bytes: int
+    data: str | None = field(default=None, repr=False, compare=False)
+    format: str = "utf-8"
+
+    @classmethod
+    def from_string(cls, text: str) -> Text:
+        return cls(None, len(text.encode("utf-8")), data=text)
+
+    @property
+    def text(self) -> str:
+        if self.data is not None:
+            return self.data
+        try:
+            return Path(self.path).read_bytes().decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise MediaError(self.path, f"not valid UTF-8 text (byte {e.start}): {e.reason}") from None
+        except OSError as e:
+            raise MediaError(self.path, f"cannot read: {e.strerror}") from None
+
+    def info(self) -> dict[str, Any]:
+        return _info(self, fmt=self.format)
+
+
+Media = Union[Image, Audio, Video, Text]  # noqa: UP007 - a runtime alias used in isinstance-free annotations
+
+
+def _info(media: Media, *, fmt: str, **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"path": _source(media.path), "kind": media.kind, "format": fmt}
+    out.update(fields)
+    out["bytes"] = media.size_bytes
+    return out
