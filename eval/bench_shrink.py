@@ -527,6 +527,49 @@ def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> 
     return "\n".join(line for line in lines if line is not None)
 
 
+def markdown(summary: dict[str, Any]) -> str:
+    """The README's results tables, every number from ``summary``."""
+    pct = lambda v: "" if v is None else f"{v:.1%}"  # noqa: E731
+    out = [
+        "| corpus | bars | model | token saving | shrunk | mean SSIM | mean OCR | s / item |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for key, e in summary["images"].items():
+        corpus, run, model = key.split("|")
+        if run != "lossless":
+            ssim, ocr = e.get("mean_ssim"), e.get("mean_ocr")
+            out.append(
+                f"| {corpus} | `{run}` | {model} | {pct(e['token_saving'])} | {pct(e['shrunk_share'])} | "
+                f"{'' if ssim is None else f'{ssim:.3f}'} | {'' if ocr is None else f'{ocr:.3f}'} | "
+                f"{e['time_per_item_s']:.1f} |"
+            )
+    out += [
+        "",
+        "| `--lossless` | model | identical tokens | mean byte saving | total byte saving | written |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for key, e in summary["images"].items():
+        corpus, run, model = key.split("|")
+        if run == "lossless":
+            out.append(
+                f"| {corpus} | {model} | {pct(e['identical_tokens_share'])} | {pct(e['byte_saving'])} | "
+                f"{pct(e['byte_saving_total'])} | {pct(e['shrunk_share'])} |"
+            )
+    out += [
+        "",
+        "| speech | model | billed seconds | saving | shrunk | WER vs known text | s / item |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for key, e in summary["speech"].items():
+        run, model = key.split("|")
+        out.append(
+            f"| {run} | {model} | {e['billed_seconds_before']:.1f} -> {e['billed_seconds_after']:.1f} | "
+            f"{pct(e['seconds_saving'])} | {pct(e['shrunk_share'])} | {pct(e['wer_original'])} -> "
+            f"{pct(e['wer_shrunk'])} | {e['time_per_item_s']:.1f} |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=200)
@@ -538,6 +581,7 @@ def main() -> None:
     parser.add_argument("--only", default="speech,pages,photos", help="corpora to run in this process (comma list)")
     parser.add_argument("--limit", type=int, default=None, help="run only the first N pages and N photos")
     parser.add_argument("--report-only", action="store_true", help="summarise the rows already made, run nothing")
+    parser.add_argument("--markdown", action="store_true", help="also print the README's tables")
     args = parser.parse_args()
     only = set(args.only.split(","))
 
@@ -566,6 +610,8 @@ def main() -> None:
     summary = summarise(rows)
     text = report(summary, args, time.perf_counter() - start)
     print(text)
+    if args.markdown:
+        print("\n" + markdown(summary))
     if args.txt:
         args.txt.parent.mkdir(parents=True, exist_ok=True)
         args.txt.write_text(text + "\n")

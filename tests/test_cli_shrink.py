@@ -50,6 +50,7 @@ def test_json_one_object_per_input_and_model(folder, tmp_path):
     }
     outputs = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert outputs == ["a.claude-opus-4-7.png", "a.gpt-4o.png", "sub/a.claude-opus-4-7.png", "sub/a.gpt-4o.png"]
+    assert not list(out.rglob(".*"))  # written through temporary files and renames: none left behind
     for r in rows:
         assert r["tokens_after"] < r["tokens_before"] and float(r["cost_after"]) < float(r["cost_before"])
         assert r["status"] == "shrunk" and r["measures"]["ssim"] >= 0.9

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mmtok.budgets.shrink.bars import Bar
-from mmtok.budgets.shrink.image import Plan
+from mmtok.budgets.shrink.result import Plan
 from mmtok.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -15,8 +15,14 @@ from typing import Any
 
 from mmtok.budgets.pricing import Model, price, resolve
 from mmtok.budgets.shrink.bars import Bar, bars_for, make_bars
-from mmtok.budgets.shrink.image import Plan
-from mmtok.budgets.shrink.result import ShrinkResult, cheaper_or_equal, copy_atomic, model_slug, write_bytes_atomic
+from mmtok.budgets.shrink.result import (
+    Plan,
+    ShrinkResult,
+    cheaper_or_equal,
+    copy_atomic,
+    model_slug,
+    write_bytes_atomic,
+)
 from mmtok.errors import MediaError, MmtokError, PriceError
 
 

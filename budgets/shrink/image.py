@@ -8,7 +8,7 @@ keeps its readings, so several models and bar sets share the work.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,27 +16,12 @@ from mmtok.budgets.pricing import Model, image_token_count
 from mmtok.budgets.shrink import candidates as C
 from mmtok.budgets.shrink import pictures as P
 from mmtok.budgets.shrink.bars import Bar
+from mmtok.budgets.shrink.result import Plan
 
 if TYPE_CHECKING:
     import PIL.Image
 
     from mmtok.media import Image
-
-
-@dataclass
-class Plan:
-    """What to write for one input and model: ``data`` (None: copy the original file), its suffix, the detail to
-    send it with, and what was done and measured."""
-
-    status: str  # shrunk | lossless | kept
-    action: str
-    data: bytes | None = None
-    suffix: str = ""
-    detail: str | None = None
-    measures: dict[str, float | None] = field(default_factory=dict)
-    tried: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 class ImageJob:
@@ -47,17 +32,15 @@ class ImageJob:
         self.media = media
         self.decoded = P.decode(path, media.format)
         self.width, self.height = self.decoded.size
-        self._crop: Any = ...
         self._views: dict[tuple[int, int], PIL.Image.Image] = {}
         self._readings: dict[tuple, str] = {}
         self._renders: dict[tuple, PIL.Image.Image] = {}
         self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}
 
-    @property
+    @functools.cached_property
     def crop(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int]] | None:
-        if self._crop is ...:
-            self._crop = P.content_box(self.decoded.rgb)
-        return self._crop
+        """The uniform border's inner box and colour (None: no border worth cutting)."""
+        return P.content_box(self.decoded.rgb)
 
     def original_view(self, size: tuple[int, int]) -> PIL.Image.Image:
         if size not in self._views:
@@ -118,7 +101,7 @@ class ImageJob:
             fmt = self.decoded.output_format[0]
             pixels = self.pixels(box, size)
             if fmt == "PNG":
-                self._renders[key] = pixels if pixels.mode == "RGB" else P._over_white(pixels)
+                self._renders[key] = pixels if pixels.mode == "RGB" else P.over_white(pixels)
             else:
                 self._renders[key] = P.decode_bytes(P.encode(pixels, fmt))
         return self._renders[key]

@@ -88,11 +88,11 @@ def decode(path: object, source_format: str) -> Decoded:
             pixels = pixels.convert("RGB")  # an alpha channel that is opaque everywhere carries nothing
         else:
             notes.append("alpha kept (measured over white)")
-    rgb = pixels if pixels.mode == "RGB" else _over_white(pixels)
+    rgb = pixels if pixels.mode == "RGB" else over_white(pixels)
     return Decoded(pixels, rgb, source_format, notes, warnings)
 
 
-def _over_white(image: PIL.Image.Image) -> PIL.Image.Image:
+def over_white(image: PIL.Image.Image) -> PIL.Image.Image:
     import PIL.Image
 
     background = PIL.Image.new("RGBA", image.size, (255, 255, 255, 255))
@@ -162,7 +162,7 @@ def decode_bytes(data: bytes) -> PIL.Image.Image:
 
     with PIL.Image.open(io.BytesIO(data)) as im:
         im.load()
-        return (_over_white(im.convert("RGBA")) if im.mode in ("RGBA", "LA", "PA", "P") else im.convert("RGB")).copy()
+        return (over_white(im.convert("RGBA")) if im.mode in ("RGBA", "LA", "PA", "P") else im.convert("RGB")).copy()
 
 
 def strip_jpeg_metadata(data: bytes) -> bytes | None:

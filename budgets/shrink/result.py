@@ -22,6 +22,22 @@ STATUSES = ("shrunk", "lossless", "kept")
 
 
 @dataclass
+class Plan:
+    """What a kind's planner decided for one input and model: ``data`` to write (None: copy the original file),
+    its suffix, the detail to send it with, and what was done and measured."""
+
+    status: str  # one of STATUSES
+    action: str
+    data: bytes | None = None
+    suffix: str = ""
+    detail: str | None = None
+    measures: dict[str, float | None] = field(default_factory=dict)
+    tried: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
 class ShrinkResult:
     source: Path
     model: str

@@ -17,7 +17,7 @@ from mmtok.budgets.pricing import Model, price
 from mmtok.budgets.shrink import candidates as C
 from mmtok.budgets.shrink import pictures as P
 from mmtok.budgets.shrink.bars import Bar
-from mmtok.budgets.shrink.image import Plan
+from mmtok.budgets.shrink.result import Plan
 
 if TYPE_CHECKING:
     import PIL.Image
