@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -77,8 +77,7 @@ def price(
 ) -> None:
     """What each request costs on each model: tokens per attachment and modality, the rate applied and why, the
     working, and the price source with its date. Token files (.safetensors) are priced as their sequences."""
-    from mmtok.budgets.pricing import Options, file_requests, price_requests, rate_card, resolve
-    from mmtok.budgets.sheets import sheets
+    from mmtok.budgets.pricing import Options, price_requests
 
     one_output_format(json_out, csv_out)
     limit = resolve_max_pixels(max_pixels)
@@ -95,82 +94,112 @@ def price(
             cached_input_tokens=cached,
             cache_write_tokens=cache_write,
         )
-        sheets(tuple(prices))  # a bad sheet is one line, not one per model
+        _check_sheets(prices)
     except PriceError as e:
         print_error(e)
         raise typer.Exit(2) from None
-    failures = 0
-    usable = []
-    for name in model:  # an unknown model (or one without the asked-for prices) is one line; the others go on
-        try:
-            rate_card(resolve(name, prices), options.at, options.option)
-            usable.append(name)
-        except PriceError as e:
-            failures += 1
-            print_error(_naming(e, name))
-            if json_out:
-                print_json_line({"model": name, "error": str(e)})
-    if not usable:
-        raise typer.Exit(2)
-    model = usable
-
+    out = _Output(json_out, csv_out)
+    models = _usable_models(model, prices, options, out)
     try:  # read once, with the pixel limit; a file that cannot be read fails every request: one line, then stop
         attached = [_read(a, limit) for a in attach]
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(1) from None
-
-    def requests() -> Iterator[tuple[str, list]]:
-        nonlocal failures
-        found = list(file_requests(paths or []))  # walked first, so the bar has a total
-        files = []
-        for label, item in progress(found, "pricing"):
-            try:
-                if isinstance(item, MmtokError):
-                    raise item
-                read = _read(item[0], limit)
-            except MmtokError as e:
-                failures += 1
-                print_error(e)
-                continue
-            if one_request:
-                files.append(read)
-            else:
-                yield label, [read, *attached]
-        if one_request:
-            yield "request", [*files, *attached]
-        elif not paths:
-            yield ("<text>" if not attach else str(attach[0])), attached
-
-    writer = csv_writer(CSV_FIELDS) if csv_out else None
-    table: list[Quote] = []
-    warned: set[str] = set()
-    for item, results in price_requests(requests(), model, options, text=text, prices=prices):
-        if isinstance(results, MmtokError):  # the request itself could not be read: one line, not one per model
-            failures += 1
-            print_error(results)
-            if json_out:
-                print_json_line({"item": item, "error": str(results)})
-            continue
-        for name, result in zip(model, results, strict=True):
-            if isinstance(result, MmtokError):
-                failures += 1
-                print_error(_naming(result, item, name))
-                if json_out:
-                    print_json_line({"item": item, "model": name, "error": str(result)})
-                continue
-            failures += bool(result.missing)
-            _report(result, warned)
-            if json_out:
-                print_json_line(result.to_dict())
-            elif writer:
-                writer.writerow(_csv_row(result))
-            else:
-                table.append(result)
-    if not json_out and not writer:
-        _print_table(table, model)
-    if failures:
+    requests = _requests(paths or [], attached, attach, one_request, limit, out)
+    for item, results in price_requests(requests, models, options, text=text, prices=prices):
+        out.results(item, models, results)
+    out.finish(models)
+    if out.failures:
         raise typer.Exit(1)
+
+
+def _check_sheets(prices: list[Path]) -> None:
+    """A bad sheet is one line, not one per model."""
+    from mmtok.budgets.sheets import sheets
+
+    sheets(tuple(prices))
+
+
+def _usable_models(names: list[str], prices: list[Path], options: Any, out: _Output) -> list[str]:
+    """The models that can be priced; an unknown one (or one without the asked-for prices) is one line and the
+    others go on. None usable is a usage error."""
+    from mmtok.budgets.pricing import rate_card, resolve
+
+    usable = []
+    for name in names:
+        try:
+            rate_card(resolve(name, prices), options.at, options.option)
+            usable.append(name)
+        except PriceError as e:
+            out.error(e, model=name)
+    if not usable:
+        raise typer.Exit(2)
+    return usable
+
+
+def _requests(
+    paths: list[Path], attached: list[object], attach: list[Path], one_request: bool, limit: int, out: _Output
+) -> Iterator[tuple[str, list]]:
+    """Each file one request (with the attachments), or all of them one request; unreadable files are one line
+    each and left out."""
+    from mmtok.budgets.pricing import file_requests
+
+    found = list(file_requests(paths))  # walked first, so the bar has a total
+    files = []
+    for label, item in progress(found, "pricing"):
+        try:
+            if isinstance(item, MmtokError):
+                raise item
+            read = _read(item[0], limit)
+        except MmtokError as e:
+            out.error(e, json=False)
+            continue
+        if one_request:
+            files.append(read)
+        else:
+            yield label, [read, *attached]
+    if one_request:
+        yield "request", [*files, *attached]
+    elif not paths:
+        yield ("<text>" if not attach else str(attach[0])), attached
+
+
+class _Output:
+    """Where quotes go (JSON lines, CSV, or a table at the end) and how many inputs failed."""
+
+    def __init__(self, json_out: bool, csv_out: bool) -> None:
+        self.json_out = json_out
+        self.writer = csv_writer(CSV_FIELDS) if csv_out else None
+        self.table: list[Quote] = []
+        self.warned: set[str] = set()
+        self.failures = 0
+
+    def error(self, error: MmtokError, *, item: str = "", model: str = "", json: bool = True) -> None:
+        self.failures += 1
+        print_error(_naming(error, item, model))
+        if self.json_out and json:
+            print_json_line({k: v for k, v in (("item", item), ("model", model)) if v} | {"error": str(error)})
+
+    def results(self, item: str, models: list[str], results: Any) -> None:
+        if isinstance(results, MmtokError):  # the request itself could not be read: one line, not one per model
+            self.error(results, item=item)
+            return
+        for name, result in zip(models, results, strict=True):
+            if isinstance(result, MmtokError):
+                self.error(result, item=item, model=name)
+                continue
+            self.failures += bool(result.missing)
+            _report(result, self.warned)
+            if self.json_out:
+                print_json_line(result.to_dict())
+            elif self.writer:
+                self.writer.writerow(_csv_row(result))
+            else:
+                self.table.append(result)
+
+    def finish(self, models: list[str]) -> None:
+        if not self.json_out and not self.writer:
+            _print_table(self.table, models)
 
 
 def _read(path: str | Path, max_pixels: int) -> object:
