@@ -891,9 +891,7 @@ def plan(
     ``generation``, distinct ``settings`` so far), ``on_generation`` after each generation with its history record.
     """
     from pymoo.algorithms.moo.nsga2 import NSGA2
-    from pymoo.core.callback import Callback
     from pymoo.core.mixed import MixedVariableDuplicateElimination, MixedVariableMating, MixedVariableSampling
-    from pymoo.core.problem import ElementwiseProblem
     from pymoo.optimize import minimize
 
     if not isinstance(spec, Spec):
@@ -901,67 +899,10 @@ def plan(
     elif prices is not None:
         spec = replace(spec, prices=tuple(Path(p) for p in prices))
         validate(spec)  # its models, priced with these sheets
-    evaluator = evaluator or CalibrationEvaluator(spec)
-    seen: dict[str, dict[str, Any]] = {}
-    failed: dict[str, dict[str, Any]] = {}  # settings whose measurement raised: {"setting", "error"}
-    calls = [0]  # evaluations asked for by NSGA-II (a setting seen before is answered from `seen`)
     population_used, generations_used = population or spec.population, generations or spec.generations
-
-    class Problem(ElementwiseProblem):
-        def __init__(self) -> None:
-            super().__init__(vars=domains(spec), n_obj=len(spec.objectives), n_ieq_constr=1)
-
-        def _evaluate(self, x: dict[str, Any], out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-            setting = {k: (float(v) if k == "keep_ratio" else _plain(v)) for k, v in x.items()}
-            key = setting_key(setting)
-            if key not in seen and key not in failed:
-                try:
-                    seen[key] = {"setting": setting, "objectives": evaluator.evaluate(setting)}
-                except Exception as e:  # a measurement error is this setting's, recorded; the search goes on
-                    failed[key] = {"setting": setting, "error": _error_line(e)}
-            if key in failed:  # worse than anything, and infeasible: never on the front, never bred from
-                out["F"] = [FAILED_OBJECTIVE] * len(spec.objectives)
-                out["G"] = [FAILED_OBJECTIVE]
-            else:
-                values = seen[key]["objectives"]
-                out["F"] = objective_vector(spec, values)
-                out["G"] = [values["tokens"] - spec.budget_tokens]
-            calls[0] += 1
-            if on_evaluation:
-                on_evaluation(
-                    {
-                        "evaluation": calls[0],
-                        "of": population_used * generations_used,  # at most: duplicates are not bred twice
-                        "generation": len(history) + 1,
-                        "settings": len(seen) + len(failed),
-                        "failed": len(failed),
-                    }
-                )
-
-    history: list[dict[str, float]] = []
-    reference: list[np.ndarray] = []  # one point for the whole run, fixed when the first generation is measured
-
-    class Track(Callback):
-        def notify(self, algorithm: Any) -> None:
-            entries = list(seen.values())
-            if not reference and entries:
-                reference.append(reference_point(spec, [e["objectives"] for e in entries]))
-            front = pareto_rows(spec, entries)
-            at_bars = [
-                e
-                for e in entries
-                if e["objectives"]["tokens"] <= spec.budget_tokens and meets_bars(spec, e["objectives"])
-            ]
-            record = {
-                "generation": algorithm.n_gen,
-                "evaluations": len(seen),
-                "hypervolume": hypervolume(spec, [e["objectives"] for e in front], reference[0] if reference else None),
-                "best_cost_at_bars": min((e["objectives"]["cost"] for e in at_bars), default=None),
-            }
-            history.append(record)
-            if on_generation:
-                on_generation(record)
-
+    search = _Search(
+        spec, evaluator or CalibrationEvaluator(spec), population_used * generations_used, on_evaluation, on_generation
+    )
     algorithm = NSGA2(
         pop_size=population_used,
         sampling=MixedVariableSampling(),
@@ -969,17 +910,102 @@ def plan(
         eliminate_duplicates=MixedVariableDuplicateElimination(),
     )
     minimize(
-        Problem(),
+        _problem(search),
         algorithm,
         ("n_gen", generations_used),
         seed=spec.seed,
-        callback=Track(),
+        callback=_tracker(search),
         verbose=False,
     )
-    result = summarise(spec, list(seen.values()), history, evaluator, list(failed.values()))
-    result.reference_point = [float(v) for v in reference[0]] if reference else None
+    result = summarise(spec, list(search.seen.values()), search.history, search.evaluator, list(search.failed.values()))
+    result.reference_point = None if search.reference is None else [float(v) for v in search.reference]
     result.population, result.generations = population_used, generations_used
     return result
+
+
+@dataclass
+class _Search:
+    """One NSGA-II run's state: the settings measured (each once), those whose measurement failed, the history per
+    generation, and the one hypervolume reference point, fixed when the first generation is measured."""
+
+    spec: Spec
+    evaluator: CalibrationEvaluator
+    of: int  # evaluations asked for at most (duplicates are not bred twice)
+    on_evaluation: Callable[[dict[str, Any]], None] | None = None
+    on_generation: Callable[[dict[str, Any]], None] | None = None
+    seen: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failed: dict[str, dict[str, Any]] = field(default_factory=dict)  # {"setting", "error"}
+    history: list[dict[str, Any]] = field(default_factory=list)
+    reference: np.ndarray | None = None
+    calls: int = 0
+
+    def evaluate(self, x: dict[str, Any]) -> tuple[list[float], list[float]]:
+        """pymoo's objectives F and constraint G for one setting (a failed one: worse than anything, infeasible)."""
+        spec = self.spec
+        setting = {k: (float(v) if k == "keep_ratio" else _plain(v)) for k, v in x.items()}
+        key = setting_key(setting)
+        if key not in self.seen and key not in self.failed:
+            try:
+                self.seen[key] = {"setting": setting, "objectives": self.evaluator.evaluate(setting)}
+            except Exception as e:  # a measurement error is this setting's, recorded; the search goes on
+                self.failed[key] = {"setting": setting, "error": _error_line(e)}
+        self.calls += 1
+        if self.on_evaluation:
+            self.on_evaluation(
+                {
+                    "evaluation": self.calls,
+                    "of": self.of,
+                    "generation": len(self.history) + 1,
+                    "settings": len(self.seen) + len(self.failed),
+                    "failed": len(self.failed),
+                }
+            )
+        if key in self.failed:  # never on the front, never bred from
+            return [FAILED_OBJECTIVE] * len(spec.objectives), [FAILED_OBJECTIVE]
+        values = self.seen[key]["objectives"]
+        return objective_vector(spec, values), [values["tokens"] - spec.budget_tokens]
+
+    def record(self, generation: int) -> None:
+        spec, entries = self.spec, list(self.seen.values())
+        if self.reference is None and entries:
+            self.reference = reference_point(spec, [e["objectives"] for e in entries])
+        front = pareto_rows(spec, entries)
+        at_bars = [
+            e for e in entries if e["objectives"]["tokens"] <= spec.budget_tokens and meets_bars(spec, e["objectives"])
+        ]
+        record = {
+            "generation": generation,
+            "evaluations": len(self.seen),
+            "hypervolume": hypervolume(spec, [e["objectives"] for e in front], self.reference),
+            "best_cost_at_bars": min((e["objectives"]["cost"] for e in at_bars), default=None),
+        }
+        self.history.append(record)
+        if self.on_generation:
+            self.on_generation(record)
+
+
+def _problem(search: _Search) -> Any:
+    """The pymoo mixed-variable problem whose evaluations are the search's."""
+    from pymoo.core.problem import ElementwiseProblem
+
+    class Problem(ElementwiseProblem):
+        def __init__(self) -> None:
+            super().__init__(vars=domains(search.spec), n_obj=len(search.spec.objectives), n_ieq_constr=1)
+
+        def _evaluate(self, x: dict[str, Any], out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+            out["F"], out["G"] = search.evaluate(x)
+
+    return Problem()
+
+
+def _tracker(search: _Search) -> Any:
+    from pymoo.core.callback import Callback
+
+    class Track(Callback):
+        def notify(self, algorithm: Any) -> None:
+            search.record(algorithm.n_gen)
+
+    return Track()
 
 
 def _error_line(error: Exception) -> str:
