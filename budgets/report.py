@@ -271,13 +271,34 @@ def bars_text(spec: Spec) -> str:
 
 
 def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
+    """report.md and report.html (with their figures), front.csv and front.json in ``out``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    spec = plan.spec
     figures = _figures(plan, out)
+    _write_front_csv(plan, out / "front.csv")
+    (out / "front.json").write_text(json.dumps(plan.to_dict(), indent=2, default=str) + "\n")
+    lines = [
+        *_summary_lines(plan),
+        *_recommendation_lines(plan),
+        *_failure_lines(plan),
+        *_front_lines(plan, figures),
+        "## How the objectives were measured",
+        "",
+        *_measured(plan.spec),
+        "",
+    ]
+    md = out / "report.md"
+    md.write_text("\n".join(lines), encoding="utf-8")
+    page = out / "report.html"
+    page.write_text(_markdown_to_html("\n".join(lines)), encoding="utf-8")
+    return {"md": md, "html": page, "csv": out / "front.csv", "json": out / "front.json"}
+
+
+def _write_front_csv(plan: Plan, path: Path) -> None:
+    spec = plan.spec
     columns, fixed = knob_columns(spec)
     knobs = [*columns, *fixed]
-    with (out / "front.csv").open("w", newline="") as f:
+    with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, list(dict.fromkeys([*knobs, *spec.objectives, "tokens", "meets_bars"])))
         writer.writeheader()
         for e in plan.front:
@@ -289,9 +310,10 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
                     "meets_bars": meets_bars(spec, e["objectives"]),
                 }
             )
-    (out / "front.json").write_text(json.dumps(plan.to_dict(), indent=2, default=str) + "\n")
-    recs = recommendations(plan)
-    shown_objectives = list(dict.fromkeys([*spec.objectives, "tokens"]))
+
+
+def _summary_lines(plan: Plan) -> list[str]:
+    spec = plan.spec
     lines = [
         f"# Token budget plan: {spec.name}",
         "",
@@ -305,9 +327,15 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
         + ".",
         "",
     ]
-    if plan.shortfall:
-        lines += [f"**Note:** {plan.shortfall}", ""]
-    lines += [
+    return lines + ([f"**Note:** {plan.shortfall}", ""] if plan.shortfall else [])
+
+
+def _recommendation_lines(plan: Plan) -> list[str]:
+    spec = plan.spec
+    columns, fixed = knob_columns(spec)
+    recs = recommendations(plan)
+    shown_objectives = list(dict.fromkeys([*spec.objectives, "tokens"]))
+    lines = [
         "## Recommended configurations",
         "",
         "| | " + " | ".join(KNOB_LABELS[k] for k in columns) + " | " + " | ".join(shown_objectives) + " |",
@@ -325,15 +353,22 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
         lines.append("| (no feasible setting) |" + " |" * (len(columns) + len(shown_objectives)))
     if fixed:
         lines += ["", fixed_text(spec, fixed)]
-    lines += ["", "To reproduce each:", ""] + [f"- {label}: `{command_for(spec, e)}`" for label, e in recs]
-    if plan.failed:
-        by_error: dict[str, int] = {}
-        for failure in plan.failed:
-            by_error[failure["error"]] = by_error.get(failure["error"], 0) + 1
-        lines += ["", "## Settings that could not be measured", ""]
-        lines += [f"- {count} setting{'s' if count > 1 else ''}: {error}" for error, count in by_error.items()]
-        lines += ["", "They are listed in front.json (`failed`) and were left out of the search."]
-    lines += [
+    return lines + ["", "To reproduce each:", ""] + [f"- {label}: `{command_for(spec, e)}`" for label, e in recs]
+
+
+def _failure_lines(plan: Plan) -> list[str]:
+    if not plan.failed:
+        return []
+    by_error: dict[str, int] = {}
+    for failure in plan.failed:
+        by_error[failure["error"]] = by_error.get(failure["error"], 0) + 1
+    lines = ["", "## Settings that could not be measured", ""]
+    lines += [f"- {count} setting{'s' if count > 1 else ''}: {error}" for error, count in by_error.items()]
+    return [*lines, "", "They are listed in front.json (`failed`) and were left out of the search."]
+
+
+def _front_lines(plan: Plan, figures: list[tuple[str, str]]) -> list[str]:
+    lines = [
         "",
         "## Pareto front",
         "",
@@ -344,7 +379,7 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
         lines += [f"![{title}]({name})", ""]
     if plan.reference_point is not None:
         point = ", ".join(
-            f"{o} {_reference_text(o, v)}" for o, v in zip(spec.objectives, plan.reference_point, strict=True)
+            f"{o} {_reference_text(o, v)}" for o, v in zip(plan.spec.objectives, plan.reference_point, strict=True)
         )
         lines += [
             f"Hypervolume per generation is measured against one reference point for the whole run ({point}), "
@@ -352,12 +387,7 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
             "the settings evaluated so far; a point beyond it adds nothing.",
             "",
         ]
-    lines += ["## How the objectives were measured", "", *_measured(spec), ""]
-    md = out / "report.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
-    page = out / "report.html"
-    page.write_text(_markdown_to_html("\n".join(lines)), encoding="utf-8")
-    return {"md": md, "html": page, "csv": out / "front.csv", "json": out / "front.json"}
+    return lines
 
 
 def _reference_text(name: str, value: float) -> str:
