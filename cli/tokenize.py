@@ -117,13 +117,7 @@ def tokenize(
     limit = resolve_max_pixels(max_pixels)
     toks = _Tokenizers(tokenizer, av_tokenizer, device)
     toks.av_levels = codebook_levels
-    if image_size is not None:
-        step = toks.get("image").config.downsample
-        if image_size < step or image_size % step:
-            raise typer.BadParameter(
-                f"must be a positive multiple of {step} (the tokenizer's downsampling), got {image_size}",
-                param_hint="--image-size",
-            )
+    _check_image_size(toks, image_size)
     warned: set[str] = set()
     try:
         context_value = load_context(context)
@@ -143,13 +137,12 @@ def tokenize(
                 if isinstance(entry, MmtokError):
                     raise entry
                 if isinstance(entry, _Folder):
+                    folder_options = {"batch_size": batch_size, "workers": workers, "shard_size": shard_size}
                     report = tokenize_folder(
                         entry.images,
                         _PixelLimited(toks.get("image"), limit),
                         entry.target,
-                        batch_size=batch_size,
-                        workers=workers,
-                        shard_size=shard_size,
+                        **folder_options,
                         resume=resume,
                         image_size=image_size,
                         on_error=print_error,
@@ -157,15 +150,7 @@ def tokenize(
                         postprocess=shorten,
                     )
                     failures += len(report.failed)
-                    if json_out:
-                        _print_shards(report.shards)
-                    else:
-                        say(
-                            f"{entry.path}: {report.done:,} images -> {len(report.shards)} shard(s) in "
-                            f"{entry.target} ({report.images_per_second:,.1f} images/s"
-                            + (f", {report.skipped:,} already done" if report.skipped else "")
-                            + ")"
-                        )
+                    _report_folder(entry, report, json_out)
                 else:
                     _tokenize_file(entry, toks, image_size, tokens_per_second, continuous, json_out, shorten)
                     advance(1)
@@ -174,6 +159,27 @@ def tokenize(
                 print_error(e)
     if failures:
         raise typer.Exit(1)
+
+
+def _check_image_size(toks: Any, image_size: int | None) -> None:
+    if image_size is not None:
+        step = toks.get("image").config.downsample
+        if image_size < step or image_size % step:
+            raise typer.BadParameter(
+                f"must be a positive multiple of {step} (the tokenizer's downsampling), got {image_size}",
+                param_hint="--image-size",
+            )
+
+
+def _report_folder(entry: Any, report: Any, json_out: bool) -> None:
+    if json_out:
+        _print_shards(report.shards)
+        return
+    skipped = f", {report.skipped:,} already done" if report.skipped else ""
+    say(
+        f"{entry.path}: {report.done:,} images -> {len(report.shards)} shard(s) in {entry.target} "
+        f"({report.images_per_second:,.1f} images/s{skipped})"
+    )
 
 
 @dataclass(frozen=True)
