@@ -1,10 +1,11 @@
 """Benchmark: VQ tokenizer throughput, against open_clip's ViT-B-32 image encoder and the decode-only limit.
 
-Run: ``python -m mmtok.eval.bench_vq [--device cpu|cuda] [--files 1000] [--repeats 5]``.
+Run: ``python -m mmtok.eval.bench_vq [--tokenizer NAME ...] [--device cpu|cuda] [--files 1000] [--repeats 5]``.
 
-In one run: (1) ``encode`` and ``decode`` images/s at the default setting (64 px, 64 tokens), batch 32, against the
-forward pass of open_clip's ViT-B-32 image encoder (random weights; speed only) on the same batch at its 224 px;
-(2) tokenizing a folder of 1,000 JPEG photos (long side 256-4000 px) with ``mmtok.pipeline.tokenize_folder``
+In one run: (1) for each tokenizer (default: vq-photo-256 at 128 px = 256 tokens, and vq-clip-tiny at 64 px = 64
+tokens), ``encode`` and ``decode`` images/s at its default setting, batch 32, interleaved with the forward pass of
+open_clip's ViT-B-32 image encoder (random weights; speed only) on the same batch at its 224 px; (2) tokenizing a
+folder of 1,000 JPEG photos (long side 256-4000 px) with the first tokenizer and ``mmtok.pipeline.tokenize_folder``
 against decoding and resizing the same folder with the same DataLoader and no model (the limit for a folder job).
 """
 
@@ -32,7 +33,7 @@ def sync(device: torch.device) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tokenizer", default="vq-clip-tiny")
+    parser.add_argument("--tokenizer", action="append", default=None, help="repeat for several")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=32)
@@ -44,12 +45,11 @@ def main() -> None:
     import open_clip
 
     device = select_device(args.device)
+    names = args.tokenizer or ["vq-photo-256", "vq-clip-tiny"]
     torch.manual_seed(0)
-    tok = mmtok.get_tokenizer(args.tokenizer).to(device).eval()
+    toks = {name: mmtok.get_tokenizer(name).to(device).eval() for name in names}
     vit = open_clip.create_model("ViT-B-32", pretrained=None).visual.to(device).eval()
-    x = torch.rand(args.batch, 3, tok.config.image_size, tok.config.image_size, device=device) * 2 - 1
-    x224 = F.interpolate(x, size=(224, 224), mode="bilinear", align_corners=False)
-    ids = tok.encode_batch(x)
+    x224 = torch.rand(args.batch, 3, 224, 224, device=device) * 2 - 1
 
     def run(fn):
         def timed():
@@ -59,18 +59,19 @@ def main() -> None:
 
         return timed
 
-    seconds = time_interleaved(
-        {
-            "encode": run(lambda: tok.encode_batch(x)),
-            "decode": run(lambda: tok.decoder(tok.codes_from_ids(ids))),
-            "open_clip ViT-B-32 image forward (224 px)": run(lambda: vit(x224)),
-        },
-        args.repeats,
-    )
-    model_rows = [
-        [name, args.batch / s, (args.batch / s) / (args.batch / seconds["open_clip ViT-B-32 image forward (224 px)"])]
-        for name, s in seconds.items()
-    ]
+    vit_name = "open_clip ViT-B-32 image forward (224 px)"
+    passes = {vit_name: run(lambda: vit(x224))}
+    for name, tok in toks.items():
+        size = tok.config.image_size
+        x = F.interpolate(x224, size=(size, size), mode="bilinear", align_corners=False)
+        ids = tok.encode_batch(x)
+        label = f"{name} ({size} px, {tok.tokens_per_image()} tokens)"
+        passes[f"{label} encode"] = run(lambda tok=tok, x=x: tok.encode_batch(x))
+        passes[f"{label} decode"] = run(lambda tok=tok, ids=ids: tok.decoder(tok.codes_from_ids(ids)))
+    seconds = time_interleaved(passes, args.repeats)
+    vit_rate = args.batch / seconds[vit_name]
+    model_rows = [[name, args.batch / s, (args.batch / s) / vit_rate] for name, s in seconds.items()]
+    tok = toks[names[0]]
 
     folder = photo_folder(args.files, formats=("jpeg",))
     files = folder_files(folder)
@@ -97,12 +98,12 @@ def main() -> None:
     ratio = folder_rates["tokenize_folder"] / folder_rates["decode + resize only (limit)"]
 
     print(
-        f"bench_vq: {args.tokenizer} ({tok.tokens_per_image()} tokens at {tok.config.image_size} px), "
-        f"device {device}, batch {args.batch}, median of {args.repeats}. {machine()}"
+        f"bench_vq: {', '.join(names)}; device {device}, batch {args.batch}, median of {args.repeats}, "
+        f"torch threads {torch.get_num_threads()}. {machine()}"
     )
     print_table("model throughput (images/s)", ["pass", "images/s", "x ViT-B-32"], model_rows)
     print_table(
-        f"folder of {len(files)} JPEG photos, {args.workers} DataLoader workers",
+        f"folder of {len(files)} JPEG photos, {names[0]}, {args.workers} DataLoader workers",
         ["path", "images/s"],
         [[k, v] for k, v in folder_rates.items()],
     )
@@ -111,6 +112,10 @@ def main() -> None:
         args.json,
         {
             "device": str(device),
+            "tokenizers": {
+                name: {"image_size": t.config.image_size, "tokens": t.tokens_per_image()} for name, t in toks.items()
+            },
+            "batch": args.batch,
             "model": {r[0]: r[1] for r in model_rows},
             "folder": folder_rates,
             "ratio": ratio,

@@ -1,15 +1,23 @@
 """Evaluate a VQ image tokenizer on data it never trained on, with the protocol printed beside every number.
 
-Run: ``python -m mmtok.eval.vq_eval [TOKENIZER ...] [--json FILE]`` (default: the shipped vq-clip-tiny).
+Run: ``python -m mmtok.eval.vq_eval [TOKENIZER ...] [--image-size S] [--json FILE]`` (default: the shipped
+vq-photo-256 and vq-clip-tiny, each at its own default size).
 
-Held-out data (``mmtok.models.data``): 256 fixed random crops of four real photos excluded from training (coffee,
-rocket, china, flower) and the 1,000 held-out MNIST digits (100 per class), both at the tokenizer's resolution.
+Held-out data (``mmtok.models.data``), at the tokenizer's resolution:
+
+- photos: ``--per-photo`` (64) fixed random crops (a quarter to all of the shorter side) of each wide held-out photo:
+  coffee, rocket (scikit-image), china, flower (scikit-learn), grace_hopper (matplotlib) and motorcycle_left
+  (scikit-image, bundled but read by no training config); PSNR is also given on the first four alone (the old
+  protocol) and on each photo whole (its centre square, as ``mmtok tokenize`` sees it);
+- digits: the held-out MNIST digits (100 per class; ``--digits`` takes every k-th to make a smaller set).
 
 - codebook usage (% of codes used) and perplexity over all held-out tokens;
-- PSNR and SSIM (torchmetrics, data range [-1, 1]) of reconstructions;
+- PSNR and SSIM (torchmetrics, data range [-1, 1]; PSNR is the mean of per-image PSNRs) of reconstructions;
+- colour: mean absolute error per channel (R, G, B, 0-255 scale), the mean signed error per channel, and the
+  saturation ratio (mean HSV saturation of reconstructions / originals; < 1 is washed out);
 - FD-<teacher>: Fréchet distance between the teacher's pooled image features of originals and reconstructions
   (not FID: the extractor is the tokenizer's own CLIP teacher), and FD-efficientnet-lite0 with an ImageNet
-  classifier's 1,280-d pooled features (independent of training; also not FID: not Inception-v3);
+  classifier's 1,280-d pooled features (also not FID: not Inception-v3);
 - zero-shot digit accuracy of the teacher on the originals, on the reconstructions, and through the tokens'
   aligned features (``tokenizer.features``) scored against the same class embeddings; their cosine similarity.
 """
@@ -24,33 +32,66 @@ from typing import Any
 import torch
 
 from mmtok.eval.metrics import feature_frechet, psnr, ssim
-from mmtok.models.data import DIGIT_WORDS, heldout_digits, heldout_photo_crops
+from mmtok.models.data import (
+    DIGIT_WORDS,
+    HELD_OUT_PHOTOS,
+    heldout_digits,
+    heldout_photo_centres,
+    heldout_photo_set,
+)
 from mmtok.models.teacher import Teacher
 from mmtok.models.train_clip import DIGIT_PROMPTS
 from mmtok.models.train_vq import codebook_stats
 
+DEFAULT_TOKENIZERS = ("vq-photo-256", "vq-clip-tiny")
+
+
+def colour_errors(recon: torch.Tensor, original: torch.Tensor) -> dict[str, Any]:
+    """Per-channel mean absolute and signed errors (0-255 scale) and the saturation ratio of images in [-1, 1]."""
+    diff = (recon.clamp(-1, 1) - original) * 127.5  # (B, 3, H, W)
+
+    def saturation(x: torch.Tensor) -> torch.Tensor:
+        x = (x.clamp(-1, 1) + 1) / 2
+        high, low = x.amax(1), x.amin(1)
+        return ((high - low) / high.clamp(min=1e-3)).mean()
+
+    return {
+        "mae_rgb": [float(v) for v in diff.abs().mean(dim=(0, 2, 3))],
+        "bias_rgb": [float(v) for v in diff.mean(dim=(0, 2, 3))],
+        "saturation_ratio": float(saturation(recon) / saturation(original)),
+    }
+
 
 @torch.no_grad()
-def evaluate(tokenizer: Any, teacher: Teacher, batch: int = 128, extractor: Any = None) -> dict[str, Any]:
-    size = tokenizer.config.image_size
-    photos = heldout_photo_crops(size)
+def evaluate(
+    tokenizer: Any,
+    teacher: Teacher,
+    batch: int = 64,
+    extractor: Any = None,
+    image_size: int | None = None,
+    per_photo: int = 64,
+    digit_stride: int = 1,
+) -> dict[str, Any]:
+    size = image_size or tokenizer.config.image_size
+    photos, names = heldout_photo_set(size, per_photo)
+    centres, centre_names = heldout_photo_centres(size)
     digits, labels = heldout_digits(size)
+    digits, labels = digits[::digit_stride], labels[::digit_stride]
     counts = torch.zeros(tokenizer.codebook_size, dtype=torch.long)
 
-    def run(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        recons, pooled, ids_all = [], [], []
+    def run(images: torch.Tensor, count: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        recons, pooled = [], []
         for start in range(0, len(images), batch):
-            x = images[start : start + batch]
-            codes, ids, _ = tokenizer.quantize(x)
+            codes, ids, _ = tokenizer.quantize(images[start : start + batch])
             recons.append(tokenizer.decoder(codes).clamp(-1, 1))
             pooled.append(tokenizer.aligned(codes)[1])
-            ids_all.append(ids)
-        ids = torch.cat(ids_all)
-        counts.add_(torch.bincount(ids.flatten().long(), minlength=tokenizer.codebook_size))
-        return torch.cat(recons), torch.cat(pooled), ids
+            if count:
+                counts.add_(torch.bincount(ids.flatten().long(), minlength=tokenizer.codebook_size))
+        return torch.cat(recons), torch.cat(pooled)
 
-    photo_recon, _, _ = run(photos)
-    digit_recon, digit_token_features, _ = run(digits)
+    photo_recon, _ = run(photos)
+    digit_recon, digit_token_features = run(digits)
+    centre_recon, _ = run(centres, count=False)
     usage, perplexity = codebook_stats(counts)
 
     weights = teacher.zero_shot_weights(list(DIGIT_WORDS), DIGIT_PROMPTS)
@@ -67,14 +108,27 @@ def evaluate(tokenizer: Any, teacher: Teacher, batch: int = 128, extractor: Any 
     fd_extractor = None
     if extractor is not None:
         fd_extractor = feature_frechet(extractor.features(photos), extractor.features(photo_recon))
+    old_four = torch.tensor([n in HELD_OUT_PHOTOS for n in names])
+    per_photo_psnr = {}
+    for name in sorted(set(names)):
+        pick = torch.tensor([n == name for n in names])
+        per_photo_psnr[name] = psnr(photo_recon[pick], photos[pick])
+    whole = {name: psnr(centre_recon[i : i + 1], centres[i : i + 1]) for i, name in enumerate(centre_names)}
     return {
         "tokenizer": tokenizer.name,
-        "tokens_per_image": tokenizer.tokens_per_image(),
+        "image_size": size,
+        "tokens_per_image": tokenizer.tokens_per_image(size),
         "codebook_size": tokenizer.codebook_size,
         "codebook_usage": usage,
         "perplexity": perplexity,
         "psnr_photos_db": psnr(photo_recon, photos),
         "ssim_photos": ssim(photo_recon, photos),
+        "psnr_photos_four_db": psnr(photo_recon[old_four], photos[old_four]),
+        "psnr_per_photo_db": per_photo_psnr,
+        "psnr_whole_photos_db": psnr(centre_recon, centres),
+        "ssim_whole_photos": ssim(centre_recon, centres),
+        "psnr_whole_per_photo_db": whole,
+        **colour_errors(photo_recon, photos),
         "psnr_digits_db": psnr(digit_recon, digits),
         "ssim_digits": ssim(digit_recon, digits),
         "fd_teacher_photos": feature_frechet(photo_original_features, photo_recon_features),
@@ -85,21 +139,31 @@ def evaluate(tokenizer: Any, teacher: Teacher, batch: int = 128, extractor: Any 
         "retention": token_acc / teacher_acc if teacher_acc else 0.0,
         "token_teacher_cosine": float((digit_token_features * original_features).sum(-1).mean()),
         "protocol": {
-            "data": f"held-out: {len(photos)} crops of coffee/rocket/china/flower + {len(digits)} MNIST digits, "
-            f"{size} px",
+            "data": f"held-out: {len(photos)} crops ({per_photo} per photo, 1/4 to all of the shorter side) of "
+            f"{', '.join(sorted(set(names)))} + the {len(centres)} photos whole (centre square) + {len(digits)} "
+            f"MNIST digits, {size} px",
             "fd": f"FD-{teacher.name}: pooled {teacher.embed_dim}-d features, photo crops, originals vs recon"
             + (f"; FD-{extractor.name}: its pooled features, same images" if extractor is not None else ""),
-            "psnr_ssim": "torchmetrics, data range [-1, 1], SSIM Gaussian 11/1.5",
+            "psnr_ssim": "torchmetrics, data range [-1, 1], mean of per-image PSNR, SSIM Gaussian 11/1.5",
+            "colour": "photo crops: mean |error| and mean error per channel on the 0-255 scale; saturation ratio = "
+            "mean HSV saturation of reconstructions / originals",
             "zero_shot": f"{teacher.name}, 10 digit classes, prompts {list(DIGIT_PROMPTS)}",
         },
     }
 
 
 ROWS = [
+    ("tokens per image", "tokens_per_image", "{:d}"),
     ("codebook usage", "codebook_usage", "{:.1%}"),
     ("perplexity", "perplexity", "{:.0f}"),
-    ("PSNR photos (dB)", "psnr_photos_db", "{:.2f}"),
-    ("SSIM photos", "ssim_photos", "{:.3f}"),
+    ("PSNR photo crops (dB)", "psnr_photos_db", "{:.2f}"),
+    ("SSIM photo crops", "ssim_photos", "{:.3f}"),
+    ("PSNR crops of the old four (dB)", "psnr_photos_four_db", "{:.2f}"),
+    ("PSNR whole photos (dB)", "psnr_whole_photos_db", "{:.2f}"),
+    ("SSIM whole photos", "ssim_whole_photos", "{:.3f}"),
+    ("MAE R/G/B (0-255)", "mae_rgb", "{:.1f}"),
+    ("mean error R/G/B (0-255)", "bias_rgb", "{:+.1f}"),
+    ("saturation ratio", "saturation_ratio", "{:.3f}"),
     ("PSNR digits (dB)", "psnr_digits_db", "{:.2f}"),
     ("FD-teacher photos", "fd_teacher_photos", "{:.4f}"),
     ("FD-efficientnet-lite0 photos", "fd_extractor_photos", "{:.2f}"),
@@ -111,14 +175,72 @@ ROWS = [
 ]
 
 
+def cell(value: Any, fmt: str) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, list):
+        return " / ".join(fmt.format(v) for v in value)
+    return fmt.format(value)
+
+
+@torch.no_grad()
+def reconstruction_figure(tokenizers: list[Any], path: Path, image_size: int | None = None, show_px: int = 256) -> None:
+    """Original | each tokenizer's reconstruction of every wide held-out photo whole (its centre square at the
+    tokenizer's size, shown at ``show_px`` with nearest-neighbour upsampling), PSNR in each title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch.nn.functional as F
+
+    originals, names = heldout_photo_centres(show_px)
+    columns = [("original", originals, None)]
+    for tok in tokenizers:
+        size = image_size or tok.config.image_size
+        x, _ = heldout_photo_centres(size)
+        recon = tok.decoder(tok.quantize(x)[0]).clamp(-1, 1)
+        scores = [psnr(recon[i : i + 1], x[i : i + 1]) for i in range(len(x))]
+        shown = F.interpolate(recon, size=(show_px, show_px), mode="nearest")
+        columns.append((f"{tok.name}, {size} px, {tok.tokens_per_image(size)} tokens", shown, scores))
+    fig, axes = plt.subplots(len(columns), len(names), figsize=(2.0 * len(names), 2.25 * len(columns)))
+    for row, (title, images, scores) in enumerate(columns):
+        for col, name in enumerate(names):
+            ax = axes[row, col]
+            ax.imshow(((images[col].permute(1, 2, 0) + 1) / 2).clamp(0, 1).numpy())
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(name if scores is None else f"{scores[col]:.1f} dB", fontsize=8)
+            if col == 0:
+                ax.set_ylabel(title, fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def merge_results(path: Path, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records already in ``path`` that this run did not re-measure (same tokenizer, size and data), then
+    this run's: one file accumulates every tokenizer's evaluation."""
+    old = json.loads(path.read_text()) if path.is_file() else []
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r["tokenizer"], r.get("image_size"), r.get("protocol", {}).get("data")
+
+    new = {key(r) for r in results}
+    return [r for r in old if key(r) not in new] + results
+
+
 def main() -> None:
     import mmtok
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("tokenizers", nargs="*", default=["vq-clip-tiny"])
+    parser.add_argument("tokenizers", nargs="*", default=list(DEFAULT_TOKENIZERS))
+    parser.add_argument("--image-size", type=int, default=None, help="default: each tokenizer's own")
+    parser.add_argument("--per-photo", type=int, default=64, help="random crops per held-out photo")
+    parser.add_argument("--digits", type=int, default=1, help="use every k-th held-out digit")
     parser.add_argument("--teacher", default=None, help="default: the tokenizer's own teacher")
     parser.add_argument("--extractor", default="efficientnet-lite0", help="second FD extractor ('none' to skip)")
-    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--json", type=Path, default=None, help="results file (records of other runs are kept)")
+    parser.add_argument("--figure", type=Path, default=None, help="write original | reconstruction figure (PNG)")
     args = parser.parse_args()
     torch.manual_seed(0)
     extractor = None
@@ -126,21 +248,42 @@ def main() -> None:
         from mmtok.eval.extractors import get_extractor
 
         extractor = get_extractor(args.extractor)
-    results = []
+    results, loaded = [], []
     for name in args.tokenizers:
         tok = mmtok.get_tokenizer(name).eval()
+        loaded.append(tok)
         teacher = Teacher.from_pretrained(args.teacher or tok.config.teacher).eval()
-        results.append(evaluate(tok, teacher, extractor=extractor))
-    header = ["metric", *[r["tokenizer"] for r in results]]
+        results.append(
+            evaluate(
+                tok,
+                teacher,
+                extractor=extractor,
+                image_size=args.image_size,
+                per_photo=args.per_photo,
+                digit_stride=args.digits,
+            )
+        )
+    header = ["metric", *[f"{r['tokenizer']} @{r['image_size']}" for r in results]]
     widths = [max(len(h), 38) for h in header]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
     for label, key, fmt in ROWS:
-        cells = [label, *[("—" if r[key] is None else fmt.format(r[key])) for r in results]]
+        cells = [label, *[cell(r[key], fmt) for r in results]]
         print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)))
+    for r in results:
+        print(
+            f"  {r['tokenizer']} PSNR per photo (crops): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in r["psnr_per_photo_db"].items())
+        )
+        print(
+            f"  {r['tokenizer']} PSNR per photo (whole): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in r["psnr_whole_per_photo_db"].items())
+        )
     for key, text in results[0]["protocol"].items():
         print(f"  {key}: {text}")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+        args.json.write_text(json.dumps(merge_results(args.json, results), indent=2) + "\n")
+    if args.figure:
+        reconstruction_figure(loaded, args.figure, args.image_size)
 
 
 if __name__ == "__main__":

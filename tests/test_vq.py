@@ -366,3 +366,108 @@ def test_detokenize_writes_sound_for_audio_tokens_and_refuses_an_image_name(samp
     assert result.exit_code == 0, result.output
     sound = mmtok.load(tmp_path / "x.flac")
     assert sound.kind == "audio" and sound.duration_s == pytest.approx(0.5, abs=0.05)
+
+
+# ------------------------------------------------------------------------------------------ photo data, new loss terms
+def test_photo_mix_draws_its_sources_in_their_shares_and_never_a_held_out_photo():
+    from mmtok.models.data import HELD_OUT_PHOTOS, WIDE_HELD_OUT_PHOTOS, PhotoMix, photo_split
+
+    assert not set(photo_split("train")) & (set(HELD_OUT_PHOTOS) | set(WIDE_HELD_OUT_PHOTOS))
+    mix = PhotoMix(32, 400, procedural_fraction=0.3, digit_fraction=0.2, seed=1)
+    shares = {s: mix.sources.count(s) / len(mix) for s in ("photos", "dead_leaves", "fractal", "digits")}
+    assert shares["photos"] == pytest.approx(0.5, abs=0.08) and shares["digits"] == pytest.approx(0.2, abs=0.06)
+    assert shares["dead_leaves"] == pytest.approx(0.15, abs=0.05) and shares["fractal"] == pytest.approx(0.15, abs=0.05)
+    image, _ = mix[0]
+    assert image.shape == (3, 32, 32) and float(image.min()) >= -1 and float(image.max()) <= 1
+    with pytest.raises(ConfigError, match="add up to at most 1"):
+        PhotoMix(32, 4, procedural_fraction=0.8, digit_fraction=0.3)
+
+
+def test_procedural_images_are_seeded_coloured_and_in_range():
+    import random
+
+    from mmtok.models.data import dead_leaves, fractal_noise
+
+    for make in (dead_leaves, fractal_noise):
+        a, b = make(48, random.Random(3)), make(48, random.Random(3))
+        assert torch.equal(a, b) and a.shape == (3, 48, 48)
+        assert float(a.min()) >= -1 and float(a.max()) <= 1
+        assert float((a[0] - a[1]).abs().mean()) > 0.02  # colour, not grey
+    leaves = dead_leaves(64, random.Random(0))
+    assert len(torch.unique(leaves[0].flatten())) > 20  # many leaves, not one disc on a background
+
+
+def test_photo_augment_crops_flips_and_jitters_to_the_asked_size():
+    import random
+
+    from mmtok.models.data import PhotoAugment, photo_split
+
+    photo = photo_split("train")["astronaut"]
+    rng = random.Random(0)
+    crops = torch.stack([PhotoAugment()(photo, 40, rng) for _ in range(8)])
+    assert crops.shape == (8, 3, 40, 40) and float(crops.min()) >= -1 and float(crops.max()) <= 1
+    assert float(crops.std(0).mean()) > 0.05  # eight different views
+
+
+def test_wide_held_out_set_adds_photos_from_other_packages():
+    from mmtok.models.data import heldout_photo_centres, heldout_photo_set
+
+    crops, names = heldout_photo_set(32, per_photo=2)
+    assert sorted(set(names)) == ["china", "coffee", "flower", "grace_hopper", "motorcycle_left", "rocket"]
+    assert crops.shape == (12, 3, 32, 32)
+    whole, names = heldout_photo_centres(32)
+    assert whole.shape == (6, 3, 32, 32) and "grace_hopper" in names
+
+
+def test_init_keeps_what_fits_and_restarts_a_codebook_of_another_size(tiny_tokenizer, tiny_teacher):
+    from mmtok.models.train_vq import load_init
+
+    base = dict(image_size=32, channels=16, channel_mult=[1, 2, 2], teacher=str(tiny_teacher), teacher_dim=32)
+    base.update(align_width=32, align_heads=2)
+    same = VQTokenizer(VQConfig(codebook_size=64, **base))
+    assert load_init(same, str(tiny_tokenizer)) == []
+    assert torch.equal(
+        same.state_dict()["decoder.conv_out.weight"], mmtok.get_tokenizer(tiny_tokenizer).decoder.conv_out.weight
+    )
+    bigger = VQTokenizer(VQConfig(codebook_size=128, **base))
+    fresh = load_init(bigger, str(tiny_tokenizer))
+    assert fresh and all(name.startswith("quantizer.") for name in fresh)
+
+
+def test_training_with_photo_mix_effnet_and_late_adversarial_terms(tiny_teacher, tiny_tokenizer, tmp_path):
+    from mmtok.models.train_vq import train_vq
+
+    extra = (
+        'mix = "photo-mix"\nprocedural_fraction = 0.3\ndigit_fraction = 0.2\n'
+        f'init = "{tiny_tokenizer}"\neffnet_weight = 0.05\nadversarial_weight = 0.1\nadversarial_start = 1\n'
+    )
+    text = TINY_MODEL.format(teacher=tiny_teacher, out=tmp_path / "run").replace("[train]\n", "[train]\n" + extra)
+    config = tmp_path / "vq.toml"
+    config.write_text(textwrap.dedent(text))
+    folder = train_vq(config, steps=2, device="cpu")
+    log = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()]
+    assert "effnet" in log[0] and "g_adv" not in log[0]  # the adversarial term starts at step 2
+    assert {"g_adv", "d_loss"} <= set(log[1])
+    assert (folder / "discriminator_state.safetensors").is_file()
+    assert json.loads((folder / "config.json").read_text())["training"]["fresh_after_init"] == []
+
+
+def test_colour_errors_show_a_washed_out_reconstruction():
+    from mmtok.eval.vq_eval import colour_errors
+
+    original = torch.rand(4, 3, 16, 16) * 2 - 1
+    grey = original.mean(1, keepdim=True)
+    washed = grey + 0.5 * (original - grey)
+    errors = colour_errors(washed, original)
+    assert errors["saturation_ratio"] < 0.8 and len(errors["mae_rgb"]) == 3
+    assert colour_errors(original, original)["mae_rgb"] == [0.0, 0.0, 0.0]
+
+
+def test_evaluation_records_of_other_runs_are_kept(tmp_path):
+    from mmtok.eval.vq_eval import merge_results
+
+    path = tmp_path / "vq_eval.json"
+    old = [{"tokenizer": "a", "image_size": 64, "psnr": 1}, {"tokenizer": "b", "image_size": 64, "psnr": 2}]
+    path.write_text(json.dumps(old))
+    merged = merge_results(path, [{"tokenizer": "b", "image_size": 64, "psnr": 3}])
+    assert merged == [old[0], {"tokenizer": "b", "image_size": 64, "psnr": 3}]
