@@ -90,19 +90,59 @@ def tokenize_folder(
 ) -> TokenizeReport:
     """Tokenize every image under ``paths`` into shards in ``out``; bad files are reported, never fatal.
     ``postprocess`` (e.g. truncation) is applied to each sequence before it is written."""
-    from mmtok.tokens import save_sequences
-
     rank = int(os.environ.get("RANK", "0")) if rank is None else rank
     world_size = int(os.environ.get("WORLD_SIZE", "1")) if world_size is None else world_size
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     report = TokenizeReport()
+
+    def failed(message: str) -> None:
+        report.failed.append(message)
+        if on_error:
+            on_error(message)
+
+    files = _files_to_do(paths, out, rank, world_size, resume, report, failed)
+    loader = DataLoader(
+        _Preprocessed(files, lambda path: tokenizer.preprocess(path, image_size)),
+        batch_size=batch_size,
+        num_workers=workers,
+        collate_fn=_collate,
+        persistent_workers=False,
+    )
+    shards = _ShardWriter(out, rank, shard_size, report)
+    started = time.perf_counter()
+    for batch in loader:
+        good = [(p, x, m) for p, x, m in batch if x is not None]
+        for _, x, message in batch:
+            if x is None:
+                failed(message)
+        if good:
+            ids = tokenizer.encode_batch(torch.stack([x for _, x, _ in good])).cpu()
+            for (p, _, meta), grid_ids in zip(good, ids, strict=True):
+                seq = tokenizer.sequence(grid_ids, meta)
+                shards.add(p, postprocess(seq) if postprocess else seq)
+            report.done += len(good)
+        if progress:
+            progress(len(batch))
+    shards.flush()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _files_to_do(
+    paths: Iterable[str | os.PathLike[str]],
+    out: Path,
+    rank: int,
+    world_size: int,
+    resume: bool,
+    report: TokenizeReport,
+    failed: Callable[[str], None],
+) -> list[Path]:
+    """This rank's share of the files under ``paths``, less those already in ``out``'s shards when resuming."""
     files: list[Path] = []
     for item in iter_files(paths):
         if isinstance(item, MediaError):
-            report.failed.append(str(item))
-            if on_error:
-                on_error(str(item))
+            failed(str(item))
         else:
             files.append(item)
     files = files[rank::world_size]
@@ -110,47 +150,28 @@ def tokenize_folder(
         finished = done_keys(out)
         report.skipped = sum(1 for p in files if str(p) in finished)
         files = [p for p in files if str(p) not in finished]
-    existing = len(list(out.glob(f"shard-r{rank}-*.safetensors")))
+    return files
 
-    def preprocess(path: Path) -> tuple[torch.Tensor, dict]:
-        return tokenizer.preprocess(path, image_size)
 
-    loader = DataLoader(
-        _Preprocessed(files, preprocess),
-        batch_size=batch_size,
-        num_workers=workers,
-        collate_fn=_collate,
-        persistent_workers=False,
-    )
-    pending: dict[str, Any] = {}
-    started = time.perf_counter()
+class _ShardWriter:
+    """Sequences collected into shards of ``shard_size``, numbered after the ones this rank already wrote."""
 
-    def flush() -> None:
-        nonlocal existing
-        if pending:
-            path = out / f"shard-r{rank}-{existing:05d}.safetensors"
-            save_sequences(path, pending)
-            report.shards.append(str(path))
-            existing += 1
-            pending.clear()
+    def __init__(self, out: Path, rank: int, shard_size: int, report: TokenizeReport) -> None:
+        self.out, self.rank, self.shard_size, self.report = out, rank, shard_size, report
+        self.count = len(list(out.glob(f"shard-r{rank}-*.safetensors")))
+        self.pending: dict[str, Any] = {}
 
-    for batch in loader:
-        good = [(p, x, m) for p, x, m in batch if x is not None]
-        for _, x, message in batch:
-            if x is None:
-                report.failed.append(message)
-                if on_error:
-                    on_error(message)
-        if good:
-            ids = tokenizer.encode_batch(torch.stack([x for _, x, _ in good])).cpu()
-            for (p, _, meta), grid_ids in zip(good, ids, strict=True):
-                seq = tokenizer.sequence(grid_ids, meta)
-                pending[p] = postprocess(seq) if postprocess else seq
-            report.done += len(good)
-            if len(pending) >= shard_size:
-                flush()
-        if progress:
-            progress(len(batch))
-    flush()
-    report.seconds = time.perf_counter() - started
-    return report
+    def add(self, key: str, seq: Any) -> None:
+        self.pending[key] = seq
+        if len(self.pending) >= self.shard_size:
+            self.flush()
+
+    def flush(self) -> None:
+        from mmtok.tokens import save_sequences
+
+        if self.pending:
+            path = self.out / f"shard-r{self.rank}-{self.count:05d}.safetensors"
+            save_sequences(path, self.pending)
+            self.report.shards.append(str(path))
+            self.count += 1
+            self.pending.clear()
