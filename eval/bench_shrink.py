@@ -1,6 +1,11 @@
 """Benchmark: what ``mmtok shrink`` saves, per model, on generated screenshots, documents, photos and speech.
 
-Run: ``python -m mmtok.eval.bench_shrink [--pages 200] [--photos 200] [--clips 40] [--workers 2]``.
+Run: ``python -m mmtok.eval.bench_shrink [--pages 200] [--photos 200] [--clips 40] [--limit N] [--only pages]``, then
+``python -m mmtok.eval.bench_shrink --report-only --json eval/results/bench_shrink.json --txt
+eval/results/bench_shrink.txt``. Rows are appended per item to ``.cache/shrink-bench/rows-*.jsonl`` (a stopped run
+resumes where it was); ``--only`` runs some corpora in this process (several processes can share the work) and
+``--limit N`` the first N pages and photos (screenshots and documents alternate); the report merges every process's
+rows and says how many items of each corpus were run.
 
 Corpus (made once under ``.cache/shrink-bench``, seeded):
 
@@ -382,10 +387,19 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     ok = [r for r in rows if "error" not in r and r["run"] != "engine"]
     images: dict[str, Any] = {}
-    for corpus in ("pages", "photos"):
+    kinds = {"pages": "", "screens": "screen_", "docs": "doc_", "photos": ""}  # screens and docs: the pages, split
+    for corpus, prefix in kinds.items():
+        source = "photos" if corpus == "photos" else "pages"
         for run, _keep, lossless in IMAGE_RUNS:
             for model in IMAGE_MODELS:
-                sel = [r for r in ok if r["corpus"] == corpus and r["run"] == run and r["model"] == model]
+                sel = [
+                    r
+                    for r in ok
+                    if r["corpus"] == source
+                    and r["run"] == run
+                    and r["model"] == model
+                    and r["input"].startswith(prefix)
+                ]
                 if not sel:
                     continue
                 entry: dict[str, Any] = {
