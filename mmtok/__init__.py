@@ -47,6 +47,8 @@ _LAZY = {
     "image_tokens": "mmtok.budgets.pricing",
     "Quote": "mmtok.budgets.pricing",
     "truncate": "mmtok.truncation",
+    "shrink": "mmtok.budgets.shrink",
+    "ShrinkResult": "mmtok.budgets.shrink",
     "sample_path": "mmtok.samples",
     "list_samples": "mmtok.samples",
 }

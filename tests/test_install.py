@@ -105,6 +105,7 @@ def test_every_command_runs_from_a_read_only_install_and_writes_nothing_inside_i
             str(tmp_path / "short.safetensors"),
         ],
         ["eval", "run", str(suite), "--out", str(tmp_path / "run")],
+        ["shrink", photo, "-m", "gpt-4o", "--lossless", "--out", str(tmp_path / "shrunk")],
     ]
     for args in commands:
         result = _run(installed, *args)
