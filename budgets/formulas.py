@@ -26,6 +26,7 @@ class TokenCount:
     tokens: int
     working: str  # how the count was obtained, for people
     label: str = "exact"  # one of LABELS
+    view: tuple[int, int] | None = None  # images: the size the rule counts at (after its resize), where published
 
     @property
     def exact(self) -> bool:
@@ -61,8 +62,8 @@ def openai_tile(
     ``auto`` lets OpenAI choose per image: billed here as high, so the count is an upper bound.
     """
     _check_size(width, height)
-    if detail == "low":
-        return TokenCount(base_tokens, f"detail=low: {base_tokens} base tokens")
+    if detail == "low":  # "a low-res 512px x 512px version of the image"
+        return TokenCount(base_tokens, f"detail=low: {base_tokens} base tokens", view=_fit(width, height, 512))
     if detail not in ("high", "auto"):
         raise PriceError(f"detail must be low, high or auto for this model, got {detail!r}")
     w1, h1 = _fit(width, height, 2048)
@@ -83,7 +84,7 @@ def openai_tile(
         f"{' -> '.join(steps)} -> {tiles_w}x{tiles_h} tiles of 512 px -> "
         f"{base_tokens} + {tile_tokens} x {tiles} = {tokens}{note}"
     )
-    return TokenCount(tokens, working, "upper bound" if detail == "auto" else "exact")
+    return TokenCount(tokens, working, "upper bound" if detail == "auto" else "exact", (w2, h2))
 
 
 OPENAI_MAX_PATCHES = 30_000  # "If this count exceeds 30,000 patches, the API rejects the request."
@@ -119,7 +120,7 @@ def openai_patch(
         raise PriceError(f"{width}x{height} needs {patches:,} patches; OpenAI rejects images over 30,000 patches")
     tokens = math.ceil(patches * multiplier - 1e-9)
     grid = f"{math.ceil(w / patch_px)}x{math.ceil(h / patch_px)} = {patches} patches"
-    return TokenCount(tokens, f"{' -> '.join(steps)} -> {grid} x {multiplier} = {tokens}")
+    return TokenCount(tokens, f"{' -> '.join(steps)} -> {grid} x {multiplier} = {tokens}", view=(w, h))
 
 
 # --------------------------------------------------------------------------------------------------- Anthropic
@@ -155,7 +156,8 @@ def anthropic_patches(width: int, height: int, max_edge: int = 1568, max_tokens:
     w, h = anthropic_resize(width, height, max_edge, max_tokens)
     cols, rows = math.ceil(w / 28), math.ceil(h / 28)
     resized = f" -> fit {max_edge} px / {max_tokens} tokens: {w}x{h}" if (w, h) != (width, height) else ""
-    return TokenCount(cols * rows, f"{width}x{height}{resized} -> {cols}x{rows} patches of 28 px = {cols * rows}")
+    working = f"{width}x{height}{resized} -> {cols}x{rows} patches of 28 px = {cols * rows}"
+    return TokenCount(cols * rows, working, view=(w, h))
 
 
 # ------------------------------------------------------------------------------------------------------ Google
@@ -165,12 +167,12 @@ def gemini_tiles(width: int, height: int, tokens_per_tile: int = 258, small_px: 
     clamped to 256-768 px) gives more tiles for some sizes, so the count is labelled documented."""
     _check_size(width, height)
     if width <= small_px and height <= small_px:
-        return TokenCount(tokens_per_tile, f"{width}x{height} <= {small_px} px: {tokens_per_tile}", "documented")
+        working = f"{width}x{height} <= {small_px} px: {tokens_per_tile}"
+        return TokenCount(tokens_per_tile, working, "documented", (width, height))
     tiles_w, tiles_h = math.ceil(width / 768), math.ceil(height / 768)
     tokens = tiles_w * tiles_h * tokens_per_tile
-    return TokenCount(
-        tokens, f"{width}x{height} -> {tiles_w}x{tiles_h} tiles of 768 px x {tokens_per_tile} = {tokens}", "documented"
-    )
+    working = f"{width}x{height} -> {tiles_w}x{tiles_h} tiles of 768 px x {tokens_per_tile} = {tokens}"
+    return TokenCount(tokens, working, "documented", (width, height))
 
 
 def fixed_level(level: str, table: dict[str, int], label: str, what: str = "media_resolution") -> TokenCount:
@@ -195,6 +197,7 @@ def mistral_patches(width: int, height: int, patch_px: int, max_px: int) -> Toke
         tokens,
         f"{width}x{height}{resized} -> {cols}x{rows} patches of {patch_px} px + {rows} row tokens = {tokens}",
         "estimate",
+        (w, h),
     )
 
 
@@ -212,6 +215,7 @@ def tiles(width: int, height: int, tile_px: int, tile_tokens: int, base_tokens: 
         f"{width}x{height}{resized} -> {tw}x{th} tiles of {tile_px} px -> {base_tokens} + {tile_tokens} x {tw * th} "
         f"= {tokens} (no published rule)",
         "estimate",
+        (w, h),
     )
 
 
@@ -243,7 +247,8 @@ def qwen2_vl_image(
     32 for Qwen3-VL (16-px patches merged 2 x 2)."""
     w, h = qwen2_vl_smart_resize(width, height, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
     tokens = (w // factor) * (h // factor)
-    return TokenCount(tokens, f"{width}x{height} -> smart_resize {w}x{h} -> {w // factor}x{h // factor} = {tokens}")
+    working = f"{width}x{height} -> smart_resize {w}x{h} -> {w // factor}x{h // factor} = {tokens}"
+    return TokenCount(tokens, working, view=(w, h))
 
 
 def qwen2_vl_video(
@@ -329,4 +334,6 @@ def patch_grid(width: int, height: int, patch_px: int) -> TokenCount:
     """One token per ``patch_px`` square covering the image (mmtok's semantic-granularity scheme)."""
     _check_size(width, height)
     tw, th = math.ceil(width / patch_px), math.ceil(height / patch_px)
-    return TokenCount(tw * th, f"{width}x{height} -> {tw}x{th} patches of {patch_px} px = {tw * th}")
+    return TokenCount(
+        tw * th, f"{width}x{height} -> {tw}x{th} patches of {patch_px} px = {tw * th}", view=(width, height)
+    )

@@ -14,6 +14,7 @@ priced at zero.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import difflib
 import functools
@@ -287,7 +288,7 @@ def _sheet_card(row: ModelRow, option: str) -> RateCard:
 # ------------------------------------------------------------------------------------------------------ tokens
 def _relabel(count: F.TokenCount, floor: str) -> F.TokenCount:
     label = F.weakest([count.label, floor])
-    return count if label == count.label else F.TokenCount(count.tokens, count.working, label)
+    return count if label == count.label else dataclasses.replace(count, label=label)
 
 
 def _image_count(model: Model, width: int, height: int, detail: str | None) -> F.TokenCount:
@@ -312,7 +313,8 @@ def _image_count(model: Model, width: int, height: int, detail: str | None) -> F
             count = F.fixed_level(level, params["levels"], "documented")
         elif level in ("unspecified", "high", "auto"):
             tiles = F.gemini_tiles(width, height)
-            count = F.TokenCount(tiles.tokens, f"media_resolution={level} (pan & scan): {tiles.working}", "estimate")
+            working = f"media_resolution={level} (pan & scan): {tiles.working}"
+            count = dataclasses.replace(tiles, working=working, label="estimate")
         else:
             raise PriceError(f"media_resolution must be low, medium or high on {model.asked}, got {level!r}")
     elif formula == "fixed-level":
@@ -347,7 +349,7 @@ def _openai_patch(model: Model, params: dict[str, Any], width: int, height: int,
         raise PriceError(f"detail={detail} is not available on {model.asked} (levels: {', '.join(levels)}, auto)")
     sizing = levels[level]
     count = F.openai_patch(width, height, params["multiplier"], sizing.get("patch_budget"), sizing["max_dim"])
-    return F.TokenCount(count.tokens, f"detail={level}: {count.working}", count.label)
+    return dataclasses.replace(count, working=f"detail={level}: {count.working}")
 
 
 def _audio_count(model: Model, duration_s: float, what: str = "audio") -> F.TokenCount:

@@ -20,7 +20,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mmtok.budgets import formulas as F
 from mmtok.budgets.pricing import Model, image_token_count
 
 ESTIMATED_PX_PER_TOKEN = math.sqrt(768 * 768 / 258)  # ~47.8 px: Gemini 2's 768-px tile is 258 tokens
@@ -71,62 +70,6 @@ def _estimated(width: int, height: int, tokens: int) -> View:
 
 
 # ------------------------------------------------------------------------------------------------------ views
-def openai_tile_view(width: int, height: int, params: dict, detail: str | None) -> View:
-    """detail=low: a 512 x 512 fit ("a low-res 512px x 512px version"); high / auto: a 2048-px fit, then the short
-    side scaled down to ``short_side`` (768) with the other side rounded down."""
-    if detail == "low":
-        return View(*_fit(width, height, 512), True)
-    w, h = _fit(width, height, 2048)
-    short = params.get("short_side", 768)
-    if min(w, h) > short:
-        scale = short / min(w, h)
-        w, h = (short, math.floor(h * scale)) if w <= h else (math.floor(w * scale), short)
-    return View(w, h, True)
-
-
-def openai_patch_view(width: int, height: int, params: dict, detail: str | None) -> View:
-    """The level's ``max_dim`` fit, then, over the ``patch_budget``, the budget scale with each side cut to whole
-    32-px patches (the guide's sizing steps)."""
-    sizing = params["levels"][_patch_level(params, detail)]
-    w, h = _fit(width, height, sizing["max_dim"])
-    budget = sizing.get("patch_budget")
-    if budget is not None and math.ceil(w / 32) * math.ceil(h / 32) > budget:
-        shrink = math.sqrt(32**2 * budget / (w * h))
-        w_patches, h_patches = w * shrink / 32, h * shrink / 32
-        shrink *= min(math.floor(w_patches) / w_patches, math.floor(h_patches) / h_patches)
-        w, h = max(1, math.floor(w * shrink)), max(1, math.floor(h * shrink))
-    return View(w, h, True)
-
-
-def _patch_level(params: dict, detail: str | None) -> str:
-    return params["auto"] if detail in (None, "auto") else detail
-
-
-def anthropic_view(width: int, height: int, params: dict, detail: str | None) -> View:
-    return View(*F.anthropic_resize(width, height, params["max_edge"], params["max_tokens"]), True)
-
-
-def no_resize_view(width: int, height: int, params: dict, detail: str | None) -> View:
-    """Rules that count the image at its own size (Gemini 2 tiles, mmtok's patch grid)."""
-    return View(width, height, True)
-
-
-def mistral_view(width: int, height: int, params: dict, detail: str | None) -> View:
-    ratio = max(width / params["max_px"], height / params["max_px"])
-    return View(*((round(width / ratio), round(height / ratio)) if ratio > 1 else (width, height)), True)
-
-
-def qwen_view(width: int, height: int, params: dict, detail: str | None) -> View:
-    size = F.qwen2_vl_smart_resize(
-        width, height, params.get("factor", 28), params.get("min_pixels", 3136), params.get("max_pixels", 12845056)
-    )
-    return View(*size, True)
-
-
-def tiles_view(width: int, height: int, params: dict, detail: str | None) -> View:
-    return View(*_fit(width, height, params["fit_px"]), True)
-
-
 def level_view(width: int, height: int, params: dict, detail: str | None) -> View:
     """Gemini ``media_resolution`` levels: no internal size is published; estimated from the level's tokens."""
     levels = params["levels"]
@@ -140,17 +83,11 @@ def fixed_view(width: int, height: int, params: dict, detail: str | None) -> Vie
     return _estimated(width, height, params.get("tokens", 256))
 
 
-VIEWS: dict[str, Callable[[int, int, dict, str | None], View]] = {
-    "openai-tile": openai_tile_view,
-    "openai-patch": openai_patch_view,
-    "anthropic-patches": anthropic_view,
-    "gemini-tiles": no_resize_view,
+# Rules that publish no internal size: their view is estimated. Every other rule's view is the size its pricing
+# formula counts at (``TokenCount.view``), so the geometry is written once, in budgets/formulas.py.
+ESTIMATED_VIEWS: dict[str, Callable[[int, int, dict, str | None], View]] = {
     "gemini-2.5": level_view,
     "fixed-level": level_view,
-    "mistral-patches": mistral_view,
-    "qwen2-vl": qwen_view,
-    "tiles": tiles_view,
-    "patch-grid": no_resize_view,
     "fixed": fixed_view,
 }
 
@@ -167,10 +104,13 @@ def image_rule(model: Model) -> dict:
 def view(model: Model, width: int, height: int, detail: str | None) -> View:
     """What ``model`` looks at when sent a ``width`` x ``height`` image at ``detail``."""
     params = image_rule(model)
-    fn = VIEWS.get(params["formula"])
-    if fn is None:  # a rule whose internal size mmtok does not know (LLaVA-NeXT's anyres grid)
+    estimate = ESTIMATED_VIEWS.get(params["formula"])
+    if estimate is not None:
+        return estimate(width, height, params, detail)
+    counted = image_token_count(width, height, model.asked, detail, model.prices).view
+    if counted is None:  # a rule whose internal size mmtok does not know (LLaVA-NeXT's anyres grid)
         return View(width, height, False)
-    return fn(width, height, params, detail)
+    return View(*counted, True)
 
 
 # ---------------------------------------------------------------------------------------------------- ladders
@@ -188,72 +128,74 @@ def _grid_sizes(width: int, height: int, unit: float) -> list[tuple[int, int]]:
     return sorted(sizes, reverse=True)
 
 
-def openai_tile_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+Seen = Callable[[str | None], View]  # the model's view of the image at a detail level
+Ladder = list[tuple[int, int, str | None]]
+
+
+def openai_tile_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     """detail=high at each 512-px tile boundary below the 768-px view, and detail=low fitted to 512 px."""
-    v = openai_tile_view(width, height, params, "high")
-    return [(w, h, "high") for w, h in _grid_sizes(v.width, v.height, 512)] + [
-        (*openai_tile_view(width, height, params, "low").size, "low")
-    ]
+    v = seen("high")
+    return [(w, h, "high") for w, h in _grid_sizes(v.width, v.height, 512)] + [(*seen("low").size, "low")]
 
 
-def openai_patch_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+def openai_patch_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     """At every level the model offers, each 32-px patch boundary below that level's view."""
     out = []
     for level in params["levels"]:
-        v = openai_patch_view(width, height, params, level)
+        v = seen(level)
         out += [(w, h, level) for w, h in _grid_sizes(v.width, v.height, 32)]
     return out
 
 
-def anthropic_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+def anthropic_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     """Each 28-px boundary below the size Claude resizes to (its edge and token limits)."""
-    v = anthropic_view(width, height, params, detail)
+    v = seen(detail)
     return [(w, h, detail) for w, h in _grid_sizes(v.width, v.height, 28)]
 
 
-def gemini_tiles_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+def gemini_tiles_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     """Each 768-px tile boundary, and the flat-rate size (both sides within 384 px)."""
     return [(w, h, detail) for w, h in _grid_sizes(width, height, 768)] + [(*_fit(width, height, 384), detail)]
 
 
-def gemini_25_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+def gemini_25_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     """The fixed levels (low, medium) at the image's size, and the tile rule's sizes without a level."""
     return [(width, height, level) for level in params["levels"]] + [
-        (w, h, None) for w, h, _ in gemini_tiles_ladder(width, height, params, None)
+        (w, h, None) for w, h, _ in gemini_tiles_ladder(width, height, params, None, seen)
     ]
 
 
-def fixed_level_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+def fixed_level_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     """Gemini 3: the pixel size does not change the count; the ``media_resolution`` level is the knob."""
     return [(width, height, level) for level in params["levels"]]
 
 
-def mistral_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
-    v = mistral_view(width, height, params, detail)
+def mistral_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
+    v = seen(detail)
     return [(w, h, detail) for w, h in _grid_sizes(v.width, v.height, params["patch_px"])]
 
 
-def qwen_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+def qwen_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     """Whole ``factor``-px cells (smart_resize rounds to them) below the resized size."""
-    v = qwen_view(width, height, params, detail)
+    v = seen(detail)
     return [(w, h, detail) for w, h in _grid_sizes(v.width, v.height, params.get("factor", 28))]
 
 
-def tiles_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
-    v = tiles_view(width, height, params, detail)
+def tiles_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
+    v = seen(detail)
     return [(w, h, detail) for w, h in _grid_sizes(v.width, v.height, params["tile_px"])]
 
 
-def patch_grid_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+def patch_grid_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     return [(w, h, detail) for w, h in _grid_sizes(width, height, params["patch_px"])]
 
 
-def fixed_ladder(width: int, height: int, params: dict, detail: str | None) -> list[tuple[int, int, str | None]]:
+def fixed_ladder(width: int, height: int, params: dict, detail: str | None, seen: Seen) -> Ladder:
     """One count at any size: no cheaper rendition exists."""
     return [(width, height, detail)]
 
 
-LADDERS: dict[str, Callable[[int, int, dict, str | None], list[tuple[int, int, str | None]]]] = {
+LADDERS: dict[str, Callable[[int, int, dict, str | None, Seen], Ladder]] = {
     "openai-tile": openai_tile_ladder,
     "openai-patch": openai_patch_ladder,
     "anthropic-patches": anthropic_ladder,
@@ -276,7 +218,7 @@ def candidates(model: Model, width: int, height: int, detail: str | None, prices
     ladder = LADDERS.get(params["formula"], fixed_ladder)
     original = image_token_count(width, height, model.asked, detail, prices).tokens
     best: dict[int, Rendition] = {}
-    for w, h, level in ladder(width, height, params, detail):
+    for w, h, level in ladder(width, height, params, detail, lambda d: view(model, width, height, d)):
         count = image_token_count(w, h, model.asked, level, prices)
         if count.tokens >= original:
             continue
