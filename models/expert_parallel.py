@@ -3,7 +3,7 @@
 Legend: T local tokens, D model dim, A local assignments, R rows received for this rank's experts, W world size.
 
 The router is replicated. Each rank routes its own tokens, sorts the assignments by destination rank, exchanges
-counts and then rows with ``all_to_all_single`` (the autograd-aware one from ``torch.distributed.nn``, so gradients
+counts and then rows with ``all_to_all_single`` (the functional collective, which carries autograd, so gradients
 flow back through the exchange), runs its local experts on what it received, sends the results back, and combines
 them with the routing weights. Works with gloo on CPU and NCCL on GPU.
 """
@@ -21,11 +21,12 @@ from mmtok.models.moe import ExpertSegments, MoE, Routing, balancing_loss, exper
 
 
 def _exchange(tensor: torch.Tensor, send_counts: list[int], recv_counts: list[int], group: Any) -> torch.Tensor:
-    """all-to-all of rows, differentiable."""
-    from torch.distributed.nn.functional import all_to_all_single
+    """all-to-all of rows, differentiable (functional collectives carry autograd: the backward is the reverse
+    exchange)."""
+    from torch.distributed import _functional_collectives as funcol
 
-    out = tensor.new_empty((sum(recv_counts), *tensor.shape[1:]))
-    return all_to_all_single(out, tensor.contiguous(), recv_counts, send_counts, group=group)
+    out = funcol.all_to_all_single(tensor.contiguous(), recv_counts, send_counts, group or dist.group.WORLD)
+    return funcol.wait_tensor(out)
 
 
 class ExpertParallelMoE(nn.Module):
