@@ -215,7 +215,7 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
                 if reorders and start is not None and packet.pts is not None and packet.duration and time_base:
                     t = packet.pts * time_base - start
                     shown = max(packet.duration * time_base, native_step)  # at least one frame period
-                    if (t >= 0 and _off_grid(t, shown, step)) != skipping:
+                    if (t >= 0 and between_samples(t, shown, step)) != skipping:
                         skipping = not skipping
                         context.skip_frame = "NONREF" if skipping else "DEFAULT"
                 for frame in context.decode(packet):
@@ -236,7 +236,7 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
         raise MediaError(video.path, "video stream contains no decodable frames")
 
 
-def _off_grid(t: float, shown: float, step: float) -> bool:
+def between_samples(t: float, shown: float, step: float) -> bool:
     """No grid time ``k * step`` falls while a frame is on screen, from ``t`` for ``shown`` seconds (within the
     sampler's 1e-9 s)."""
     first = math.ceil((t - 1e-9) / step)  # the first grid time the sampler could give this frame

@@ -23,7 +23,7 @@ from mmtok.models.av import (
     MelSpec,
     _library_choice,
     _mel_tables,
-    _off_grid,
+    between_samples,
     residual_nearest_codes,
     sampled_small_frames,
 )
@@ -217,12 +217,13 @@ def test_frames_no_sample_falls_on_are_sent_to_be_skipped(samples):
         stream = container.streams.video[0]
         time_base = float(stream.time_base)
         times = sorted(p.pts * time_base for p in container.demux(stream) if p.size)
-    off = [t for t in times if _off_grid(t - times[0], native, step)]
+    off = [t for t in times if between_samples(t - times[0], native, step)]
     assert len(off) > len(times) // 2
     grid = [k * step for k in range(math.ceil(times[-1] / step) + 1)]
     for t in off:  # no grid time lies within the frame's time on screen
         assert not any(t - times[0] - 1e-9 <= g < t - times[0] + native - 1e-9 for g in grid)
-    assert not _off_grid(0.0, native, step) and not _off_grid(0.19, 0.02, step) and _off_grid(0.21, 0.02, step)
+    assert not between_samples(0.0, native, step)
+    assert not between_samples(0.19, 0.02, step) and between_samples(0.21, 0.02, step)
 
 
 # ------------------------------------------------------------------------------------------ shipped reference
