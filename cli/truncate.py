@@ -121,16 +121,28 @@ def truncate(
     keep: int | None = typer.Option(None, min=1, help="Keep this many tokens."),
     keep_ratio: float | None = typer.Option(None, help="Keep this fraction of the tokens, in (0, 1]."),
     key: str | None = typer.Option(None, help="Which sequence of a multi-sequence file."),
+    out_of_domain: str = typer.Option(
+        "divprune",
+        help="mi, for a context far from what the critic was trained on: divprune (fall back to diversity at "
+        "the budget, half the tokens for a threshold), mi (keep the critic's choice) or error.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
     """Keep the tokens that carry information about the context, by pmi (or a baseline selection at a budget).
 
-    mi's critic knows the digit captions it was trained on; a context far from them is truncated all the same,
-    with a warning that the count is not to be trusted (use a baseline such as divprune at a budget)."""
+    mi's critic knows the digit captions it was trained on; for a context far from them it falls back to
+    divprune, with a warning (--out-of-domain)."""
     import mmtok
+    from mmtok.truncation import OUT_OF_DOMAIN
 
     options = truncation_options(method, threshold, keep, keep_ratio, context)
     assert options is not None
+    if out_of_domain not in OUT_OF_DOMAIN:
+        raise typer.BadParameter(
+            f"must be one of {', '.join(OUT_OF_DOMAIN)}, got {out_of_domain!r}", param_hint="--out-of-domain"
+        )
+    if method == "mi":
+        options["out_of_domain"] = out_of_domain
     check_out_file(out)
     try:
         sequences = mmtok.load_sequences(tokens)

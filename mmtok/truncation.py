@@ -54,6 +54,8 @@ SHIPPED_CRITIC_CONTEXTS = {
     DEFAULT_CRITIC: tuple(t.format(word=w, digit=d) for d, w in enumerate(_SHIPPED_WORDS) for t in _SHIPPED_TEMPLATES)
 }
 DOMAIN_SIMILARITY_MIN = 0.92  # cosine similarity to the nearest known context, in the teacher's text space
+OUT_OF_DOMAIN = ("divprune", "mi", "error")  # what mi does with a context below DOMAIN_SIMILARITY_MIN
+FALLBACK_KEEP_RATIO = 0.5  # the divprune fallback's budget when the call gave a threshold (no budget)
 
 
 @dataclass
@@ -188,7 +190,8 @@ def context_similarity(context: torch.Tensor, critic: Any) -> torch.Tensor | Non
     return (F.normalize(context, dim=1) @ F.normalize(_known_embeddings[key], dim=1).T).max(dim=1).values
 
 
-def _domain_warning(context: Any, similarity: torch.Tensor, critic: Any, kept: int, n: int) -> str | None:
+def _far_from_known(context: Any, similarity: torch.Tensor, critic: Any) -> str | None:
+    """Why the context is out of the critic's domain, or None when it is in it."""
     worst = int(similarity.argmin())
     if float(similarity[worst]) >= DOMAIN_SIMILARITY_MIN:
         return None
@@ -196,10 +199,46 @@ def _domain_warning(context: Any, similarity: torch.Tensor, critic: Any, kept: i
     what = f"the context {texts[worst]!r:.80}" if texts and isinstance(texts[worst], str) else "the context"
     return (
         f"{what} is far from what {critic.name} was trained on (cosine similarity {float(similarity[worst]):.2f} "
-        f"to its nearest of {len(known_contexts(critic))} known contexts, below {DOMAIN_SIMILARITY_MIN}); "
-        f"the {kept} of {n} tokens kept and the information-kept estimate are not to be trusted: "
-        "for a budget, use divprune with keep or keep_ratio"
+        f"to its nearest of {len(known_contexts(critic))} known contexts, below {DOMAIN_SIMILARITY_MIN})"
     )
+
+
+def _domain_warning(context: Any, similarity: torch.Tensor, critic: Any, kept: int, n: int) -> str | None:
+    """The warning when the critic's own selection is kept for an unknown context (``out_of_domain="mi"``)."""
+    far = _far_from_known(context, similarity, critic)
+    if far is None:
+        return None
+    return (
+        f"{far}; the {kept} of {n} tokens kept and the information-kept estimate are not to be trusted "
+        "(out_of_domain='divprune', the default, chooses by diversity instead)"
+    )
+
+
+def _out_of_domain(
+    seq: Any,
+    why: str,
+    similarity: torch.Tensor,
+    policy: str,
+    budget: tuple[int | None, float | None],
+    tokenizer: Any,
+    seed: int,
+) -> tuple[Any, TruncationReport]:
+    """The documented fallback for a context the critic does not know: DivPrune at the call's budget (or
+    ``FALLBACK_KEEP_RATIO`` when it gave a threshold), or a refusal (``out_of_domain="error"``)."""
+    if policy == "error":
+        raise TruncationError(f"{why}: refused (out_of_domain='error'; 'divprune' falls back to diversity)")
+    keep, keep_ratio = budget
+    if keep is None and keep_ratio is None:
+        keep_ratio = FALLBACK_KEEP_RATIO
+    out, report = truncate(seq, method="divprune", keep=keep, keep_ratio=keep_ratio, tokenizer=tokenizer, seed=seed)
+    shown = f"keep={keep}" if keep is not None else f"keep_ratio={keep_ratio:g}"
+    report.domain_warning = (
+        f"{why}: its scores are not to be trusted, so divprune chose the tokens ({shown}; "
+        "out_of_domain='mi' keeps the critic's choice)"
+    )
+    report.notes.append(report.domain_warning)
+    report.context_similarity = float(similarity.min())
+    return out, report
 
 
 def critic_teacher(critic: Any) -> Any:
@@ -276,10 +315,13 @@ def truncate(
     critic: Any = None,
     seed: int = 0,
     min_keep: int = 1,
+    out_of_domain: str = "divprune",
 ) -> tuple[Any, TruncationReport]:
     """A shorter TokenSequence and a report; see the module docstring."""
     if method not in METHODS:
         raise TruncationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if out_of_domain not in OUT_OF_DOMAIN:
+        raise TruncationError(f"unknown out_of_domain {out_of_domain!r}; choose from {', '.join(OUT_OF_DOMAIN)}")
     given = sum(v is not None for v in (threshold, keep, keep_ratio))
     if given > 1:
         raise TruncationError("give only one of threshold, keep and keep_ratio")
@@ -300,12 +342,15 @@ def truncate(
         import mmtok
 
         critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
-    if features is None:
+    # a critic that reads code windows scores from its precomputed window table (no per-token feature vectors)
+    on_grid = method == "mi" and features is None and _scores_on_grid(seq, critic)
+    if features is None and not on_grid:
         if method == "mi":
             features = critic.token_features(seq, tokenizer) if seq.ids is not None else token_features(seq)
         else:
             features = token_features(seq, tokenizer, normalized=method != "norm")
-    _check_features(features, n)
+    if features is not None:
+        _check_features(features, n)
     if threshold is None:
         k = _budget(n, keep, keep_ratio)
         if keep is not None and keep >= n:
@@ -327,36 +372,172 @@ def truncate(
     scores = None
     info = None
     if method == "mi":
-        if features.shape[1] != critic.config.token_dim:
-            raise TruncationError(
-                f"token features are {features.shape[1]}-d but the critic takes {critic.config.token_dim}-d"
-            )
         with torch.no_grad():
             context_emb = context_embeddings(context, critic)
-            scores = critic.pmi(features, context_emb).max(dim=1).values
+            if on_grid:
+                scores = mi_scores_on_grids([seq], critic, context_emb, tokenizer)[0]
+            else:
+                if features.shape[1] != critic.config.token_dim:
+                    raise TruncationError(
+                        f"token features are {features.shape[1]}-d but the critic takes {critic.config.token_dim}-d"
+                    )
+                scores = critic.pmi(features, context_emb).max(dim=1).values
             similarity = context_similarity(context_emb, critic)
-        if not torch.isfinite(scores).all():
-            raise TruncationError("relevance scores are not finite")
-        if threshold is not None:
-            kept = (scores > threshold).nonzero().flatten()
-            if len(kept) < min(min_keep, n):
-                kept = scores.topk(min(min_keep, n)).indices
-                notes.append(
-                    f"every score was at or below the threshold {threshold}: kept the {len(kept)} "
-                    f"highest (min_keep={min_keep})"
-                )
-        else:
-            kept = scores.topk(k).indices
-        positive = scores.clamp(min=0)
-        info = float(positive[kept].sum() / positive.sum()) if float(positive.sum()) > 0 else 1.0
+        why = None if similarity is None or out_of_domain == "mi" else _far_from_known(context, similarity, critic)
+        if why is not None:
+            return _out_of_domain(seq, why, similarity, out_of_domain, (keep, keep_ratio), tokenizer, seed)
+        kept, info = _mi_keep(scores, threshold, None if threshold is not None else k, min_keep, notes)
     else:
         kept = _select(features, method, k, seed)
     kept = kept.sort().values
     out = seq.select(kept, truncation=method)
     report = TruncationReport(method, n, len(kept), kept, scores, threshold, info, notes)
     if method == "mi" and similarity is not None:
-        report.context_similarity = float(similarity.min())
-        report.domain_warning = _domain_warning(context, similarity, critic, len(kept), n)
-        if report.domain_warning:
-            notes.append(report.domain_warning)
+        _attach_domain(report, context, similarity, critic)
     return out, report
+
+
+def _attach_domain(report: TruncationReport, context: Any, similarity: torch.Tensor, critic: Any) -> None:
+    report.context_similarity = float(similarity.min())
+    report.domain_warning = _domain_warning(context, similarity, critic, report.tokens_out, report.tokens_in)
+    if report.domain_warning:
+        report.notes.append(report.domain_warning)
+
+
+def _mi_keep(
+    scores: torch.Tensor, threshold: float | None, k: int | None, min_keep: int, notes: list[str]
+) -> tuple[torch.Tensor, float]:
+    """The kept indices (unsorted) for a threshold or a count, and the share of positive pmi they keep."""
+    if not torch.isfinite(scores).all():
+        raise TruncationError("relevance scores are not finite")
+    n = len(scores)
+    if threshold is not None:
+        kept = (scores > threshold).nonzero().flatten()
+        if len(kept) < min(min_keep, n):
+            kept = scores.topk(min(min_keep, n)).indices
+            notes.append(
+                f"every score was at or below the threshold {threshold}: kept the {len(kept)} highest "
+                f"(min_keep={min_keep})"
+            )
+    else:
+        kept = scores.topk(k).indices
+    positive = scores.clamp(min=0)
+    total = float(positive.sum())
+    return kept, float(positive[kept].sum()) / total if total > 0 else 1.0
+
+
+# ---------------------------------------------------------------------------------------------- many at once
+_code_tables: dict[str, torch.Tensor] = {}
+
+
+def _scores_on_grid(seq: Any, critic: Any) -> bool:
+    return (
+        seq.modality == "image"
+        and seq.ids is not None
+        and seq.ids.ndim == 1
+        and seq.grid is not None
+        and getattr(critic.config, "token_features", "") == "local"
+        and hasattr(critic, "pmi_on_grids")
+    )
+
+
+def _code_table(seq: Any, tokenizer: Any, critic: Any) -> torch.Tensor:
+    """The image tokenizer's code vectors ``[V, c]`` (cached by tokenizer name)."""
+    if tokenizer is None:
+        from mmtok.registry import get_registered
+
+        name = seq.tokenizer or critic.config.image_tokenizer
+        tokenizer = get_registered(name, "tokenizer", "token sequence", TruncationError)
+    if tokenizer.name not in _code_tables:
+        with torch.no_grad():
+            ids = torch.arange(tokenizer.codebook_size)
+            _code_tables[tokenizer.name] = tokenizer.codes_from_ids(ids[None, :, None])[0, :, :, 0].T.float().cpu()
+    return _code_tables[tokenizer.name]
+
+
+def mi_scores_on_grids(
+    seqs: list[Any], critic: Any, context_emb: torch.Tensor, tokenizer: Any = None
+) -> list[torch.Tensor]:
+    """Each image sequence's per-token relevance (max pmi over the context items, nats) in one critic pass per
+    grid size: the sequences' ids laid on their grids (absent sites marked), every window scored from the critic's
+    window table."""
+    codes = _code_table(seqs[0], tokenizer, critic)
+    vocab = len(codes)
+    by_grid: dict[tuple[int, int], list[int]] = {}
+    for i, seq in enumerate(seqs):
+        if int(seq.ids.min()) < 0 or int(seq.ids.max()) >= vocab:
+            raise TruncationError(f"ids outside the codebook [0, {vocab})")
+        by_grid.setdefault(tuple(seq.grid), []).append(i)
+    out: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
+    for (h, w), members in by_grid.items():
+        grids = torch.full((len(members), h * w), vocab, dtype=torch.long)  # vocab: no token at this site
+        for row, i in enumerate(members):
+            grids[row, seqs[i].token_positions] = seqs[i].ids.cpu()
+        scores = critic.pmi_on_grids(grids.view(-1, h, w), codes, context_emb).amax(dim=-1)  # (b, h*w)
+        for row, i in enumerate(members):
+            out[i] = scores[row, seqs[i].token_positions]
+    return out
+
+
+def truncate_many(
+    seqs: list[Any],
+    context: Any = None,
+    method: str = "mi",
+    threshold: float | None = None,
+    keep: int | list[int] | None = None,
+    keep_ratio: float | None = None,
+    *,
+    critic: Any = None,
+    tokenizer: Any = None,
+    seed: int = 0,
+    min_keep: int = 1,
+    out_of_domain: str = "divprune",
+) -> list[tuple[Any, TruncationReport]]:
+    """``truncate`` over many sequences that share one context (a batch job, a server's batch): for ``mi`` with a
+    critic that reads code windows, the context is encoded once and every image's tokens are scored in one pass
+    (the same selections as ``truncate``, one by one); ``keep`` may give each sequence its own count. Other methods
+    call ``truncate`` per sequence (``seed + i`` for the i-th)."""
+    counts = keep if isinstance(keep, list) else [keep] * len(seqs)
+    if len(counts) != len(seqs):
+        raise TruncationError(f"keep gives {len(counts)} counts for {len(seqs)} sequences")
+    if method == "mi" and critic is None:
+        import mmtok
+
+        critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
+    batched = method == "mi" and seqs and all(_scores_on_grid(s, critic) for s in seqs)
+    if not batched:
+        kwargs = {"critic": critic, "out_of_domain": out_of_domain} if method == "mi" else {}
+        return [
+            truncate(s, context, method, threshold, k, keep_ratio, tokenizer=tokenizer, seed=seed + i,
+                     min_keep=min_keep, **kwargs)
+            for i, (s, k) in enumerate(zip(seqs, counts, strict=True))
+        ]  # fmt: skip
+    if sum(v is not None for v in (threshold, keep, keep_ratio)) > 1:
+        raise TruncationError("give only one of threshold, keep and keep_ratio")
+    if threshold is None and keep is None and keep_ratio is None:
+        threshold = DEFAULT_THRESHOLD_NATS
+    with torch.no_grad():
+        context_emb = context_embeddings(context, critic)
+        similarity = context_similarity(context_emb, critic)
+        far = similarity is not None and out_of_domain != "mi" and _far_from_known(context, similarity, critic)
+        if far:  # every sequence takes the fallback (truncate's own path, one by one)
+            return [
+                truncate(s, context, "mi", threshold, k, keep_ratio, critic=critic, tokenizer=tokenizer,
+                         seed=seed + i, min_keep=min_keep, out_of_domain=out_of_domain)
+                for i, (s, k) in enumerate(zip(seqs, counts, strict=True))
+            ]  # fmt: skip
+        all_scores = mi_scores_on_grids(seqs, critic, context_emb, tokenizer)
+    results = []
+    for seq, scores, count in zip(seqs, all_scores, counts, strict=True):
+        n = len(seq)
+        notes: list[str] = []
+        k = None if threshold is not None else _budget(n, count, keep_ratio)
+        if count is not None and count >= n:
+            notes.append(f"the sequence has {n} tokens, not more than the budget {count}: all kept")
+        kept, info = _mi_keep(scores, threshold, k, min_keep, notes)
+        kept = kept.sort().values
+        report = TruncationReport("mi", n, len(kept), kept, scores, threshold, info, notes)
+        if similarity is not None:
+            _attach_domain(report, context, similarity, critic)
+        results.append((seq.select(kept, truncation="mi"), report))
+    return results

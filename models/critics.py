@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mmtok import mi
@@ -135,12 +136,47 @@ class TokenCritic(nn.Module):
     def pmi(self, tokens: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """Pointwise MI estimate ``[N, C]`` in nats (the NWJ critic's f - 1; the JS-trained SMILE critic's f;
         InfoNCE/DV critics are normalised over the given contexts instead)."""
-        scores = self.scores(tokens, context)
+        return self._pmi_from_scores(self.scores(tokens, context))
+
+    def _pmi_from_scores(self, scores: torch.Tensor) -> torch.Tensor:
         if self.config.estimator == "nwj":
             return scores - 1
         if self.config.estimator == "smile":
             return scores
-        return scores - torch.logsumexp(scores, dim=1, keepdim=True) + torch.log(torch.tensor(float(len(context))))
+        count = torch.tensor(float(scores.shape[-1]))
+        return scores - torch.logsumexp(scores, dim=-1, keepdim=True) + torch.log(count)
+
+    # ------------------------------------------------------------------------- scoring from precomputed codes
+    def window_table(self, codes_VC: torch.Tensor) -> torch.Tensor:
+        """The token tower's first layer for every (window offset, code): ``[(2r+1)^2, V + 1, hidden]``, row ``V``
+        an absent neighbour (zeros). Tokens are discrete codes, so the first layer of a window is the sum of its
+        neighbours' rows: ``(2r+1)^2`` lookups instead of a ``(2r+1)^2 c x hidden`` product."""
+        if self.config.token_features != "local":
+            raise ValueError("window tables are for critics that read code windows (token_features = 'local')")
+        first = self.critic.g[0]  # Linear((2r+1)^2 c -> hidden); local_codes lays features out channel-major
+        window = (2 * self.config.radius + 1) ** 2
+        weight_HCO = first.weight.view(first.out_features, -1, window)  # (hidden, c, offsets)
+        table_OVH = torch.einsum("vc,hco->ovh", codes_VC.to(weight_HCO), weight_HCO)
+        return torch.cat([table_OVH, table_OVH.new_zeros(window, 1, first.out_features)], dim=1)
+
+    @torch.no_grad()
+    def pmi_on_grids(self, ids_BHW: torch.Tensor, codes_VC: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """pmi ``[B, H*W, C]`` (nats) of every site of ``B`` code grids (``ids_BHW``; the id ``V`` marks a site
+        whose token is absent) with each context embedding ``[C, Dc]``: the same numbers as ``pmi`` over
+        ``local_codes``, from the cached window table (rebuilt when the weights change)."""
+        key = (codes_VC.data_ptr(), tuple(codes_VC.shape), self.critic.g[0].weight._version)
+        if getattr(self, "_table_key", None) != key:
+            self._table, self._table_key = self.window_table(codes_VC), key
+        table_OVH = self._table
+        r = self.config.radius
+        B, H, W = ids_BHW.shape
+        padded = F.pad(ids_BHW, (r, r, r, r), value=codes_VC.shape[0])  # off the grid: absent
+        hidden_BHWh = self.critic.g[0].bias.expand(B, H, W, -1).clone()
+        offsets = [(dr, dc) for dr in range(2 * r + 1) for dc in range(2 * r + 1)]  # unfold's raster order
+        for o, (dr, dc) in enumerate(offsets):
+            hidden_BHWh += F.embedding(padded[:, dr : dr + H, dc : dc + W], table_OVH[o])
+        token_BNE = self.critic.g[1:](hidden_BHWh).view(B, H * W, -1)  # the rest of the token tower
+        return self._pmi_from_scores(token_BNE @ self.critic.h(context).T)  # (B, H*W, C)
 
     def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
         return checkpoint.save_pretrained(

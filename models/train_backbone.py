@@ -4,19 +4,28 @@ Task: each example is a text prompt (UTF-8 bytes) and the visual tokens (vq-clip
 tokens) of a handwritten digit pasted at a random place and scale on a photo crop; the answer is the digit. Most
 visual tokens show only background, which is what the truncation experiments need. Train and held-out canvases use
 disjoint digits and disjoint photos (``mmtok.models.data.digit_canvases``); their token ids are cached on disk.
+
+Training for shorter inputs (``drop_fraction > 0``): that share of each batch's examples has its visual tokens
+truncated before the backbone reads them, positions kept, at a keep ratio drawn uniformly from
+``[keep_ratio_min, 1]``. From the start the tokens are dropped at random; from ``truncators_from`` (a fraction of
+the steps) the truncators join in, in the shares ``drop_methods`` gives: ``mi`` keeps the critic's top tokens (its
+relevance to the ten digit prompts; a threshold keeps exactly such a top set), ``divprune`` the greedy max-min
+diverse set. Both orders are computed once per training image (a truncation at k tokens is the first k of them),
+so the loop costs no more than random dropping.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from mmtok.errors import ConfigError
 from mmtok.models.backbone import Backbone, BackboneConfig
 from mmtok.models.data import DIGIT_WORDS, digit_canvases
 from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device, split_decay
@@ -38,6 +47,14 @@ class BackboneTrainConfig:
     log_every: int = 25
     out: str = "models/weights/backbone-tiny"
     name: str = "backbone-tiny"
+    drop_fraction: float = 0.0  # share of training examples whose visual tokens are truncated
+    keep_ratio_min: float = 0.1  # their keep ratio is drawn uniformly from [keep_ratio_min, 1]
+    truncators_from: float = 0.5  # fraction of the steps after which the truncators pick the tokens of some
+    drop_methods: dict[str, float] = field(default_factory=lambda: {"random": 1.0})  # shares once they have
+    critic: str = "critic-vq-text"  # the critic behind the "mi" truncator (a registry name or a folder)
+
+
+DROP_METHODS = ("random", "mi", "divprune")
 
 
 def task_tokens(tokenizer: Any, split: str, count: int, size: int, seed: int) -> dict[str, torch.Tensor]:
@@ -129,13 +146,15 @@ def train_backbone(
     log = TrainLog(out_dir, train.steps, 0, True, "train backbone")
     generator = torch.Generator().manual_seed(train.seed)
     labels = data["labels"]
+    orders = truncation_orders(train, data["ids"], (side, side), image_tok)
     recent: list[float] = []
     for step in range(train.steps):
         model.train()
         for group in optimizer.param_groups:
             group["lr"] = cosine_lr(step, train.steps, train.warmup_steps, train.lr)
         index = torch.randint(len(train_examples), (train.batch_size,), generator=generator)
-        result = model([train_examples[i] for i in index])
+        batch = [shortened(train_examples[i], int(i), step, train, orders, generator) for i in index.tolist()]
+        result = model(batch)
         task_loss = F.cross_entropy(result["logits"], labels[index].to(dev))
         loss = task_loss + result["aux_loss"]
         optimizer.zero_grad(set_to_none=True)
@@ -169,3 +188,80 @@ def train_backbone(
     }
     model.cpu().save_pretrained(out_dir, trained_by=command or f"mmtok train backbone {config_path}", training=stats)
     return out_dir
+
+
+def truncation_orders(
+    train: BackboneTrainConfig, ids: torch.Tensor, grid: tuple[int, int], tokenizer: Any
+) -> dict[str, torch.Tensor]:
+    """Per training image ``[n, N]``, the order in which each truncator in ``drop_methods`` keeps its tokens (its
+    k-token selection is the first k): ``mi`` by the critic's score, highest first; ``divprune`` greedy max-min."""
+    import mmtok
+    from mmtok.tokens import TokenSequence
+    from mmtok.truncation import context_embeddings, mi_scores_on_grids
+
+    unknown = sorted(set(train.drop_methods) - set(DROP_METHODS))
+    if unknown:
+        raise ConfigError(f"drop_methods: unknown {', '.join(unknown)}; choose from {', '.join(DROP_METHODS)}")
+    if train.drop_fraction <= 0:
+        return {}
+    seqs = [TokenSequence("image", ids=row, grid=grid, tokenizer=tokenizer.name) for row in ids]
+    orders = {}
+    if train.drop_methods.get("mi", 0) > 0:
+        critic = mmtok.get_model(train.critic, kind="critic")
+        context = context_embeddings([f"a photo of the digit {w}" for w in DIGIT_WORDS], critic)
+        scores = []
+        for start in range(0, len(seqs), 500):
+            scores += mi_scores_on_grids(seqs[start : start + 500], critic, context, tokenizer)
+        orders["mi"] = torch.stack(scores).argsort(dim=1, descending=True, stable=True)
+    if train.drop_methods.get("divprune", 0) > 0:
+        parts = []
+        with torch.no_grad():
+            for start in range(0, len(ids), 500):
+                codes = tokenizer.codes_from_ids(ids[start : start + 500].view(-1, *grid))  # (b, c, h, w)
+                unit = tokenizer.aligned(codes)[0].float().cpu()  # (b, N, D): token_features' unit features
+                parts.append(divprune_orders(unit))
+        orders["divprune"] = torch.cat(parts)
+    return orders
+
+
+def divprune_orders(features_BND: torch.Tensor) -> torch.Tensor:
+    """``mmtok.truncation``'s DivPrune greedy (start at the largest norm, then always the token farthest, in
+    cosine distance, from those chosen) run to the end for a batch of images at once: ``[B, N]``."""
+    B, N, _ = features_BND.shape
+    unit = torch.nn.functional.normalize(features_BND, dim=-1)
+    similarity = unit @ unit.transpose(1, 2)  # (B, N, N)
+    rows = torch.arange(B)
+    chosen = features_BND.norm(dim=-1).argmax(dim=1)
+    order = [chosen]
+    distance = 1 - similarity[rows, chosen]  # (B, N)
+    taken = torch.zeros(B, N, dtype=torch.bool)
+    for _ in range(N - 1):
+        taken[rows, chosen] = True
+        chosen = distance.masked_fill(taken, -1).argmax(dim=1)
+        order.append(chosen)
+        distance = torch.minimum(distance, 1 - similarity[rows, chosen])
+    return torch.stack(order, dim=1)
+
+
+def shortened(
+    example: list[Any],
+    index: int,
+    step: int,
+    train: BackboneTrainConfig,
+    orders: dict[str, torch.Tensor],
+    generator: torch.Generator,
+) -> list[Any]:
+    """The example as training sees it at ``step``: whole, or its image tokens truncated (positions kept)."""
+    if train.drop_fraction <= 0 or float(torch.rand((), generator=generator)) >= train.drop_fraction:
+        return example
+    prompt, image = example
+    n = len(image)
+    ratio = train.keep_ratio_min + (1 - train.keep_ratio_min) * float(torch.rand((), generator=generator))
+    keep = max(1, round(ratio * n))
+    method = "random"
+    if step >= train.truncators_from * train.steps:
+        names = list(train.drop_methods)
+        shares = torch.tensor([float(train.drop_methods[m]) for m in names])
+        method = names[int(torch.multinomial(shares, 1, generator=generator))]
+    kept = torch.randperm(n, generator=generator)[:keep] if method == "random" else orders[method][index, :keep]
+    return [prompt, image.select(kept.sort().values, truncation=method)]

@@ -204,6 +204,7 @@ def test_cli_truncate_with_a_baseline(tmp_path):
         (["--method", "mi"], "--context"),
         (["--method", "uniform"], "--keep"),
         (["--method", "uniform", "--keep", "2", "--threshold", "0.2"], "--threshold"),
+        (["--context", "a digit", "--out-of-domain", "skip"], "--out-of-domain"),
     ],
 )
 def test_cli_truncate_usage_errors_exit_2_and_name_the_flag(tmp_path, args, flag):
@@ -313,18 +314,32 @@ def test_an_out_of_domain_context_is_truncated_with_a_warning(astronaut_tokens, 
     seq, path = astronaut_tokens
     _, known = mmtok.truncate(seq, context="a photo of the digit seven")
     assert known.domain_warning is None and known.context_similarity > 0.99 and known.to_dict()["in_domain"]
-    _, report = mmtok.truncate(seq, context="a portrait of a woman in a navy uniform")
+    unknown = "a portrait of a woman in a navy uniform"
+    short, report = mmtok.truncate(seq, context=unknown)  # the fallback: divprune at half the tokens
     assert report.context_similarity < 0.6 and report.domain_warning in report.notes
     assert "is far from what critic-vq-text was trained on" in report.domain_warning
-    assert (
-        f"the {report.tokens_out} of 256 tokens kept" in report.domain_warning and "divprune" in report.domain_warning
-    )
+    assert "so divprune chose the tokens (keep_ratio=0.5" in report.domain_warning
+    expected, _ = mmtok.truncate(seq, method="divprune", keep_ratio=0.5)
+    assert report.method == "divprune" and report.tokens_out == 128 and torch.equal(short.positions, expected.positions)
+    _, budget = mmtok.truncate(seq, context=unknown, keep=40)  # a budget the call gives is the fallback's
+    assert budget.method == "divprune" and budget.tokens_out == 40 and "keep=40" in budget.domain_warning
+    _, own = mmtok.truncate(seq, context=unknown, out_of_domain="mi")  # the critic's choice, with the warning
+    assert own.method == "mi" and f"the {own.tokens_out} of 256 tokens kept" in own.domain_warning
+    with pytest.raises(TruncationError, match="far from what critic-vq-text was trained on.*refused"):
+        mmtok.truncate(seq, context=unknown, out_of_domain="error")
+    with pytest.raises(TruncationError, match="unknown out_of_domain 'skip'"):
+        mmtok.truncate(seq, context=unknown, out_of_domain="skip")
     args = ["truncate", str(path), "--context", "a portrait of a woman in a navy uniform", "--json"]
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "short.safetensors")])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["in_domain"] is False
     (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("warning:")]
     assert line.startswith("warning: the context 'a portrait of a woman in a navy uniform' is far from")
+    refused = CliRunner().invoke(
+        app, [*args, "--out-of-domain", "error", "--out", str(tmp_path / "refused.safetensors")]
+    )
+    assert refused.exit_code == 1 and "refused (out_of_domain='error'" in refused.stderr
+    assert not (tmp_path / "refused.safetensors").exists()
 
 
 def test_an_audio_context_is_refused_with_the_reason(astronaut_tokens, tmp_path):
@@ -351,3 +366,58 @@ def test_truncate_on_a_shard_without_key_lists_its_keys(tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 1
     assert result.stderr.strip() == f"error: {shard}: holds 2 sequences (a.wav, b.wav); choose one with --key"
+
+
+# ------------------------------------------------------------------------------- the critic's window table
+def test_scores_from_the_window_table_equal_the_critics_own_on_complete_and_truncated_grids(
+    shipped_critic, astronaut_tokens
+):
+    """``pmi_on_grids`` (a lookup per window offset and code) is the critic's ``pmi`` over ``local_codes`` (the
+    neighbourhood product): on a whole photo and on one with two thirds of its tokens gone (absent neighbours)."""
+    import mmtok
+    from mmtok.truncation import context_embeddings, mi_scores_on_grids
+
+    vq = mmtok.get_tokenizer("vq-clip-tiny")
+    seq, _ = astronaut_tokens
+    shortened, _ = truncate(seq, method="random", keep=85, seed=3)
+    with torch.no_grad():
+        context = context_embeddings(["a photo of the digit seven", "a photo of the digit two"], shipped_critic)
+        fast = mi_scores_on_grids([seq, shortened], shipped_critic, context, vq)
+        for s, scores in zip([seq, shortened], fast, strict=True):
+            slow = shipped_critic.pmi(shipped_critic.token_features(s, vq), context).amax(dim=1)
+            assert scores.shape == (len(s),)
+            torch.testing.assert_close(scores, slow, atol=1e-4, rtol=1e-4)
+
+
+def test_truncate_many_makes_the_selections_truncate_makes_one_by_one(shipped_critic):
+    import mmtok
+    from mmtok.truncation import truncate_many
+
+    vq = mmtok.get_tokenizer("vq-clip-tiny")
+    seqs = [vq.encode(mmtok.load(mmtok.sample_path(name)), image_size=128) for name in ("astronaut.png", "chelsea.jpg")]
+    seqs.append(truncate(seqs[0], method="uniform", keep=100)[0])
+    context = "a photo of the digit four"
+    for kwargs in ({"threshold": 0.18}, {"keep": [10, 50, 30]}, {"keep_ratio": 0.4}):
+        many = truncate_many(seqs, context=context, critic=shipped_critic, tokenizer=vq, **kwargs)
+        for i, (seq, (out, report)) in enumerate(zip(seqs, many, strict=True)):
+            one = {k: (v[i] if isinstance(v, list) else v) for k, v in kwargs.items()}
+            alone, expected = truncate(seq, context=context, critic=shipped_critic, tokenizer=vq, **one)
+            assert report.kept.tolist() == expected.kept.tolist() and torch.equal(out.positions, alone.positions)
+            assert report.information_kept == pytest.approx(expected.information_kept, abs=1e-5)
+    with pytest.raises(TruncationError, match="keep gives 2 counts for 3 sequences"):
+        truncate_many(seqs, context=context, keep=[1, 2], critic=shipped_critic)
+
+
+def test_smile_over_distinct_captions_is_smile_over_the_whole_pair_matrix():
+    from mmtok.models.train_critic import smile_over_captions
+
+    torch.manual_seed(0)
+    caption = torch.tensor([0, 0, 1, 2, 2, 2, 3, 1])  # each token's own caption among 4 distinct ones
+    scores = torch.randn(8, 4, requires_grad=True)
+    fast = smile_over_captions(scores, caption)
+    whole = scores[:, caption]  # (8, 8): token i with token j's caption; the diagonal is the joint pair
+    reference = mi.smile(whole, torch.eye(8, dtype=torch.bool)).value
+    torch.testing.assert_close(fast, reference)
+    (g_fast,) = torch.autograd.grad(fast, scores)
+    (g_ref,) = torch.autograd.grad(reference, scores)
+    torch.testing.assert_close(g_fast, g_ref)
