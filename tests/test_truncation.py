@@ -325,7 +325,7 @@ def test_an_out_of_domain_context_is_truncated_with_a_warning(astronaut_tokens, 
     assert budget.method == "divprune" and budget.tokens_out == 40 and "keep=40" in budget.domain_warning
     _, own = mmtok.truncate(seq, context=unknown, out_of_domain="mi")  # the critic's choice, with the warning
     assert own.method == "mi" and f"the {own.tokens_out} of 256 tokens kept" in own.domain_warning
-    with pytest.raises(TruncationError, match="far from what critic-vq-text was trained on.*refused"):
+    with pytest.raises(TruncationError, match=r"far from what critic-vq-text was trained on.*refused"):
         mmtok.truncate(seq, context=unknown, out_of_domain="error")
     with pytest.raises(TruncationError, match="unknown out_of_domain 'skip'"):
         mmtok.truncate(seq, context=unknown, out_of_domain="skip")
