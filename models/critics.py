@@ -149,15 +149,18 @@ class TokenCritic(nn.Module):
     # ------------------------------------------------------------------------- scoring from precomputed codes
     def window_table(self, codes_VC: torch.Tensor) -> torch.Tensor:
         """The token tower's first layer for every (window offset, code): ``[(2r+1)^2, V + 1, hidden]``, row ``V``
-        an absent neighbour (zeros). Tokens are discrete codes, so the first layer of a window is the sum of its
-        neighbours' rows: ``(2r+1)^2`` lookups instead of a ``(2r+1)^2 c x hidden`` product."""
+        an absent neighbour (zeros), the bias added to the centre offset's rows. Tokens are discrete codes, so the
+        first layer of a window is the sum of its neighbours' rows: ``(2r+1)^2`` lookups instead of a
+        ``(2r+1)^2 c x hidden`` product."""
         if self.config.token_features != "local":
             raise ValueError("window tables are for critics that read code windows (token_features = 'local')")
         first = self.critic.g[0]  # Linear((2r+1)^2 c -> hidden); local_codes lays features out channel-major
         window = (2 * self.config.radius + 1) ** 2
         weight_HCO = first.weight.view(first.out_features, -1, window)  # (hidden, c, offsets)
         table_OVH = torch.einsum("vc,hco->ovh", codes_VC.to(weight_HCO), weight_HCO)
-        return torch.cat([table_OVH, table_OVH.new_zeros(window, 1, first.out_features)], dim=1)
+        table_OVH = torch.cat([table_OVH, table_OVH.new_zeros(window, 1, first.out_features)], dim=1)
+        table_OVH[window // 2] += first.bias  # every window has its centre row once: the layer's bias rides on it
+        return table_OVH
 
     @torch.no_grad()
     def pmi_on_grids(self, ids_BHW: torch.Tensor, codes_VC: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
@@ -170,12 +173,17 @@ class TokenCritic(nn.Module):
         table_OVH = self._table
         r = self.config.radius
         B, H, W = ids_BHW.shape
+        window, rows = table_OVH.shape[0], table_OVH.shape[1]
         padded = F.pad(ids_BHW, (r, r, r, r), value=codes_VC.shape[0])  # off the grid: absent
-        hidden_BHWh = self.critic.g[0].bias.expand(B, H, W, -1).clone()
-        offsets = [(dr, dc) for dr in range(2 * r + 1) for dc in range(2 * r + 1)]  # unfold's raster order
-        for o, (dr, dc) in enumerate(offsets):
-            hidden_BHWh += F.embedding(padded[:, dr : dr + H, dc : dc + W], table_OVH[o])
-        token_BNE = self.critic.g[1:](hidden_BHWh).view(B, H * W, -1)  # the rest of the token tower
+        windows_BHWrr = padded.unfold(1, 2 * r + 1, 1).unfold(2, 2 * r + 1, 1)  # (dr, dc) in unfold's raster order
+        rows_NO = windows_BHWrr.reshape(B * H * W, window) + torch.arange(window) * rows  # each offset's own table
+        hidden_NH = F.embedding_bag(rows_NO, table_OVH.flatten(0, 1), mode="sum")  # the first layer, one pass
+        tower = self.critic.g
+        if isinstance(tower[1], nn.ReLU):  # in place: no second copy of the largest tensor
+            hidden_NH, tower = hidden_NH.relu_(), tower[2:]
+        else:
+            tower = tower[1:]
+        token_BNE = tower(hidden_NH).view(B, H * W, -1)  # the rest of the token tower
         return self._pmi_from_scores(token_BNE @ self.critic.h(context).T)  # (B, H*W, C)
 
     def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
