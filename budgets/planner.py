@@ -549,7 +549,7 @@ class CalibrationEvaluator:
         """A fingerprint of the weights of model ``name`` (vq, av, backbone), part of every cache key that uses it,
         so a retrained model never reuses numbers measured with the old one."""
         if name not in self._weights:
-            from mmtok.models.train_backbone import weights_fingerprint
+            from mmtok.models.checkpoint import weights_fingerprint
 
             self._weights[name] = weights_fingerprint(self._get(name))
         return self._weights[name]
@@ -689,28 +689,25 @@ class CalibrationEvaluator:
 
         import mmtok
         from mmtok.models.data import DIGIT_WORDS
-        from mmtok.models.train_backbone import PROMPT, task_tokens
+        from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT, task_tokens
         from mmtok.tokens import TokenSequence
 
         tok, model = self._get("vq"), self._get("backbone")
         n = self.spec.calibration_qa
         data = task_tokens(tok, "heldout", n, size, 1)  # ids (n, (size / 8)^2)
         prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
-        context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]
         judged = "judge" in self.spec.objectives
         correct, scores = 0, []
         for i in range(n):
             seq = TokenSequence("image", ids=data["ids"][i], grid=(size // 8, size // 8), tokenizer=tok.name)
             if keep_ratio < 1:
-                seq, _ = mmtok.truncate(seq, context=context, tokenizer=tok, keep_ratio=keep_ratio)
+                seq, _ = mmtok.truncate(seq, context=CONTEXT_PROMPTS, tokenizer=tok, keep_ratio=keep_ratio)
             with torch.no_grad():
                 predicted = int(model([[prompt, seq]])["logits"].argmax(-1))
             label = int(data["labels"][i])
             correct += predicted == label
             if judged:
-                result = self._get("judge").score(
-                    f"the digit {DIGIT_WORDS[predicted]}", DIGIT_WORDS[label], "which digit is written in the picture?"
-                )
+                result = self._get("judge").score(f"the digit {DIGIT_WORDS[predicted]}", DIGIT_WORDS[label], PROMPT)
                 if result.score is not None:
                     scores.append(result.score)
         values = {"accuracy": correct / n}

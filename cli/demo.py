@@ -228,19 +228,18 @@ def _ask_step(show: bool, count: int = 8) -> dict[str, Any]:
 
     import mmtok
     from mmtok.models.data import DIGIT_WORDS, digit_canvases
-    from mmtok.models.train_backbone import PROMPT
+    from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT
     from mmtok.truncation import truncate
 
     vq = mmtok.get_tokenizer("vq-clip-tiny").eval()
     backbone = mmtok.get_model("backbone-tiny", kind="backbone").eval()
     prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
     images, labels, _ = digit_canvases("heldout", count, 128, seed=7)
-    context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]  # the same ten prompts for every photo
     photos = []
     with torch.no_grad():
         for i in range(count):
             seq = vq.encode(images[i], image_size=128)
-            short, report = truncate(seq, context=context, method="mi", tokenizer=vq)
+            short, report = truncate(seq, context=CONTEXT_PROMPTS, method="mi", tokenizer=vq)  # the same ten prompts
             answers = backbone([[prompt, seq], [prompt, short]])["logits"].argmax(-1).tolist()
             photos.append(
                 {

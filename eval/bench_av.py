@@ -41,7 +41,7 @@ def speech_file(seconds: float, path: Path) -> Path:
     """Concatenated training sentences (with 0.3 s pauses) as a 16 kHz WAV of ``seconds`` seconds."""
     if path.is_file():
         return path
-    from mmtok.models.train_av import speech_files, speech_folder
+    from mmtok.models.data import speech_files, speech_folder
 
     pieces, total = [], 0
     files = speech_files(speech_folder(""))

@@ -34,8 +34,7 @@ import torch
 
 import mmtok
 from mmtok.eval.bench import machine, print_table, write_json
-from mmtok.models.data import DIGIT_WORDS
-from mmtok.models.train_backbone import PROMPT, task_tokens
+from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT, accuracy, task_tokens
 from mmtok.tokens import TokenSequence
 from mmtok.truncation import token_features, truncate, truncate_many
 
@@ -174,7 +173,7 @@ def main() -> None:
     data = task_tokens(tok, "heldout", 1000, 128, 1)
     n = min(args.examples, len(data["labels"]))
     prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
-    context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]
+    context = CONTEXT_PROMPTS
     full = [TokenSequence("image", ids=data["ids"][i], grid=(16, 16), tokenizer=tok.name) for i in range(n)]
     labels = data["labels"][:n]
 
@@ -200,14 +199,6 @@ def main() -> None:
     fixed = round(statistics.fmean(counts))
     fixed_name = f"fixed truncation (uniform, {fixed} tokens)"
     conditions[fixed_name] = baseline("uniform", [fixed] * n)
-
-    def accuracy(seqs: list[TokenSequence]) -> float:
-        correct = 0
-        with torch.no_grad():
-            for start in range(0, n, 200):
-                chunk = [[prompt, s] for s in seqs[start : start + 200]]
-                correct += int(model(chunk)["logits"].argmax(-1).cpu().eq(labels[start : start + 200]).sum())
-        return correct / n
 
     def forward(batch: list[list[Any]]) -> Callable[[], Any]:
         def run() -> None:
@@ -247,7 +238,7 @@ def main() -> None:
             tokens = statistics.fmean(len(s) for s in seqs)
             batch_rows = sum(1 + len(prompt) + len(s) for _, s in batch)
             results[name] = {
-                "accuracy": accuracy(seqs),
+                "accuracy": accuracy(model, prompt, seqs, labels, batch=200),
                 "visual_tokens": tokens,
                 "batch_rows": batch_rows,
                 "latency_ms": wall * 1000,
@@ -283,9 +274,9 @@ def main() -> None:
         sizes = [r[1].tokens_out for r in runs]
         row: dict[str, Any] = {"threshold": threshold, "visual_tokens": statistics.fmean(sizes)}
         row["removed"] = 1 - row["visual_tokens"] / VISUAL_TOKENS
-        row["mi"] = accuracy([r[0] for r in runs])
+        row["mi"] = accuracy(model, prompt, [r[0] for r in runs], labels, batch=200)
         for method in BASELINES:
-            row[method] = accuracy(baseline(method, sizes))
+            row[method] = accuracy(model, prompt, baseline(method, sizes), labels, batch=200)
         row["mi_of_full"] = row["mi"] / full_acc
         row["mi_minus_divprune"] = row["mi"] - row["divprune"]
         row["mi_minus_random"] = row["mi"] - row["random"]

@@ -160,7 +160,7 @@ class Context:
 
             return heldout_photo_crops(int(p.get("image_size", 64)))
         if key == "digits":
-            from mmtok.models.train_backbone import task_tokens
+            from mmtok.models.digits_qa import task_tokens
 
             return task_tokens(self.get("tokenizer"), "heldout", 1000, 128, 1)
         raise KeyError(key)
@@ -252,7 +252,7 @@ def _speech_item(item: dict[str, Any], ctx: Context) -> dict[str, Any]:
 def _qa_item(item: dict[str, Any], ctx: Context) -> dict[str, Any]:
     import mmtok
     from mmtok.models.data import DIGIT_WORDS
-    from mmtok.models.train_backbone import PROMPT
+    from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT
     from mmtok.tokens import TokenSequence
 
     tok = ctx.get("tokenizer")
@@ -262,8 +262,7 @@ def _qa_item(item: dict[str, Any], ctx: Context) -> dict[str, Any]:
     seq = TokenSequence("image", ids=data["ids"][item["index"]], grid=(side, side), tokenizer=tok.name)
     options = ctx.suite.pipeline.get("truncation")
     if options:
-        context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]
-        seq, _ = mmtok.truncate(seq, context=context, tokenizer=tok, **options)
+        seq, _ = mmtok.truncate(seq, context=CONTEXT_PROMPTS, tokenizer=tok, **options)
     prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
     with torch.no_grad():
         predicted = int(model([[prompt, seq]])["logits"].argmax(-1))

@@ -33,6 +33,7 @@ import torch
 
 from mmtok.eval.metrics import feature_frechet, psnr, ssim
 from mmtok.models.data import (
+    DIGIT_PROMPTS,
     DIGIT_WORDS,
     HELD_OUT_PHOTOS,
     heldout_digits,
@@ -40,8 +41,7 @@ from mmtok.models.data import (
     heldout_photo_set,
 )
 from mmtok.models.teacher import Teacher
-from mmtok.models.train_clip import DIGIT_PROMPTS
-from mmtok.models.train_vq import codebook_stats
+from mmtok.models.vq import codebook_stats
 
 DEFAULT_TOKENIZERS = ("vq-photo-256", "vq-clip-tiny")
 

@@ -147,6 +147,17 @@ def weight_shapes(folder: str | os.PathLike[str]) -> dict[str, tuple[int, ...]]:
         raise CheckpointError(f"{path}: not a readable safetensors file: {e}") from None
 
 
+def weights_fingerprint(model: nn.Module) -> str:
+    """A short hash of a model's weights (the first values of every tensor), so caches follow retraining."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().flatten()[:256].float().cpu().numpy().tobytes())
+    return digest.hexdigest()[:10]
+
+
 def build_checked(
     folder: str | os.PathLike[str], build: Callable[[], nn.Module], part: Callable[[nn.Module], nn.Module] = lambda m: m
 ) -> nn.Module:

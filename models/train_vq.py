@@ -39,7 +39,7 @@ from mmtok.models import checkpoint
 from mmtok.models.data import CachedOfflineImages, ImageFiles, PhotoMix
 from mmtok.models.teacher import Teacher
 from mmtok.models.training import TrainLog, cosine_lr, distributed, read_toml_config, split_decay
-from mmtok.models.vq import VQConfig, VQTokenizer
+from mmtok.models.vq import VQConfig, VQTokenizer, codebook_stats
 
 
 @dataclass
@@ -268,16 +268,6 @@ def load_init(tok: VQTokenizer, spec: str) -> list[str]:
     }
     tok.load_state_dict(keep, strict=False)
     return sorted(set(own) - set(keep))
-
-
-def codebook_stats(counts: torch.Tensor) -> tuple[float, float]:
-    """(fraction of codes used, perplexity) from a histogram of code ids."""
-    total = counts.sum()
-    if total == 0:
-        return 0.0, 0.0
-    p = counts.double() / total
-    entropy = -(p[p > 0] * p[p > 0].log()).sum()
-    return float((counts > 0).double().mean()), float(entropy.exp())
 
 
 def train_vq(

@@ -205,6 +205,16 @@ def neighbourhoods(code_maps: torch.Tensor, radius: int = 1) -> torch.Tensor:
     return F.unfold(code_maps, k, padding=radius).reshape(b, c * k * k, h * w).transpose(1, 2)
 
 
+def codebook_stats(counts: torch.Tensor) -> tuple[float, float]:
+    """(fraction of codes used, perplexity) from a histogram of code ids."""
+    total = counts.sum()
+    if total == 0:
+        return 0.0, 0.0
+    p = counts.double() / total
+    entropy = -(p[p > 0] * p[p > 0].log()).sum()
+    return float((counts > 0).double().mean()), float(entropy.exp())
+
+
 def _is_pil(image: Any) -> bool:
     import sys
 

@@ -27,7 +27,7 @@ from mmtok.models.av import (
     residual_nearest_codes,
     sampled_small_frames,
 )
-from mmtok.models.train_av import speech_files, speech_folder
+from mmtok.models.data import speech_files, speech_folder
 from tests.makers import write_video
 
 REFERENCE = Path(__file__).parent / "data" / "av_tiny_reference.safetensors"

@@ -344,17 +344,17 @@ qa = 6
 
 
 def test_qa_is_measured_at_the_settings_image_size(tmp_path, cache, monkeypatch):
-    import mmtok.models.train_backbone as train_backbone
+    import mmtok.models.digits_qa as digits_qa
 
     drawn = []
-    real = train_backbone.task_tokens
+    real = digits_qa.task_tokens
 
     def task_tokens(tok, split, count, size, seed):
         data = real(tok, split, count, size, seed)
         drawn.append((size, tuple(data["ids"].shape)))
         return data
 
-    monkeypatch.setattr(train_backbone, "task_tokens", task_tokens)
+    monkeypatch.setattr(digits_qa, "task_tokens", task_tokens)
     evaluator = CalibrationEvaluator(load_spec(spec_file(tmp_path, QA)), cache)
     for size in (32, 64):
         assert 0 <= evaluator.qa(1.0, size)["accuracy"] <= 1
@@ -365,12 +365,12 @@ def test_qa_is_measured_at_the_settings_image_size(tmp_path, cache, monkeypatch)
 def test_cache_keys_follow_the_weights_and_the_asr_protocol(tmp_path, cache, monkeypatch):
     import types
 
-    import mmtok.models.train_backbone as train_backbone
+    import mmtok.models.checkpoint as checkpoint
 
     monkeypatch.setattr(CalibrationEvaluator, "_measure_fd", lambda self, self_hosted, size: 1.0)
     monkeypatch.setattr(CalibrationEvaluator, "_measure_wer", lambda self, self_hosted, rate, levels: 0.5)
     trained = {"vq": "vq-1", "av": "av-1"}
-    monkeypatch.setattr(train_backbone, "weights_fingerprint", lambda model: trained[model.name])
+    monkeypatch.setattr(checkpoint, "weights_fingerprint", lambda model: trained[model.name])
     protocol = {"name": "faster-whisper tiny.en (greedy, temperature 0)"}
     spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0)))
 

@@ -43,9 +43,8 @@ def test_vq_tokens_of_a_real_photo_reconstruct_it(vq, samples):
 
 
 def test_vq_tokens_keep_the_teachers_zero_shot_accuracy_on_held_out_digits(vq):
-    from mmtok.models.data import DIGIT_WORDS, heldout_digits
+    from mmtok.models.data import DIGIT_PROMPTS, DIGIT_WORDS, heldout_digits
     from mmtok.models.teacher import Teacher
-    from mmtok.models.train_clip import DIGIT_PROMPTS
 
     teacher = Teacher.from_pretrained(vq.config.teacher).eval()
     digits, labels = heldout_digits(vq.config.image_size)
@@ -73,8 +72,7 @@ def test_vq_full_held_out_evaluation_meets_the_targets(vq):
 def test_backbone_reads_held_out_digits_and_mi_truncation_beats_random(vq):
     """backbone-tiny on 200 held-out canvases it never trained on (README: 75.8% of 1,000 full, 64.9% MI vs 46.0%
     random at the same counts)."""
-    from mmtok.models.data import DIGIT_WORDS
-    from mmtok.models.train_backbone import PROMPT, task_tokens
+    from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT, accuracy, task_tokens
     from mmtok.tokens import TokenSequence
     from mmtok.truncation import truncate
 
@@ -82,19 +80,13 @@ def test_backbone_reads_held_out_digits_and_mi_truncation_beats_random(vq):
     critic = mmtok.get_model("critic-vq-text", kind="critic")
     held = task_tokens(vq, "heldout", 1000, 128, 1)
     prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
-    context = [f"a photo of the digit {w}" for w in DIGIT_WORDS]
     full = [TokenSequence("image", ids=held["ids"][i], grid=(16, 16), tokenizer=vq.name) for i in range(200)]
     labels = held["labels"][:200]
-    mi = [truncate(s, context=context, critic=critic, tokenizer=vq)[0] for s in full]
+    mi = [truncate(s, context=CONTEXT_PROMPTS, critic=critic, tokenizer=vq)[0] for s in full]
     pairs = enumerate(zip(full, mi, strict=True))
     rand = [truncate(s, method="random", keep=len(m), tokenizer=vq, seed=i)[0] for i, (s, m) in pairs]
 
-    def accuracy(seqs):
-        with torch.no_grad():
-            logits = backbone([[prompt, s] for s in seqs])["logits"]
-        return float(logits.argmax(-1).eq(labels).float().mean())
-
-    full_acc, mi_acc, rand_acc = accuracy(full), accuracy(mi), accuracy(rand)
+    full_acc, mi_acc, rand_acc = (accuracy(backbone, prompt, seqs, labels, batch=200) for seqs in (full, mi, rand))
     assert full_acc > 0.65
     assert sum(len(m) for m in mi) < 0.8 * 256 * len(mi)  # MI drops tokens
     assert mi_acc > rand_acc + 0.08
