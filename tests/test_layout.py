@@ -1,0 +1,86 @@
+"""The package's layout: library code never imports a training script (``mmtok.models.train_*``). What the trainers
+and their users share (the digits-QA task, data helpers, weight fingerprints) lives in library modules; only the
+trainers themselves and the ``mmtok train`` command import trainers."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINERS = "mmtok.models.train_"
+ALLOWED = {"cli/train.py"}  # the training command; models/train_*.py may import each other
+
+
+def package_dirs() -> dict[str, str]:
+    """Folder (relative to the checkout) -> the package it installs as, from pyproject.toml's package-dir."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return {folder: package for package, folder in config["package-dir"].items()}
+
+
+def module_name(path: Path, folders: dict[str, str]) -> str:
+    relative = path.relative_to(ROOT)
+    parts = [folders[relative.parts[0]], *relative.parts[1:-1]]
+    return ".".join([*parts, path.stem] if path.stem != "__init__" else parts)
+
+
+def imported_modules(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, module) of every import in the file: ``import a.b``, ``from a.b import c`` (as ``a.b`` and
+    ``a.b.c``, since c may be a module), relative imports resolved, and ``importlib.import_module("a.b")``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.append((node.lineno, base))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def library_files(folders: dict[str, str]) -> list[Path]:
+    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_no_library_module_imports_a_training_script():
+    folders = package_dirs()
+    files = library_files(folders)
+    assert {"mmtok", "models", "budgets", "cli", "eval"} <= set(folders) and len(files) > 50
+    offenders = []
+    for path in files:
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in ALLOWED or (relative.startswith("models/train_") and path.parent.name == "models"):
+            continue
+        for line, name in imported_modules(path, module_name(path, folders)):
+            if name.startswith(TRAINERS):
+                offenders.append(f"{relative}:{line} imports {name}")
+    assert not offenders, "library code imports a trainer (move what it needs to a library module):\n" + "\n".join(
+        offenders
+    )
+
+
+def test_the_import_scan_sees_the_training_command_and_relative_imports(tmp_path):
+    folders = package_dirs()
+    train_cli = ROOT / "cli" / "train.py"
+    assert any(n.startswith(TRAINERS) for _, n in imported_modules(train_cli, module_name(train_cli, folders)))
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from . import train_vq\nfrom .train_av import speech_files\nimport importlib\n"
+        "importlib.import_module('mmtok.models.train_clip')\n"
+    )
+    names = {n for _, n in imported_modules(sample, "mmtok.models.sample")}
+    assert {"mmtok.models.train_vq", "mmtok.models.train_av", "mmtok.models.train_clip"} <= names
