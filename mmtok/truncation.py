@@ -86,7 +86,9 @@ class TruncationReport:
             "kept": self.kept.tolist(),
             "notes": self.notes,
             "context_similarity": None if self.context_similarity is None else round(self.context_similarity, 4),
-            "in_domain": None if self.context_similarity is None else self.domain_warning is None,
+            "in_domain": None
+            if self.context_similarity is None and not self.domain_warning
+            else not self.domain_warning,
         }
 
 
@@ -214,10 +216,18 @@ def _domain_warning(context: Any, similarity: torch.Tensor, critic: Any, kept: i
     )
 
 
+def _foreign_tokens(seq: Any, critic: Any) -> str | None:
+    """Why the critic cannot read these tokens' codes (another image tokenizer's), or None."""
+    trained_on = getattr(critic.config, "image_tokenizer", None)
+    if seq.modality != "image" or not seq.tokenizer or not trained_on or seq.tokenizer == trained_on:
+        return None
+    return f"these are {seq.tokenizer} tokens and {critic.name} was trained on {trained_on} tokens"
+
+
 def _out_of_domain(
     seq: Any,
     why: str,
-    similarity: torch.Tensor,
+    similarity: torch.Tensor | None,
     policy: str,
     budget: tuple[int | None, float | None],
     tokenizer: Any,
@@ -237,7 +247,7 @@ def _out_of_domain(
         "out_of_domain='mi' keeps the critic's choice)"
     )
     report.notes.append(report.domain_warning)
-    report.context_similarity = float(similarity.min())
+    report.context_similarity = None if similarity is None else float(similarity.min())
     return out, report
 
 
@@ -342,6 +352,9 @@ def truncate(
         import mmtok
 
         critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
+    foreign = method == "mi" and features is None and _foreign_tokens(seq, critic)
+    if foreign and out_of_domain != "mi":
+        return _out_of_domain(seq, foreign, None, out_of_domain, (keep, keep_ratio), tokenizer, seed)
     # a critic that reads code windows scores from its precomputed window table (no per-token feature vectors)
     on_grid = method == "mi" and features is None and _scores_on_grid(seq, critic)
     if features is None and not on_grid:
@@ -504,7 +517,9 @@ def truncate_many(
         import mmtok
 
         critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
-    batched = method == "mi" and seqs and all(_scores_on_grid(s, critic) for s in seqs)
+    batched = (
+        method == "mi" and seqs and all(_scores_on_grid(s, critic) and not _foreign_tokens(s, critic) for s in seqs)
+    )
     if not batched:
         kwargs = {"critic": critic, "out_of_domain": out_of_domain} if method == "mi" else {}
         return [

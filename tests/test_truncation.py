@@ -421,3 +421,20 @@ def test_smile_over_distinct_captions_is_smile_over_the_whole_pair_matrix():
     (g_fast,) = torch.autograd.grad(fast, scores)
     (g_ref,) = torch.autograd.grad(reference, scores)
     torch.testing.assert_close(g_fast, g_ref)
+
+
+def test_tokens_of_another_tokenizer_take_the_fallback_with_the_reason(astronaut_tokens):
+    """critic-vq-text reads vq-clip-tiny's codes; vq-photo-256's codes mean something else to it."""
+    import mmtok
+
+    photo = mmtok.get_tokenizer("vq-photo-256").encode(mmtok.load(mmtok.sample_path("astronaut.png")))
+    short, report = mmtok.truncate(photo, context="a photo of the digit seven", keep=64)
+    assert report.method == "divprune" and report.tokens_out == 64 and len(short) == 64
+    assert (
+        "these are vq-photo-256 tokens and critic-vq-text was trained on vq-clip-tiny tokens" in report.domain_warning
+    )
+    assert report.to_dict()["in_domain"] is False
+    with pytest.raises(TruncationError, match="these are vq-photo-256 tokens"):
+        mmtok.truncate(photo, context="a photo of the digit seven", out_of_domain="error")
+    seq, _ = astronaut_tokens  # the critic's own tokenizer: no fallback
+    assert mmtok.truncate(seq, context="a photo of the digit seven")[1].method == "mi"
