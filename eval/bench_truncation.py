@@ -161,7 +161,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest on a shared machine)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--sweep", default="-0.5,0,0.18,0.5,1,1.5,2,2.5,3", help="thresholds for the sweep table")
+    parser.add_argument(
+        "--sweep", default="-2,-1.5,-1,-0.5,0,0.18,0.5,1,1.5,2,2.5,3", help="thresholds for the sweep table"
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--figure", type=Path, default=None, help="the sweep plot (PNG)")
     args = parser.parse_args()

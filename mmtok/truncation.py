@@ -534,8 +534,8 @@ def truncate_many(
     with torch.no_grad():
         context_emb = context_embeddings(context, critic)
         similarity = context_similarity(context_emb, critic)
-        far = similarity is not None and out_of_domain != "mi" and _far_from_known(context, similarity, critic)
-        if far:  # every sequence takes the fallback (truncate's own path, one by one)
+        far = None if similarity is None else _far_from_known(context, similarity, critic)
+        if far and out_of_domain != "mi":  # every sequence takes the fallback (truncate's own path, one by one)
             return [
                 truncate(s, context, "mi", threshold, k, keep_ratio, critic=critic, tokenizer=tokenizer,
                          seed=seed + i, min_keep=min_keep, out_of_domain=out_of_domain)
@@ -552,7 +552,9 @@ def truncate_many(
         kept, info = _mi_keep(scores, threshold, k, min_keep, notes)
         kept = kept.sort().values
         report = TruncationReport("mi", n, len(kept), kept, scores, threshold, info, notes)
-        if similarity is not None:
+        if similarity is not None and far is None:  # in domain: nothing to say
+            report.context_similarity = float(similarity.min())
+        elif similarity is not None:  # out of domain, and out_of_domain="mi" keeps the critic's choice
             _attach_domain(report, context, similarity, critic)
         results.append((seq.select(kept, truncation="mi"), report))
     return results
