@@ -44,7 +44,7 @@ def arms() -> list[str]:
 
 def what_it_changes(arm: str) -> str:
     first = (CONFIGS / f"vq-photo-{arm}.toml").read_text(encoding="utf-8").splitlines()[0]
-    return first.lstrip("# ").split(":", 1)[0]
+    return first.lstrip("# ").removeprefix("vq-photo-256 ablation ").rstrip(":")
 
 
 def _child(cmd: list[str], log: Path) -> tuple[float, float]:
@@ -86,6 +86,8 @@ def collect_arm(arm: str) -> dict[str, Any] | None:
     record = json.loads(result.read_text(encoding="utf-8"))[-1]
     timing = WORK / "logs" / f"{name}.cpu.json"
     cpu = json.loads(timing.read_text(encoding="utf-8")) if timing.is_file() else {}
+    if "train_cpu_s" in cpu:
+        cpu["train_cpu_min"] = round(cpu["train_cpu_s"] / 60, 1)
     return {"arm": arm, "changes": what_it_changes(arm), **cpu, **record}
 
 
@@ -94,7 +96,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     for row in rows:
         cells = [fmt.format(row[key]) for key, _, fmt in COLUMNS]
-        cpu = f"{row['train_cpu_s'] / 60:.1f}" if "train_cpu_s" in row else "n/a"
+        cpu = f"{row['train_cpu_min']:.1f}" if "train_cpu_min" in row else "n/a"
         lines.append(f"| {row['arm']} | " + " | ".join(cells) + f" | {cpu} |")
     return "\n".join(lines)
 
