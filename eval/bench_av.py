@@ -221,6 +221,7 @@ def main() -> None:
     result = {
         "rtf": rtf,
         "video_time_ratios": ratios,
+        "audio_time_ratios": {"embedding / mel alone": a_mel / a_embed},
         "repeats": args.repeats,
         "machine": machine(),
         "torch": torch.__version__,

@@ -65,6 +65,15 @@ def pillow_displayed_size(p: Path) -> tuple[int, int]:
         return im.size[::-1] if orientation in (5, 6, 7, 8) else im.size
 
 
+def ratios(rates: dict[str, float]) -> dict[str, dict[str, float]]:
+    """Each path's rate as a multiple of mmtok's, and mmtok's as a multiple of each path's (the README's columns)."""
+    mmtok_rate = rates["mmtok.load"]
+    return {
+        "x_mmtok": {name: rate / mmtok_rate for name, rate in rates.items()},
+        "mmtok_x": {name: mmtok_rate / rate for name, rate in rates.items()},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=2000)
@@ -114,7 +123,10 @@ def main() -> None:
         f"sizes equal to Pillow's displayed size: {len(files) - len(mismatches)}/{len(files)}"
         + (f"; mismatches: {mismatches[:10]}" if mismatches else "")
     )
-    write_json(args.json, {"files": len(files), "rates": rates, "mismatches": mismatches, "machine": machine()})
+    write_json(
+        args.json,
+        {"files": len(files), "rates": rates, **ratios(rates), "mismatches": mismatches, "machine": machine()},
+    )
 
 
 if __name__ == "__main__":

@@ -54,6 +54,15 @@ class ChunkedDense(nn.Module):
         return torch.cat([self.dense(chunk) for chunk in x.split(self.rows)])
 
 
+def ratios(results: dict[str, dict[str, float]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per shape and mode, each path's time over the dense FFN's and its speed over the HF loop's."""
+    out = {}
+    for key, rates in results.items():
+        dense, loop = rates["(c) dense FFN, same active FLOPs"], rates["(b) per-expert loop (HF)"]
+        out[key] = {name.strip(): {"time / dense": dense / r, "speed / loop": r / loop} for name, r in rates.items()}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="auto")
@@ -134,6 +143,7 @@ def main() -> None:
             "tokens": args.tokens,
             "repeats": args.repeats,
             "results": results,
+            "ratios": ratios(results),
             "machine": machine(),
             "torch": torch.__version__,
             "cuda": torch.version.cuda if device.type == "cuda" else None,

@@ -117,6 +117,7 @@ def main() -> None:
             },
             "batch": args.batch,
             "model": {r[0]: r[1] for r in model_rows},
+            "x_vit_b_32": {r[0]: r[2] for r in model_rows},
             "folder": folder_rates,
             "ratio": ratio,
             "machine": machine(),

@@ -1,0 +1,86 @@
+"""Every figure in the README's result tables comes from a results file: each table is preceded by a marker
+``<!-- figures: eval/results/x.json [more files] -->`` and every number in it (three significant digits or more,
+or with a decimal point; protocol columns excepted) must be found in those files, at the README's precision (as a
+value or a percentage)."""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+MARKER = re.compile(r"<!-- figures: (.+?) -->\n((?:\|.*\n)+)")
+NUMBER = re.compile(r"(?<![\w.\-])\d[\d,]*(?:\.\d+)?(?![A-Za-wyz_\-])")  # not inside a name like gemini-2.5
+
+
+def _numbers_in(text: str) -> list[Decimal]:
+    found = []
+    for token in NUMBER.findall(text):
+        try:
+            found.append(Decimal(token.replace(",", "")))
+        except InvalidOperation:
+            continue
+    return found
+
+
+def _file_numbers(path: Path) -> list[Decimal]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        text = json.dumps(json.loads(text))  # numbers as JSON writes them (no thousands separators)
+    numbers = []
+    for token in re.findall(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|-?\d[\d,]*(?:\.\d+)?", text):
+        try:
+            numbers.append(Decimal(token.replace(",", "")))
+        except InvalidOperation:
+            continue
+    return numbers
+
+
+def _significant(token: str) -> bool:
+    digits = token.replace(",", "").replace(".", "").lstrip("-").lstrip("0")
+    return "." in token or len(digits) >= 3
+
+
+def _matches(shown: str, candidates: list[Decimal]) -> bool:
+    value = Decimal(shown.replace(",", ""))
+    places = len(shown.split(".")[1]) if "." in shown else 0
+    quantum = Decimal(1).scaleb(-places)
+    for candidate in candidates:
+        for scaled in (candidate, candidate * 100):
+            if abs(scaled - value) <= quantum / 2 + Decimal("1e-9"):
+                return True
+    return False
+
+
+TABLES = MARKER.findall(README)
+
+
+def test_result_tables_are_marked():
+    results = README.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+    tables = re.findall(r"(?:^|\n)((?:<!--[^\n]*-->\n)?)\|[^\n]*\n\|[-:| ]+\|\n", results)
+    assert tables and all(marker.startswith("<!-- figures:") for marker in tables), "a results table has no marker"
+
+
+@pytest.mark.parametrize(("files", "table"), TABLES, ids=[t[0][:60] for t in TABLES])
+def test_every_figure_comes_from_its_results_file(files, table):
+    paths = [ROOT / f for f in files.split()]
+    for path in paths:
+        assert path.is_file(), f"{path} is missing"
+    candidates = [n for p in paths for n in _file_numbers(p)]
+    header, _, *rows = table.strip().splitlines()
+    described = {i for i, name in enumerate(header.strip("|").split("|")) if "protocol" in name.lower()}
+    missing = []
+    for row in rows:
+        cells = row.strip("|").split("|")
+        for i, cell in enumerate(cells[1:], 1):  # the first cell names the row; protocol cells describe it
+            if i in described:
+                continue
+            for token in NUMBER.findall(cell):
+                if _significant(token) and not _matches(token, candidates):
+                    missing.append(f"{token} in {row.strip()[:80]}")
+    assert not missing, f"figures not found in {files}: {missing[:10]}"
