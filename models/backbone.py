@@ -18,6 +18,10 @@ so a batch of truncated sequences costs what its tokens cost. With ``stem_sites 
 only at the kept tokens' sites (a submanifold convolution, Graham et al. 2018: each layer reads the kept neighbours
 only), so its cost falls with the tokens kept; ``"grid"`` convolves the whole grid with zeros where tokens were
 truncated away. Router statistics (load per expert, average k, dropped tokens) come back with the output.
+
+Expert parallelism: ``mmtok.models.expert_parallel.expert_parallel(backbone)`` replaces every MoE layer in place by
+its all-to-all version (each process keeping its slice of the experts; the loss and gradients are the single-process
+ones, see that module), and ``gather_state_dict`` brings the full state back for saving.
 """
 
 from __future__ import annotations

@@ -46,6 +46,11 @@ def save_pretrained(
     """
     from safetensors.torch import save_file
 
+    if any(getattr(m, "expert_parallel", False) for m in model.modules()):
+        raise CheckpointError(
+            "this model holds only this process's slice of its experts (expert parallelism): save a single-process "
+            "copy loaded from mmtok.models.expert_parallel.gather_state_dict(model)"
+        )
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}

@@ -10,6 +10,9 @@ Legend: T tokens, D model dim, E experts, F expert hidden dim, K experts per tok
   the top-k probabilities only), and the ST-MoE router z-loss mean(logsumexp(logits)^2).
 - Capacity (training only): assignments beyond ceil(capacity_factor * A / E) per expert are dropped, lowest
   probability first. Evaluation is dropless.
+- ``route`` is the one routing step (router, capacity, losses, balancing updates, statistics) of both this layer and
+  its expert-parallel version (``mmtok.models.expert_parallel``); a ``Totals`` says over which tokens its sums run
+  (this layer's, or every process's in a group).
 - Dispatch: sort assignments by expert, then ``torch.nn.functional.grouped_mm`` over the contiguous segments, or
   ``ExpertSegments``: gather, run and add back one expert's rows at a time, forward and (hand-written) backward,
   so no A x D copy of the tokens is ever made; the per-expert gather/``index_add_`` loop (HF Mixtral style) is the
@@ -143,13 +146,17 @@ class Router(nn.Module):
 
     @torch.no_grad()
     def update(self, routing: Routing) -> None:
-        """After a training step: bias balancing and the dynamic-k controller."""
+        """After a training step on ``routing`` alone: bias balancing and the dynamic-k controller."""
+        self.update_from(self.load(routing), float(routing.active.sum(-1).float().mean()))
+
+    @torch.no_grad()
+    def update_from(self, load_E: torch.Tensor, average_k: float) -> None:
+        """Bias balancing from the assignments per expert ``load_E`` and the dynamic-k controller from the average k
+        (under expert parallelism both are totals over every process, so every replica of the router moves alike)."""
         cfg = self.cfg
         if cfg.bias_balancing:
-            load_E = self.load(routing)
             self.selection_bias += cfg.bias_update_rate * torch.sign(load_E.mean() - load_E)
         if cfg.dynamic_k and cfg.target_k > 0:
-            average_k = routing.active.sum(-1).float().mean()
             step = cfg.target_k_rate * (cfg.target_k - average_k)
             self.threshold.copy_((self.threshold + step).clamp(0.01, 10.0 if cfg.dynamic_k == "entropy" else 0.999))
 
@@ -172,6 +179,108 @@ def z_loss(routing: Routing) -> torch.Tensor:
     return torch.logsumexp(routing.logits, dim=-1).pow(2).mean()
 
 
+class Totals:
+    """Over which tokens ``route`` forms its totals: here a layer's own; ``expert_parallel.GroupTotals`` sums over
+    every process of a group (the same three operations as collectives)."""
+
+    def counts(self, counts: torch.Tensor) -> torch.Tensor:
+        """Integer totals (no gradient)."""
+        return counts
+
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """A differentiable sum whose backward sums the gradients the same way."""
+        return values
+
+    def gather(self, *rows: torch.Tensor) -> tuple[list[torch.Tensor], slice]:
+        """Every process's rows end to end (process order) and where this process's rows lie in them."""
+        return list(rows), slice(None)
+
+
+LOCAL = Totals()
+
+
+def route(
+    router: Router, x_TD: torch.Tensor, training: bool, totals: Totals = LOCAL
+) -> tuple[Routing, torch.Tensor, dict[str, Any]]:
+    """The routing step of a MoE layer: routing (top-k or dynamic k), capacity (training only), the auxiliary loss
+    (balancing + z-loss), the router's balancing updates (training only) and the statistics, with every total
+    formed by ``totals``. Returns (routing, auxiliary loss, statistics: load per expert, average k, dropped
+    assignments and tokens, all totals)."""
+    cfg = router.cfg
+    E = cfg.num_experts
+    routing = router(x_TD)
+    dropped = x_TD.new_zeros((), dtype=torch.long)
+    if training and cfg.capacity_factor > 0:
+        routing, dropped = apply_capacity(routing, cfg.capacity_factor, totals)
+    active = routing.active
+    local = torch.cat(
+        [
+            torch.bincount(routing.experts[active], minlength=E),
+            torch.stack([active.sum(), torch.tensor(x_TD.shape[0], device=x_TD.device), dropped]),
+        ]
+    )
+    counts = totals.counts(local)
+    load_E = counts[:E].float()
+    assigned, tokens, dropped_total = counts[E:].tolist()
+    average_k = assigned / max(1, tokens)
+    aux = x_TD.new_zeros((), dtype=torch.float32)
+    if training:
+        # Switch balancing E * sum_e f_e * P_e (P_e over the full softmax) and the z-loss, both over all tokens
+        lse_T = torch.logsumexp(routing.logits, dim=-1)
+        sums = totals.sum(torch.cat([routing.probs.sum(0), lse_T.pow(2).sum()[None]]))
+        P_E = sums[:E] / max(1, tokens)
+        f_E = load_E / max(1, assigned)
+        aux = cfg.aux_loss_weight * E * (f_E * P_E).sum() + cfg.z_loss_weight * sums[E] / max(1, tokens)
+        router.update_from(load_E, average_k)
+    stats = {"load": load_E.cpu(), "average_k": average_k, "dropped": dropped_total, "tokens": tokens}
+    return routing, aux, stats
+
+
+def apply_capacity(routing: Routing, capacity_factor: float, totals: Totals = LOCAL) -> tuple[Routing, torch.Tensor]:
+    """Drop the assignments beyond ceil(capacity_factor * A / E) per expert, lowest probability first (A and the
+    ranking over every process's assignments, in process order, under ``totals``); the kept weights renormalised.
+    Returns the routing and this process's dropped assignments (a 0-d tensor)."""
+    E = routing.probs.shape[1]
+    with torch.no_grad():
+        (experts_TK, weights_TK), mine = totals.gather(routing.experts, routing.weights.detach())
+        experts_TK = _drop_overflow(experts_TK, weights_TK, capacity_factor, E)[mine]
+    kept = experts_TK >= 0
+    weights = torch.where(kept, routing.weights, torch.zeros_like(routing.weights))
+    weights = weights / weights.sum(-1, keepdim=True).clamp(min=1e-9)
+    dropped = routing.active.sum() - kept.sum()
+    return Routing(experts_TK, weights, routing.probs, routing.logits), dropped
+
+
+def _drop_overflow(
+    experts_TK: torch.Tensor, weights_TK: torch.Tensor, capacity_factor: float, num_experts: int
+) -> torch.Tensor:
+    capacity = math.ceil(capacity_factor * int((experts_TK >= 0).sum()) / num_experts)
+    experts = experts_TK.clone()
+    flat_e, flat_w = experts.view(-1), weights_TK.reshape(-1)
+    for e in range(num_experts):
+        slots = (flat_e == e).nonzero().flatten()
+        if len(slots) > capacity:
+            order = flat_w[slots].argsort()  # lowest probability first
+            flat_e[slots[order[: len(slots) - capacity]]] = -1
+    return experts
+
+
+def sorted_assignments(routing: Routing) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The A active assignments sorted by expert: (token, expert, weight) each ``(A,)``."""
+    active = routing.active
+    token_A = torch.arange(active.shape[0], device=active.device)[:, None].expand_as(routing.experts)[active]
+    expert_A = routing.experts[active]
+    weight_A = routing.weights[active]
+    order = torch.argsort(expert_A, stable=True)
+    return token_A[order], expert_A[order], weight_A[order]
+
+
+def dispatch_path(cfg: MoEConfig, x: torch.Tensor) -> str:
+    if cfg.dispatch != "auto":
+        return cfg.dispatch
+    return "grouped_mm" if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) else "segment"
+
+
 class GroupedExperts(nn.Module):
     """E SwiGLU experts with stacked weights: w1, w3 (E, D, F) and w2 (E, F, D)."""
 
@@ -182,6 +291,14 @@ class GroupedExperts(nn.Module):
         self.w2_EFD = nn.Parameter(torch.empty(num_experts, hidden_dim, dim))
         for w, fan_in in ((self.w1_EDF, dim), (self.w3_EDF, dim), (self.w2_EFD, hidden_dim)):
             nn.init.normal_(w, std=fan_in**-0.5)
+
+    @classmethod
+    def from_weights(cls, w1_EDF: nn.Parameter, w3_EDF: nn.Parameter, w2_EFD: nn.Parameter) -> GroupedExperts:
+        """Experts holding the given parameters (no initialisation drawn)."""
+        experts = cls.__new__(cls)
+        nn.Module.__init__(experts)
+        experts.w1_EDF, experts.w3_EDF, experts.w2_EFD = w1_EDF, w3_EDF, w2_EFD
+        return experts
 
     @property
     def num_experts(self) -> int:
@@ -336,9 +453,7 @@ class MoE(nn.Module):
         self.last_stats: dict[str, Any] = {}
 
     def dispatch_path(self, x: torch.Tensor) -> str:
-        if self.cfg.dispatch != "auto":
-            return self.cfg.dispatch
-        return "grouped_mm" if x.is_cuda and x.dtype in (torch.bfloat16, torch.float16) else "segment"
+        return dispatch_path(self.cfg, x)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (..., D) -> (output (..., D), auxiliary loss); routing statistics in ``last_stats``."""
@@ -346,54 +461,16 @@ class MoE(nn.Module):
             raise TokenError("MoE input contains NaN or infinite values")
         shape = x.shape
         x_TD = x.reshape(-1, shape[-1])
-        T = x_TD.shape[0]
-        if T == 0:
+        if x_TD.shape[0] == 0:
             return x.clone(), x.new_zeros(())
-        routing = self.router(x_TD)
-        routing, dropped = self._apply_capacity(routing)
+        routing, aux, self.last_stats = route(self.router, x_TD, self.training)
         path = self.dispatch_path(x_TD)
         out_TD = self.reference(x_TD, routing) if path == "loop" else self.sorted_dispatch(x_TD, routing, path)
-        aux = x.new_zeros((), dtype=torch.float32)
-        if self.training:
-            aux = self.cfg.aux_loss_weight * balancing_loss(routing, self.cfg.num_experts)
-            aux = aux + self.cfg.z_loss_weight * z_loss(routing)
-            self.router.update(routing)
-        active = routing.active
-        self.last_stats = {
-            "load": self.router.load(routing).cpu(),
-            "average_k": float(active.sum(-1).float().mean()),
-            "dropped": dropped,
-            "tokens": T,
-        }
         return out_TD.reshape(shape), aux
-
-    def _apply_capacity(self, routing: Routing) -> tuple[Routing, int]:
-        if not (self.training and self.cfg.capacity_factor > 0):
-            return routing, 0
-        active = routing.active
-        capacity = math.ceil(self.cfg.capacity_factor * int(active.sum()) / self.cfg.num_experts)
-        experts = routing.experts.clone()
-        flat_e, flat_w = experts.view(-1), routing.weights.reshape(-1)
-        dropped = 0
-        for e in range(self.cfg.num_experts):
-            slots = (flat_e == e).nonzero().flatten()
-            if len(slots) > capacity:
-                order = flat_w[slots].argsort()  # lowest probability first
-                drop = slots[order[: len(slots) - capacity]]
-                flat_e[drop] = -1
-                dropped += len(drop)
-        weights = torch.where(experts >= 0, routing.weights, torch.zeros_like(routing.weights))
-        weights = weights / weights.sum(-1, keepdim=True).clamp(min=1e-9)
-        return Routing(experts, weights, routing.probs, routing.logits), dropped
 
     def sorted_dispatch(self, x_TD: torch.Tensor, routing: Routing, path: str) -> torch.Tensor:
         """Sort the A active assignments by expert, run the experts on contiguous rows, scatter back."""
-        active = routing.active
-        token_A = torch.arange(x_TD.shape[0], device=x_TD.device)[:, None].expand_as(routing.experts)[active]
-        expert_A = routing.experts[active]
-        weight_A = routing.weights[active]
-        order = torch.argsort(expert_A, stable=True)
-        token_A, expert_A, weight_A = token_A[order], expert_A[order], weight_A[order]
+        token_A, expert_A, weight_A = sorted_assignments(routing)
         counts_E = torch.bincount(expert_A, minlength=self.cfg.num_experts)
         if path == "segment":
             w = self.experts
