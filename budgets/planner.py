@@ -5,7 +5,24 @@ the knobs and their domains, the candidate models, the objectives, quality bars 
 
 - knobs: ``image_size`` (px; mmtok tokens = (size/8)^2, or the pixels a provider receives), ``keep_ratio`` (MI
   truncation of visual tokens, self-hosted only), ``audio_tokens_per_second`` and ``codebook_levels`` (the audio
-  tokenizer), ``model`` (provider models, or ``mmtok-semantic``: the self-hosted mmtok stack);
+  tokenizer), ``trim_silence`` (audio: mmtok shrink's silence cut first, every model), ``model`` (provider models,
+  or ``mmtok-semantic``: the self-hosted mmtok stack);
+- ``image_size = "breakpoints"`` (or ``["breakpoints", 64, 128]``): each provider model gets its own sizes, those
+  at which its token rule's count changes, from ``mmtok shrink``'s candidates (``budgets/shrink/candidates.py``) for
+  a square image of ``MAX_IMAGE_SIZE_PX`` sent at ``PROVIDER_DETAIL``: one size per token count, shrink's largest
+  at that count (on rules that count whole tiles or patches one pixel more costs more; Qwen2-VL's rounds, and its
+  sizes are whole 28-px cells), and at the top the size the model resizes that image to (its view, same count;
+  else the full size), at most ``MAX_BREAKPOINTS`` of them spread evenly over that ladder, smallest and largest
+  kept. The sizes
+  listed beside it are ``mmtok-semantic``'s (multiples of 8, as without it: its count changes at every one), so
+  with ``mmtok-semantic`` among the models at least one is needed, and without it none may be listed. NSGA-II
+  then searches the rank of the size on each model's own ladder (rank r of R on a ladder of n sizes is size
+  ``round(r (n - 1) / (R - 1))``), and every setting, table and JSON holds the size in pixels;
+- ``trim_silence = [false, true]`` (audio only): true sends the speech after ``mmtok shrink``'s silence cut
+  (Silero VAD; silences longer than ``[calibration] min_silence_s``, shrink's 0.8 s by default, cut to 0.5 s or
+  to min_silence_s if shorter):
+  the cut is measured once on the calibration speech (cached by the speech set and the VAD settings), the
+  request's ``audio_seconds`` are billed times the fraction it kept, and WER is measured on the trimmed speech;
 - objectives, each measured on a calibration set by running the pipeline (``CalibrationEvaluator``):
   ``cost`` (USD per request, ``mmtok.price``), ``fd`` (Fréchet distance on the chosen extractor between the
   calibration photos and what the model receives: mmtok reconstructions, or the photos resized to ``image_size``),
@@ -24,6 +41,7 @@ the range beyond the worst evaluated value of each objective); the knee point co
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -41,11 +59,14 @@ from mmtok.errors import ConfigError, EvalError, MmtokError
 from mmtok.files import read_toml, write_atomic
 
 OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
-KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "model")
+KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "trim_silence", "model")
 AUDIO_KNOBS = ("audio_tokens_per_second", "codebook_levels")
 SELF_HOSTED_KNOBS = ("keep_ratio", *AUDIO_KNOBS)  # knobs of the mmtok tokenizers, no provider's
 SELF_HOSTED = "mmtok-semantic"
 MAX_IMAGE_SIZE_PX = 1024  # image_size options (mmtok: (size / 8)^2 tokens; providers: the pixels they receive)
+BREAKPOINTS = "breakpoints"  # image_size option: each provider model's own sizes, where its token count changes
+MAX_BREAKPOINTS = 8  # sizes per provider model at most, spread over its ladder
+PROVIDER_DETAIL = "high"  # the detail every provider image is priced (and its breakpoints found) at
 AUDIO_CODEBOOK_LEVELS = 8  # av-tiny's residual codebook levels
 MAX_AUDIO_TOKENS_PER_SECOND = 400.0
 FAILED_OBJECTIVE = 1e30  # what pymoo sees for a setting whose measurement failed
@@ -71,6 +92,7 @@ class Spec:
     fd_extractor: str = "efficientnet-lite0"
     asr: str = "whisper"
     judge: Any = "local"
+    min_silence_s: float | None = None  # trim_silence cuts silences longer than this (None: mmtok shrink's default)
     population: int = 24
     generations: int = 10
     seed: int = 1
@@ -129,6 +151,7 @@ def load_spec(path: str | os.PathLike[str], prices: Iterable[str | os.PathLike[s
         fd_extractor=read.string("calibration", "fd_extractor", "efficientnet-lite0"),
         asr=read.string("calibration", "asr", "whisper"),
         judge=data.get("calibration", {}).get("judge", "local"),
+        min_silence_s=read.optional_number("calibration", "min_silence_s", minimum=0.1),
         population=read.integer("search", "population", 24, minimum=4),
         generations=read.integer("search", "generations", 10, minimum=1),
         seed=read.integer("search", "seed", 1, minimum=0),
@@ -144,7 +167,17 @@ SECTIONS: dict[str, set[str] | None] = {  # None: a value, not a table
     "variables": set(KNOBS),
     "objectives": {"minimize", "maximize"},
     "bars": set(OBJECTIVES),
-    "calibration": {"photos", "speech", "qa", "fd_extractor", "asr", "judge", "photos_folder", "speech_manifest"},
+    "calibration": {
+        "photos",
+        "speech",
+        "qa",
+        "fd_extractor",
+        "asr",
+        "judge",
+        "photos_folder",
+        "speech_manifest",
+        "min_silence_s",
+    },
     "search": {"population", "generations", "seed"},
 }
 
@@ -174,6 +207,12 @@ class _Reader:
         if minimum is not None and value < minimum:
             raise ConfigError(f"{self._where(section, key)} must be >= {minimum:g}, got {value!r}")
         return float(value)
+
+    def optional_number(self, section: str, key: str, minimum: float) -> float | None:
+        """A number, or None when the key is not given."""
+        if self._raw(section, key, None) is None:
+            return None
+        return self.number(section, key, 0.0, minimum)
 
     def string(self, section: str | None, key: str, default: str) -> str:
         value = self._raw(section, key, default)
@@ -220,11 +259,18 @@ class _Reader:
             if not isinstance(option, str) or not option:
                 raise ConfigError(f"{where}: a model is a name, got {option!r}")
             return option
+        if knob == "trim_silence":
+            if not isinstance(option, bool):
+                raise ConfigError(f"{where}: trim_silence is true or false (both: [false, true]), got {option!r}")
+            return option
         number = isinstance(option, (int, float)) and not isinstance(option, bool)
         if knob == "image_size":
+            if option == BREAKPOINTS:
+                return option
             if not number or option != int(option) or not 8 <= option <= MAX_IMAGE_SIZE_PX or option % 8:
                 raise ConfigError(
-                    f"{where}: an image size is a multiple of 8 px from 8 to {MAX_IMAGE_SIZE_PX}, got {option!r}"
+                    f"{where}: an image size is a multiple of 8 px from 8 to {MAX_IMAGE_SIZE_PX}, or "
+                    f'"{BREAKPOINTS}" (each provider model\'s own sizes), got {option!r}'
                 )
             return int(option)
         if knob == "codebook_levels":
@@ -273,6 +319,16 @@ def validate(spec: Spec) -> None:
         if model != SELF_HOSTED:
             _check_modalities(model, spec, where)
     _check_applicable(spec, models, where)
+    _check_breakpoints(spec, models, where)
+    if True in _options(spec, "trim_silence"):
+        try:
+            import onnxruntime  # noqa: F401
+            import silero_vad  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                f"{where}: [variables] trim_silence needs the eval extra (silero-vad, onnxruntime): "
+                "pip install 'mmtok[eval]'"
+            ) from None
     if spec.photos_folder is not None:
         user_photos(spec)  # a missing or empty folder fails here, naming the key
     if spec.speech_manifest is not None:
@@ -410,7 +466,7 @@ def _check_applicable(spec: Spec, models: list[str], where: str) -> None:
         )
     if spec.images == 0 and (names := [o for o in spec.objectives if o in ("fd", "accuracy", "judge")]):
         raise ConfigError(f"{where}: the {names[0]} objective measures images, but the request sends none")
-    if spec.audio_seconds == 0 and (knobs := sorted(given & set(AUDIO_KNOBS))):
+    if spec.audio_seconds == 0 and (knobs := sorted(given & {*AUDIO_KNOBS, "trim_silence"})):
         raise ConfigError(
             f"{where}: [variables] {knobs[0]} is set, but the request sends no audio ([request] audio_seconds = 0)"
         )
@@ -420,6 +476,32 @@ def _check_applicable(spec: Spec, models: list[str], where: str) -> None:
         raise ConfigError(
             f"{where}: [variables] {knobs[0]} applies only to {SELF_HOSTED}, which is not among the models"
         )
+
+
+def _check_breakpoints(spec: Spec, models: list[str], where: str) -> None:
+    """``"breakpoints"`` gives provider models their sizes; the sizes listed beside it are mmtok-semantic's."""
+    options = _options(spec, "image_size")
+    if BREAKPOINTS not in options:
+        return
+    listed = [str(o) for o in options if o != BREAKPOINTS]
+    providers = [m for m in models if m != SELF_HOSTED]
+    if not providers:
+        raise ConfigError(
+            f'{where}: [variables] image_size "{BREAKPOINTS}" are the sizes at which a provider model\'s token count '
+            f"changes, and the models are only {SELF_HOSTED}: list its sizes (multiples of 8) instead"
+        )
+    if SELF_HOSTED in models and not listed:
+        raise ConfigError(
+            f'{where}: [variables] image_size = "{BREAKPOINTS}" gives {SELF_HOSTED} no sizes (its tokens change at '
+            f'every multiple of 8): list them beside it, e.g. ["{BREAKPOINTS}", 64, 128]'
+        )
+    if listed and SELF_HOSTED not in models:
+        raise ConfigError(
+            f'{where}: [variables] image_size: beside "{BREAKPOINTS}" the sizes listed ({", ".join(listed)}) are '
+            f"{SELF_HOSTED}'s, which is not among the models: drop them"
+        )
+    for model in providers:
+        image_sizes(spec, model)  # a model whose image rule cannot be priced at the planner's detail fails here
 
 
 def _check_modalities(model: str, spec: Spec, where: str) -> None:
@@ -433,19 +515,16 @@ def _check_modalities(model: str, spec: Spec, where: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ variables
 def domains(spec: Spec) -> dict[str, Any]:
-    """pymoo variables for the spec's knobs (a fixed value is a one-choice variable)."""
+    """pymoo variables for the spec's knobs (a fixed value is a one-choice variable; per-model image sizes are one
+    variable of ranks, each setting's size the one at its rank on its model's ladder: ``resolve_setting``)."""
     from pymoo.core.variable import Choice, Real
 
-    defaults = {
-        "image_size": [64],
-        "keep_ratio": 1.0,
-        "audio_tokens_per_second": [16.0],
-        "codebook_levels": [8],
-        "model": [SELF_HOSTED],
-    }
     out = {}
     for knob in KNOBS:
-        value = spec.variables.get(knob, defaults[knob])
+        value = spec.variables.get(knob, DEFAULTS[knob])
+        if knob == "image_size" and per_model_sizes(spec):  # the rank on each model's own ladder
+            out[knob] = Choice(options=list(range(_size_ranks(spec))))
+            continue
         if knob == "keep_ratio" and isinstance(value, dict):
             low, high = float(value.get("low", 0.1)), float(value.get("high", 1.0))
             if not 0 < low <= high <= 1:
@@ -459,12 +538,93 @@ def domains(spec: Spec) -> dict[str, Any]:
     return out
 
 
+DEFAULTS: dict[str, Any] = {  # a knob the spec does not name
+    "image_size": [64],
+    "keep_ratio": 1.0,
+    "audio_tokens_per_second": [16.0],
+    "codebook_levels": [8],
+    "trim_silence": [False],
+    "model": [SELF_HOSTED],
+}
+
+
+def _options(spec: Spec, knob: str) -> list[Any]:
+    value = spec.variables.get(knob, DEFAULTS[knob])
+    return value if isinstance(value, list) else [value]
+
+
+def per_model_sizes(spec: Spec) -> bool:
+    """Whether image sizes are each model's own (``image_size`` lists ``"breakpoints"``)."""
+    return BREAKPOINTS in _options(spec, "image_size")
+
+
+def image_sizes(spec: Spec, model: str) -> list[int]:
+    """The image sizes (px) tried on ``model``: the spec's list; with ``"breakpoints"``, a provider model's own
+    sizes (``model_breakpoints``) and, for mmtok-semantic, the sizes listed beside it."""
+    options = _options(spec, "image_size")
+    if BREAKPOINTS not in options:
+        return [int(o) for o in options]
+    if model == SELF_HOSTED:
+        return sorted(int(o) for o in options if o != BREAKPOINTS)
+    return list(model_breakpoints(model, spec.prices))
+
+
+def model_breakpoints(model: str, prices: Iterable[str | os.PathLike[str]] = ()) -> tuple[int, ...]:
+    """The sizes (px, square) at which ``model``'s image token count changes, smallest first: at most
+    ``MAX_BREAKPOINTS``, from mmtok shrink's candidates for a ``MAX_IMAGE_SIZE_PX`` square at ``PROVIDER_DETAIL``."""
+    return _breakpoints(model, tuple(Path(p) for p in prices))
+
+
+@functools.lru_cache(maxsize=256)
+def _breakpoints(model: str, prices: tuple[Path, ...]) -> tuple[int, ...]:
+    from mmtok.budgets.pricing import image_token_count, resolve
+    from mmtok.budgets.shrink.candidates import candidates, lossless
+
+    resolved, side = resolve(model, prices), MAX_IMAGE_SIZE_PX
+    sizes = [
+        r.width
+        for r in candidates(resolved, side, side, PROVIDER_DETAIL, prices)
+        if r.width == r.height and r.detail in (None, PROVIDER_DETAIL)
+    ]
+    view = lossless(resolved, side, side, PROVIDER_DETAIL, prices)  # what the model resizes the full size to
+    sizes.append(view.width if view is not None and view.width == view.height else side)
+    largest: dict[int, int] = {}  # tokens at the planner's detail -> the largest size with that count
+    for size in sizes:
+        tokens = image_token_count(size, size, model, PROVIDER_DETAIL, prices).tokens
+        largest[tokens] = max(largest.get(tokens, 0), size)
+    ladder = sorted(largest.values())
+    if len(ladder) > MAX_BREAKPOINTS:
+        picks = sorted({_spread(i, MAX_BREAKPOINTS, len(ladder)) for i in range(MAX_BREAKPOINTS)})
+        ladder = [ladder[i] for i in picks]
+    return tuple(ladder)
+
+
+def _spread(rank: int, ranks: int, n: int) -> int:
+    """Rank ``rank`` of ``ranks`` as an index into ``n`` items spread evenly (the first and the last kept)."""
+    return 0 if ranks <= 1 else int(rank * (n - 1) / (ranks - 1) + 0.5)
+
+
+def _size_ranks(spec: Spec) -> int:
+    return max(len(image_sizes(spec, m)) for m in candidate_models(spec))
+
+
+def resolve_setting(spec: Spec, x: dict[str, Any]) -> dict[str, Any]:
+    """A setting from pymoo's variables: Python scalars, and with per-model sizes the image size in pixels (the
+    size at the variable's rank on the setting's model's ladder)."""
+    setting = {k: (float(v) if k == "keep_ratio" else _plain(v)) for k, v in x.items()}
+    if "image_size" in setting and per_model_sizes(spec):
+        sizes = image_sizes(spec, setting["model"])
+        setting["image_size"] = sizes[_spread(int(setting["image_size"]), _size_ranks(spec), len(sizes))]
+    return setting
+
+
 def knob_applies(spec: Spec, knob: str, model: str | None = None) -> bool:
     """Whether a knob changes anything: for the media the request sends and, given a model, for that model
-    (keep_ratio and the audio knobs are the mmtok tokenizers'; a provider gets the image resized, the audio as is)."""
+    (keep_ratio and the audio knobs are the mmtok tokenizers'; a provider gets the image resized, the audio as is
+    or, with trim_silence, with its silences cut)."""
     if knob in ("image_size", "keep_ratio") and spec.images == 0:
         return False
-    if knob in AUDIO_KNOBS and spec.audio_seconds == 0:
+    if knob in (*AUDIO_KNOBS, "trim_silence") and spec.audio_seconds == 0:
         return False
     if knob in SELF_HOSTED_KNOBS:
         return SELF_HOSTED in candidate_models(spec) if model is None else model == SELF_HOSTED
@@ -518,6 +678,8 @@ class CalibrationEvaluator:
         self._failures: dict[str, Exception] = {}  # measurement key -> what it raised in this run
         self._weights: dict[str, str] = {}  # model name -> weights fingerprint
         self._sets: dict[str, Any] = {}  # "photos" / "speech" -> (content hash, items)
+        self._trims: dict[Path, tuple[Any, float, float]] = {}  # recording -> (trimmed audio, seconds before, after)
+        self.trimmed: dict[str, Any] | None = None  # the silence cut on the calibration speech, once measured
         self.evaluations = 0  # distinct settings evaluated
         self.measurements = 0  # component measurements actually run (not from the cache)
 
@@ -640,9 +802,9 @@ class CalibrationEvaluator:
                 self._sets["speech"] = (_digest([p for p, _ in items], [t for _, t in items]), items)
         return self._sets["speech"]
 
-    def wer(self, model: str, rate: float, levels: int) -> float:
+    def wer(self, model: str, rate: float, levels: int, trim: bool = False) -> float:
         self_hosted = model == SELF_HOSTED
-        params = {
+        params: dict[str, Any] = {
             "self_hosted": self_hosted,
             "rate": rate if self_hosted else None,
             "levels": levels if self_hosted else None,
@@ -651,9 +813,11 @@ class CalibrationEvaluator:
             "asr": self._get("asr").name,  # the protocol (model, decoding, temperature), not just the backend
             "av": self.weights("av") if self_hosted else None,
         }
-        return self._cached("wer", params, lambda: self._measure_wer(self_hosted, rate, levels))
+        if trim:  # only then: a measurement of the speech as it is keeps the key it always had
+            params["trim"] = self._trim_params()
+        return self._cached("wer", params, lambda: self._measure_wer(self_hosted, rate, levels, trim))
 
-    def _measure_wer(self, self_hosted: bool, rate: float, levels: int) -> float:
+    def _measure_wer(self, self_hosted: bool, rate: float, levels: int, trim: bool = False) -> float:
         import torch
 
         import mmtok
@@ -663,13 +827,73 @@ class CalibrationEvaluator:
         asr = self._get("asr")
         hyps = []
         for path, _ in items:
-            audio = mmtok.load(path)
+            audio = self._trim(path)[0] if trim else mmtok.load(path)
             if self_hosted:
                 tok = self._get("av")
                 with torch.no_grad():
                     audio = tok.decode(tok.encode(audio, tokens_per_second=rate, codebook_levels=levels))
             hyps.append(asr.transcribe(audio))
         return wer([text for _, text in items], hyps)
+
+    def _min_silence_s(self) -> float:
+        from mmtok.budgets.shrink.audio import MIN_SILENCE_S
+
+        return self.spec.min_silence_s if self.spec.min_silence_s is not None else MIN_SILENCE_S
+
+    def _trim_params(self) -> dict[str, Any]:
+        """What the silence cut depends on: the VAD and mmtok shrink's cut (at the spec's min_silence_s)."""
+        from mmtok.budgets.shrink import audio, vad
+
+        least = self._min_silence_s()
+        cut = audio.Cut(least, 1.0, min(audio.KEEP_SILENCE_S, least))  # the cut plan_audio takes with no WER bar
+        return {"vad": vad.MODEL, "cut": cut.describe(), "fade_s": audio.FADE_S}
+
+    def silence_trim(self) -> dict[str, Any]:
+        """mmtok shrink's silence cut on the calibration speech: seconds before and after it, and the fraction kept
+        (the factor on a trimmed setting's billed seconds); measured once per speech set and VAD settings."""
+        if self.trimmed is None:
+            params = {"speech": self._speech_set()[0], "n": self.spec.calibration_speech, **self._trim_params()}
+            self.trimmed = {**self._cached("trim", params, self._measure_trim), "cut": params["cut"]}
+        return self.trimmed
+
+    def _measure_trim(self) -> dict[str, Any]:
+        _, items = self._speech_set()
+        before = after = 0.0
+        for path, _ in items:
+            _, seconds_before, seconds_after = self._trim(path)
+            before, after = before + seconds_before, after + seconds_after
+        if before <= 0:
+            raise EvalError("the calibration speech is empty: no seconds to trim")
+        return {"recordings": len(items), "seconds_before": before, "seconds_after": after, "kept": after / before}
+
+    def _trim(self, path: Path) -> tuple[Any, float, float]:
+        """One recording after mmtok shrink's silence cut (``plan_audio`` with no WER bar: the cut is always taken,
+        and WER is this planner's to measure): the audio as shrink writes it, and its seconds before and after."""
+        if path not in self._trims:
+            import io
+
+            import soundfile
+            import torch
+
+            import mmtok
+            from mmtok.budgets.shrink.audio import AudioJob, plan_audio
+            from mmtok.media import Audio
+
+            media = mmtok.load(path, kind="audio")
+            shrunk, _ = plan_audio(AudioJob(path, media), [], min_silence_s=self._min_silence_s())
+            if shrunk.data is None:  # nothing to cut: the recording as it is
+                self._trims[path] = (media, media.duration_s, media.duration_s)
+            else:
+                wave, rate = soundfile.read(io.BytesIO(shrunk.data), dtype="float32", always_2d=True)
+                audio = Audio.from_tensor(torch.from_numpy(np.ascontiguousarray(wave.T)), int(rate))
+                self._trims[path] = (audio, media.duration_s, audio.duration_s)
+        return self._trims[path]
+
+    def audio_seconds(self, setting: dict[str, Any]) -> float:
+        """The request's billed seconds of audio: as sent, or with trim_silence times the fraction the cut kept."""
+        if self.spec.audio_seconds > 0 and setting.get("trim_silence"):
+            return self.spec.audio_seconds * float(self.silence_trim()["kept"])
+        return self.spec.audio_seconds
 
     def qa(self, keep_ratio: float, size: int) -> dict[str, float]:
         """Backbone accuracy (and judge score, when it is an objective) on held-out digits-on-photos drawn at the
@@ -727,22 +951,23 @@ class CalibrationEvaluator:
         from mmtok.tokens import TokenSequence
 
         spec, model, size = self.spec, setting["model"], int(setting["image_size"])
+        seconds = self.audio_seconds(setting)
         items: list[Any] = []
         if model == SELF_HOSTED:
             per_image = math.ceil((size // 8) ** 2 * float(setting["keep_ratio"]))
             grid = (size // 8,) * 2
             items += [TokenSequence("image", ids=torch.zeros(per_image, dtype=torch.long), grid=grid)] * spec.images
             if spec.audio_seconds > 0:
-                audio_tokens = math.ceil(spec.audio_seconds * float(setting["audio_tokens_per_second"]))
+                audio_tokens = math.ceil(seconds * float(setting["audio_tokens_per_second"]))
                 items.append(TokenSequence("audio", embeddings=torch.zeros(max(audio_tokens, 1), 1)))
         else:
             items += [Image(None, "size", size, size)] * spec.images
             if spec.audio_seconds > 0:
-                items.append(Audio.from_tensor(torch.zeros(max(1, round(spec.audio_seconds * 16000))), 16000))
+                items.append(Audio.from_tensor(torch.zeros(max(1, round(seconds * 16000))), 16000))
         quote = price(
             items,
             model,
-            detail="high",
+            detail=PROVIDER_DETAIL,
             text_tokens=spec.text_tokens,
             output_tokens=spec.output_tokens,
             prices=self.prices,
@@ -760,7 +985,10 @@ class CalibrationEvaluator:
             result["fd"] = self.fd(setting["model"], int(setting["image_size"]))
         if "wer" in wanted:
             result["wer"] = self.wer(
-                setting["model"], float(setting["audio_tokens_per_second"]), int(setting["codebook_levels"])
+                setting["model"],
+                float(setting["audio_tokens_per_second"]),
+                int(setting["codebook_levels"]),
+                trim=bool(setting.get("trim_silence", False)),
             )
         if {"accuracy", "judge"} & wanted:
             result.update(self.qa(float(setting["keep_ratio"]), int(setting["image_size"])))
@@ -783,6 +1011,7 @@ class Plan:
     reference_point: list[float] | None = None  # of every generation's hypervolume, as pymoo minimises
     population: int = 0  # NSGA-II population and generations this run used (the spec's, or the overrides)
     generations: int = 0
+    silence_trim: dict[str, Any] | None = None  # the silence cut on the calibration speech, where it was measured
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready data: each setting holds only the knobs that apply to it, and a value that was not
@@ -815,6 +1044,7 @@ class Plan:
                 "history": self.history,
                 "reference_point": self.reference_point,
                 "failed": [{**f, "setting": applicable_setting(spec, f["setting"])} for f in self.failed],
+                **({"silence_trim": self.silence_trim} if self.silence_trim is not None else {}),
             }
         )
 
@@ -917,6 +1147,7 @@ def plan(
     result = summarise(spec, list(search.seen.values()), search.history, search.evaluator, list(search.failed.values()))
     result.reference_point = None if search.reference is None else [float(v) for v in search.reference]
     result.population, result.generations = population_used, generations_used
+    result.silence_trim = getattr(search.evaluator, "trimmed", None)
     return result
 
 
@@ -939,7 +1170,7 @@ class _Search:
     def evaluate(self, x: dict[str, Any]) -> tuple[list[float], list[float]]:
         """pymoo's objectives F and constraint G for one setting (a failed one: worse than anything, infeasible)."""
         spec = self.spec
-        setting = {k: (float(v) if k == "keep_ratio" else _plain(v)) for k, v in x.items()}
+        setting = resolve_setting(spec, x)
         key = setting_key(setting)
         if key not in self.seen and key not in self.failed:
             try:
@@ -1019,7 +1250,12 @@ def summarise(
     failed: list[dict[str, Any]] | None = None,
 ) -> Plan:
     def by_cost(e: dict[str, Any]) -> tuple[float, ...]:  # equal costs (a flat per-image rate): the better one first
-        return (e["objectives"]["cost"], *objective_vector(spec, e["objectives"]))
+        # and at equal values, the audio as it is before a cut that changed nothing (no silence long enough)
+        return (
+            e["objectives"]["cost"],
+            *objective_vector(spec, e["objectives"]),
+            bool(e["setting"].get("trim_silence")),
+        )
 
     front = sorted(_distinct(spec, pareto_rows(spec, entries)), key=by_cost)
     feasible = [e for e in entries if e["objectives"]["tokens"] <= spec.budget_tokens]
@@ -1070,10 +1306,14 @@ def best_value(spec: Spec, entries: list[dict[str, Any]], name: str) -> float:
 
 
 def grid(spec: Spec) -> list[dict[str, Any]]:
-    """Every setting of a spec whose knobs are all discrete (for the exhaustive comparison)."""
+    """Every distinct setting of a spec whose knobs are all discrete (for the exhaustive comparison)."""
     choices = {}
     for knob, var in domains(spec).items():
         if not hasattr(var, "options"):
             raise EvalError(f"knob {knob} is continuous: the grid needs discrete options")
         choices[knob] = list(var.options)
-    return [dict(zip(choices, combo, strict=True)) for combo in itertools.product(*choices.values())]
+    settings: dict[str, dict[str, Any]] = {}
+    for combo in itertools.product(*choices.values()):
+        setting = resolve_setting(spec, dict(zip(choices, combo, strict=True)))
+        settings.setdefault(setting_key(setting), setting)
+    return list(settings.values())

@@ -1,10 +1,11 @@
 """Planning reports: ``report.md`` + ``report.html`` with Pareto-front figures, the recommended configurations, the
 exact settings to reproduce each, and the front as CSV and JSON.
 
-Tables show the settings that matter: a knob that does not apply to the request (no audio knobs without audio, no
-image knobs without images) is left out, one fixed for the whole run is stated once under the table, and a knob of
-the mmtok tokenizers shows "—" for a provider model. Values are rounded for reading (front.csv and front.json keep
-them whole).
+Tables show the settings that matter: a knob that does not apply to the request (no audio knobs, trim_silence
+included, without audio, no image knobs without images) is left out, one fixed for the whole run is stated once
+under the table, and a knob of the mmtok tokenizers shows "—" for a provider model. Image sizes are pixels, each
+model's own with ``image_size = "breakpoints"`` (always a column then). Values are rounded for reading (front.csv
+and front.json keep them whole).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from mmtok.budgets.planner import (
     domains,
     knob_applies,
     meets_bars,
+    per_model_sizes,
 )
 
 LABELS = {
@@ -45,6 +47,7 @@ KNOB_LABELS = {
     "keep_ratio": "keep",
     "audio_tokens_per_second": "audio tok/s",
     "codebook_levels": "levels",
+    "trim_silence": "trim silence",
 }
 
 
@@ -82,6 +85,8 @@ def significant(value: float, figures: int = 3) -> str:
 def knob_text(knob: str, value: Any) -> str:
     if value is None:
         return "—"
+    if knob == "trim_silence":
+        return "yes" if value else "no"
     if knob == "keep_ratio":
         return f"{float(value):.2f}"
     if knob == "audio_tokens_per_second":
@@ -97,9 +102,12 @@ def knob_columns(spec: Spec) -> tuple[list[str], dict[str, Any]]:
         if knob == "model" or not knob_applies(spec, knob):
             continue
         options = getattr(variable, "options", None)
-        if options is not None and len(options) == 1:
+        if knob == "image_size" and per_model_sizes(spec):  # each model's own sizes: ranks, never one value
+            columns.append(knob)
+        elif options is not None and len(options) == 1:
             value = options[0].item() if hasattr(options[0], "item") else options[0]
-            if not (knob == "keep_ratio" and value == 1.0):  # keeping every token is no setting to make
+            unmade = (knob == "keep_ratio" and value == 1.0) or (knob == "trim_silence" and not value)
+            if not unmade:  # keeping every token, or the audio as it is, is no setting to make
                 fixed[knob] = value
         else:
             columns.append(knob)
@@ -153,6 +161,12 @@ def command_for(spec: Spec, entry: dict[str, Any]) -> str:
     """What to run for a setting, for the media the request sends only."""
     s = entry["setting"]
     prices = "".join(f" --prices {p}" for p in spec.prices)
+    trim = bool(spec.audio_seconds and s.get("trim_silence"))
+    audio = "TRIMMED" if trim else "AUDIO"
+    cut = ""
+    if trim:  # no WER bar (wer<=1): the cut is always taken, as the plan measured it
+        silence = f" --min-silence {spec.min_silence_s:g}" if spec.min_silence_s is not None else ""
+        cut = f'mmtok shrink AUDIO -m {s["model"]} --keep "wer<=1"{silence} --out TRIMMED{prices}; '
     if s["model"] == SELF_HOSTED:
         steps = []
         if spec.images:
@@ -161,11 +175,13 @@ def command_for(spec: Spec, entry: dict[str, Any]) -> str:
             steps.append(f"mmtok tokenize IMAGES --image-size {s['image_size']}{truncate}")
         if spec.audio_seconds:
             rate = knob_text("audio_tokens_per_second", s["audio_tokens_per_second"])
-            steps.append(f"mmtok tokenize AUDIO --tokens-per-second {rate} --codebook-levels {s['codebook_levels']}")
+            steps.append(
+                f"{cut}mmtok tokenize {audio} --tokens-per-second {rate} --codebook-levels {s['codebook_levels']}"
+            )
         return "; ".join(steps) or f"mmtok price TEXT -m {SELF_HOSTED}{prices}"
-    media = " ".join(name for name, sent in (("IMAGES", spec.images), ("AUDIO", spec.audio_seconds)) if sent)
+    media = " ".join(name for name, sent in (("IMAGES", spec.images), (audio, spec.audio_seconds)) if sent)
     resize = f"resize images to {s['image_size']}x{s['image_size']} px; " if spec.images else ""
-    return f"{resize}mmtok price {media or 'TEXT'} -m {s['model']} --detail high{prices}"
+    return f"{resize}{cut}mmtok price {media or 'TEXT'} -m {s['model']} --detail high{prices}"
 
 
 def _axis(ax: Any, which: str, name: str) -> None:
@@ -284,7 +300,7 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
         *_front_lines(plan, figures),
         "## How the objectives were measured",
         "",
-        *_measured(plan.spec),
+        *_measured(plan.spec, plan.silence_trim),
         "",
     ]
     md = out / "report.md"
@@ -395,9 +411,12 @@ def _reference_text(name: str, value: float) -> str:
     return objective_text(name, -value if OBJECTIVES[name] == "max" else value)
 
 
-def _measured(spec: Spec) -> list[str]:
-    """How each objective of this spec was measured (and only those)."""
+def _measured(spec: Spec, silence_trim: dict[str, Any] | None = None) -> list[str]:
+    """How each objective of this spec was measured (and only those), and the silence cut where it was tried."""
     wanted = set(spec.objectives) | set(spec.bars)
+    trims = knob_applies(spec, "trim_silence") and True in (
+        v.item() if hasattr(v, "item") else v for v in domains(spec)["trim_silence"].options
+    )
     sheets = f" and yours ({', '.join(str(p) for p in spec.prices)}: its rows override)" if spec.prices else ""
     lines = [f"- cost and tokens: `mmtok.price` on the shipped price sheets (dated, sourced){sheets}, per request;"]
     sets = calibration_sets(spec)
@@ -413,7 +432,21 @@ def _measured(spec: Spec) -> list[str]:
 
         lines.append(
             f"- wer: corpus WER of {sets['speech']} by {get_asr(spec.asr).name}, on the speech the model receives "
-            "(mmtok: reconstructed from tokens; providers: the original);"
+            "(mmtok: reconstructed from tokens; providers: the original"
+            + ("; with trim silence, of the speech after the silence cut" if trims else "")
+            + ");"
+        )
+    if trims:
+        kept = ""
+        if silence_trim is not None:
+            kept = (
+                f": on {sets['speech']} it kept {silence_trim['seconds_after']:.1f} of "
+                f"{silence_trim['seconds_before']:.1f} s ({silence_trim['kept']:.1%})"
+            )
+        cut = silence_trim["cut"] if silence_trim else "its default cut"
+        lines.append(
+            f"- trim silence: mmtok shrink's silence cut (Silero VAD; {cut}){kept}; a trimmed setting bills the "
+            f"request's {spec.audio_seconds:g} s of audio times the fraction kept;"
         )
     if {"accuracy", "judge"} & wanted:
         lines.append(

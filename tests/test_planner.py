@@ -15,10 +15,16 @@ import pytest
 from typer.testing import CliRunner
 
 from mmtok.budgets.planner import (
+    MAX_BREAKPOINTS,
+    MAX_IMAGE_SIZE_PX,
+    PROVIDER_DETAIL,
     CalibrationEvaluator,
     applicable_setting,
     calibration_sets,
+    grid,
     hypervolume,
+    image_sizes,
+    knob_applies,
     load_spec,
     pareto_rows,
     plan,
@@ -136,6 +142,30 @@ def test_an_unmet_bar_says_how_far_the_best_is(tmp_path, cache):
             ConfigError,
             r"keep_ratio applies only to mmtok-semantic",
         ),
+        (
+            ("[32, 64, 128]", '"breakpoint"'),
+            ConfigError,
+            r'\[variables\] image_size: an image size is a multiple of 8 px from 8 to 1024, or "breakpoints"',
+        ),
+        (("[32, 64, 128]", '["breakpoints", 30]'), ConfigError, r"\[variables\] image_size: an image size is a"),
+        (("[32, 64, 128]", '"breakpoints"'), ConfigError, r"\[variables\] image_size = \"breakpoints\" gives mmtok"),
+        (
+            ('[32, 64, 128]\nmodel = ["mmtok-semantic", ', '["breakpoints", 64]\nmodel = ['),
+            ConfigError,
+            r"\[variables\] image_size: beside \"breakpoints\" the sizes listed \(64\) are mmtok-semantic's",
+        ),
+        (
+            (
+                '[32, 64, 128]\nmodel = ["mmtok-semantic", "gemini-2.5-flash", "gpt-4o"]',
+                '"breakpoints"\nmodel = "mmtok-semantic"',
+            ),
+            ConfigError,
+            r"\[variables\] image_size \"breakpoints\" are the sizes at which a provider model's token count changes",
+        ),
+        (("[variables]", '[variables]\ntrim_silence = "yes"'), ConfigError, r"\[variables\] trim_silence: .*true or"),
+        (("[variables]", "[variables]\ntrim_silence = [0, 1]"), ConfigError, r"\[variables\] trim_silence: .*got 0"),
+        (("[variables]", "[variables]\ntrim_silence = [true]"), ConfigError, r"trim_silence is set, but the req"),
+        (("photos = 8", "photos = 8\nmin_silence_s = 0"), ConfigError, r"\[calibration\] min_silence_s must be >="),
     ],
 )
 def test_bad_specs_name_what_is_wrong(tmp_path, change, error, match):
@@ -368,7 +398,7 @@ def test_cache_keys_follow_the_weights_and_the_asr_protocol(tmp_path, cache, mon
     import mmtok.models.checkpoint as checkpoint
 
     monkeypatch.setattr(CalibrationEvaluator, "_measure_fd", lambda self, self_hosted, size: 1.0)
-    monkeypatch.setattr(CalibrationEvaluator, "_measure_wer", lambda self, self_hosted, rate, levels: 0.5)
+    monkeypatch.setattr(CalibrationEvaluator, "_measure_wer", lambda self, self_hosted, rate, levels, trim: 0.5)
     trained = {"vq": "vq-1", "av": "av-1"}
     monkeypatch.setattr(checkpoint, "weights_fingerprint", lambda model: trained[model.name])
     protocol = {"name": "faster-whisper tiny.en (greedy, temperature 0)"}
@@ -529,7 +559,7 @@ def test_the_my_inputs_example_points_at_the_shipped_samples():
     assert all(p.parent == samples_dir() for p in photos) and speech[1][1].startswith("Please send the report")
 
 
-def fake_wer(self, model: str, rate: float, levels: int) -> float:
+def fake_wer(self, model: str, rate: float, levels: int, trim: bool = False) -> float:
     """A stand-in for the WER measurement: providers hear the original; mmtok loses words at low rates."""
     return 0.02 if model != "mmtok-semantic" else 2.0 / rate + 0.1 / levels
 
@@ -638,3 +668,194 @@ def test_a_setting_that_is_several_recommendations_is_one_row_saying_so(tmp_path
     good = {"setting": {"model": "gpt-4o", "image_size": 64}, "objectives": {"cost": 2, "fd": 1, "tokens": 1.0}}
     rows = recommendations(Plan(spec, [cheap, good], [cheap, good], [], None, cheap))
     assert [label for label, _ in rows] == ["A: cheapest, meets the bars", "D: best fd"]
+
+
+BREAKPOINT_MODELS = ["mmtok-semantic", "gemini-2.5-flash", "gpt-4o", "claude-sonnet-4-5"]
+
+
+def breakpoints_spec(tmp_path):
+    body = SMALL.format(budget=10000, bar=100.0).replace(
+        "image_size = [32, 64, 128]", 'image_size = ["breakpoints", 32, 64]'
+    )
+    body = body.replace('["mmtok-semantic", "gemini-2.5-flash", "gpt-4o"]', json.dumps(BREAKPOINT_MODELS))
+    return load_spec(spec_file(tmp_path, body))
+
+
+def test_breakpoint_sizes_are_each_models_own_where_its_price_changes(tmp_path, cache):
+    from mmtok.budgets.pricing import resolve
+    from mmtok.budgets.shrink.candidates import candidates
+
+    spec = breakpoints_spec(tmp_path)
+    sizes = {model: image_sizes(spec, model) for model in BREAKPOINT_MODELS}
+    assert sizes["mmtok-semantic"] == [32, 64]  # its count changes at every multiple of 8: the sizes listed
+    providers = BREAKPOINT_MODELS[1:]
+    assert len({tuple(sizes[m]) for m in providers}) == len(providers)  # each provider model its own
+    assert sizes["gpt-4o"] == [512, 768]  # one 512-px tile; 768 px: the view of anything larger (2x2 tiles)
+    assert sizes["gemini-2.5-flash"] == [768, 1024]  # one 768-px tile (258 tokens, from 1 px up); 2x2 tiles
+    assert len(sizes["claude-sonnet-4-5"]) == MAX_BREAKPOINTS  # 28-px cells: 20 counts up to 1024 px, spread to 8
+    evaluator = CalibrationEvaluator(spec, cache)
+
+    def cost(model, px):
+        setting = {"model": model, "image_size": px, "keep_ratio": 1.0, "trim_silence": False}
+        return evaluator.tokens_and_cost(setting)[1]
+
+    for model in providers:
+        ladder = sizes[model]
+        assert ladder == sorted(set(ladder)) and 1 <= len(ladder) <= MAX_BREAKPOINTS
+        side = MAX_IMAGE_SIZE_PX
+        assert set(ladder[:-1]) <= {r.width for r in candidates(resolve(model), side, side, PROVIDER_DETAIL)}
+        costs = [cost(model, px) for px in ladder]
+        assert costs == sorted(set(costs)), model  # every size a price of its own, rising with the size
+        for px in ladder[:-1]:  # the largest size at its price: one pixel more costs more
+            assert cost(model, px) < cost(model, px + 1), (model, px)
+        assert cost(model, ladder[-1]) == cost(model, side)  # the top: what the full 1024 px cost
+    assert evaluator.measurements == 0  # pricing only
+
+
+def test_a_search_over_breakpoints_tries_each_model_at_its_own_sizes_in_pixels(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    spec = breakpoints_spec(tmp_path)
+    result = plan(spec, population=8, generations=2)
+    assert result.evaluated and result.front
+    for e in result.evaluated:
+        assert e["setting"]["image_size"] in image_sizes(spec, e["setting"]["model"]), e["setting"]
+    every = grid(spec)  # each model at each of its own sizes, once
+    assert sorted((s["model"], s["image_size"]) for s in every) == sorted(
+        (m, px) for m in BREAKPOINT_MODELS for px in image_sizes(spec, m)
+    )
+    files = write_report(result, tmp_path / "r")
+    assert "| model | image px |" in files["md"].read_text()
+    assert files["csv"].read_text().splitlines()[0].startswith("model,image_size,")
+    front = json.loads(files["json"].read_text())["front"]
+    assert all(e["setting"]["image_size"] in image_sizes(spec, e["setting"]["model"]) for e in front)
+
+
+TRIM = """
+name = "trim"
+[request]
+images = 0
+audio_seconds = 20
+text_tokens = 100
+output_tokens = 50
+[variables]
+trim_silence = [false, true]
+model = ["gemini-2.5-flash"]
+[objectives]
+minimize = ["cost", "wer"]
+[bars]
+wer = 0.9
+[calibration]
+speech_manifest = "speech/speech.jsonl"
+[search]
+population = 4
+generations = 1
+"""
+
+SAMPLE_SPEECH = {
+    "speech.wav": "The quick brown fox jumps over the lazy dog.",
+    "speech_numbers.wav": "Please send the report by nine thirty on Monday morning.",
+}
+
+
+def speech_with_pauses(samples, folder):
+    """The shipped sample sentences with 1.5 s of silence before and after each (a call's pauses): 4 silences that
+    shrink's cut takes to 0.25 s each."""
+    import soundfile as sf
+
+    folder.mkdir()
+    seconds = []
+    for name in SAMPLE_SPEECH:
+        wave, rate = sf.read(samples / name, dtype="float32", always_2d=True)
+        pause = np.zeros((int(1.5 * rate), wave.shape[1]), np.float32)
+        sf.write(folder / name, np.concatenate([pause, wave, pause]), rate)
+        seconds.append(len(wave) / rate + 3.0)
+    lines = [json.dumps({"path": name, "text": text}) for name, text in SAMPLE_SPEECH.items()]
+    (folder / "speech.jsonl").write_text("\n".join(lines) + "\n")
+    return seconds
+
+
+def test_trimming_silence_bills_the_cut_seconds_and_measures_wer_on_the_cut_speech(tmp_path, cache, samples):
+    import types
+    from dataclasses import replace
+
+    originals = speech_with_pauses(samples, tmp_path / "speech")
+    spec = load_spec(spec_file(tmp_path, TRIM))
+    heard = []
+
+    def transcribe(audio):
+        heard.append(audio.duration_s)
+        return "the quick brown fox jumps over the lazy dog"
+
+    asr = types.SimpleNamespace(name="fake asr", transcribe=transcribe)
+    evaluator = CalibrationEvaluator(spec, cache)
+    evaluator._models["asr"] = asr
+    setting = {"model": "gemini-2.5-flash", "image_size": 64, "keep_ratio": 1.0, "audio_tokens_per_second": 16.0}
+    setting["codebook_levels"] = 8
+    as_is = evaluator.evaluate({**setting, "trim_silence": False})
+    cut = evaluator.evaluate({**setting, "trim_silence": True})
+    assert cut["cost"] < as_is["cost"] and cut["tokens"] < as_is["tokens"]
+    assert as_is["wer"] == pytest.approx(10 / 19) and cut["wer"] == pytest.approx(10 / 19)  # right on 1 of 2
+    trim = evaluator.silence_trim()
+    assert trim["recordings"] == 2 and trim["seconds_before"] == pytest.approx(sum(originals), abs=0.01)
+    assert trim["seconds_before"] - trim["seconds_after"] > 4.5  # four 1.5-s silences cut to 0.25 s
+    assert "cut to 0.5 s" in trim["cut"]
+    audio_tokens = [as_is["tokens"] - 100, cut["tokens"] - 100]  # 100 text tokens in each
+    assert audio_tokens[1] / audio_tokens[0] == pytest.approx(trim["kept"], abs=0.01)  # 20 s x the fraction kept
+    assert heard[:2] == pytest.approx(originals, abs=0.01)  # WER as sent, then on the cut speech
+    assert all(t < o - 2.2 for t, o in zip(heard[2:], originals, strict=True)), heard
+    mmtok_stack = {**setting, "model": "mmtok-semantic"}  # fewer seconds are fewer audio tokens there too
+    tokens = [evaluator.tokens_and_cost({**mmtok_stack, "trim_silence": t})[0] for t in (False, True)]
+    assert tokens[1] < tokens[0]
+
+    again = CalibrationEvaluator(spec, cache)  # cached: the cut and both WERs
+    again._models["asr"] = asr
+    assert again.evaluate({**setting, "trim_silence": True}) == cut and again.measurements == 0
+    longer = CalibrationEvaluator(replace(spec, min_silence_s=2.0), cache)  # other VAD settings: measured again
+    assert longer.silence_trim()["kept"] == 1.0 and longer.measurements == 1  # no silence over 2 s to cut
+    longer._models["asr"] = asr
+    tie = plan(longer.spec, evaluator=longer)  # a cut that changes nothing: the audio as it is is recommended
+    assert tie.front[0]["setting"]["trim_silence"] is False
+    assert tie.cheapest_meeting_bars["setting"]["trim_silence"] is False
+
+    result = plan(spec, evaluator=again)
+    assert {e["setting"]["trim_silence"] for e in result.evaluated} == {False, True}
+    files = write_report(result, tmp_path / "r")
+    text = files["md"].read_text()
+    assert "| model | trim silence |" in text and "trim silence: mmtok shrink's silence cut (Silero VAD" in text
+    assert 'mmtok shrink AUDIO -m gemini-2.5-flash --keep "wer<=1" --out TRIMMED' in text
+    data = json.loads(files["json"].read_text())
+    assert data["silence_trim"]["kept"] == pytest.approx(trim["kept"])
+    assert {e["setting"]["trim_silence"] for e in data["front"]} <= {False, True}
+
+
+def test_trim_silence_applies_only_with_audio(tmp_path):
+    spec = load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0)))  # audio_seconds = 0
+    assert not knob_applies(spec, "trim_silence") and not knob_applies(spec, "trim_silence", "gpt-4o")
+    with_audio = spec_file(
+        tmp_path,
+        SMALL.format(budget=10000, bar=100.0)
+        .replace("audio_seconds = 0", "audio_seconds = 5")
+        .replace(', "gpt-4o"]', "]"),
+    )
+    spec = load_spec(with_audio)
+    assert knob_applies(spec, "trim_silence", "gemini-2.5-flash") and knob_applies(
+        spec, "trim_silence", "mmtok-semantic"
+    )
+
+
+def test_trimming_the_shipped_sample_speech_as_it_is(cache):
+    """The my-inputs example's four recordings (two sample sentences): their pauses are under shrink's 0.8 s, so
+    the default cut keeps every second; cutting pauses over 0.3 s bills fewer."""
+    from dataclasses import replace
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "budgets" / "examples" / "my-inputs.toml")
+    setting = {"model": "gemini-2.5-flash-lite", "image_size": 64, "keep_ratio": 1.0, "audio_tokens_per_second": 16.0}
+
+    def cost(spec, trim):
+        return CalibrationEvaluator(spec, cache).tokens_and_cost({**setting, "trim_silence": trim})[1]
+
+    assert cost(spec, True) == cost(spec, False)
+    short = replace(spec, min_silence_s=0.3)
+    assert cost(short, True) < cost(short, False)
+    trim = CalibrationEvaluator(short, cache).silence_trim()
+    assert trim["recordings"] == 4 and 0.9 < trim["kept"] < 1.0
