@@ -394,39 +394,36 @@ class Video:
             return chunk
 
         emitted = 0
+        held: tuple[float, av.VideoFrame] | None = None
+        held_rgb: np.ndarray | None = None
+
+        def emit_until(limit: float) -> Iterator[VideoChunk]:
+            """The held frame for every grid time before ``limit``; full chunks as they fill."""
+            nonlocal emitted, held_rgb
+            while held is not None and emitted * step < limit - 1e-9:
+                if held_rgb is None:
+                    held_rgb = rgb(held[1])
+                times.append(emitted * step)
+                arrays.append(held_rgb)
+                emitted += 1
+                if len(arrays) == chunk_frames:
+                    yield flush()
+
         try:
             with _av_open(self.path) as container:
                 stream = container.streams[self.stream_index]
                 stream.thread_type = "AUTO"
                 start: float | None = None
-                held: tuple[float, av.VideoFrame] | None = None
-                held_rgb: np.ndarray | None = None
                 native_step = 1.0 / self.fps if self.fps else step
                 for n, frame in enumerate(container.decode(stream)):
                     t = frame.time if frame.time is not None else n * native_step
                     if start is None:
                         start = t
                     t -= start
-                    # the held frame is on screen from its time until this one's: emit it for every grid time there
-                    while held is not None and emitted * step < t - 1e-9:
-                        if held_rgb is None:
-                            held_rgb = rgb(held[1])
-                        times.append(emitted * step)
-                        arrays.append(held_rgb)
-                        emitted += 1
-                        if len(arrays) == chunk_frames:
-                            yield flush()
+                    yield from emit_until(t)  # the held frame is on screen from its time until this one's
                     held, held_rgb = (t, frame), None
                 if held is not None:
-                    end = held[0] + native_step  # the last frame stays on screen for one frame period
-                    while emitted * step < end - 1e-9:
-                        if held_rgb is None:
-                            held_rgb = rgb(held[1])
-                        times.append(emitted * step)
-                        arrays.append(held_rgb)
-                        emitted += 1
-                        if len(arrays) == chunk_frames:
-                            yield flush()
+                    yield from emit_until(held[0] + native_step)  # the last frame stays on screen one frame period
         except av.FFmpegError as e:
             raise MediaError(self.path, f"video stream is corrupt after {emitted} sampled frames: {e}") from None
         if arrays:
