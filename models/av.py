@@ -22,7 +22,6 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -309,8 +308,11 @@ def _mlp(d_in: int, hidden: int, d_out: int) -> nn.Sequential:
     )
 
 
-class AVTokenizer(nn.Module):
+class AVTokenizer(checkpoint.Pretrained, nn.Module):
     kind = "tokenizer"
+    CLASS_PATH = CLASS_PATH
+    CONFIG_CLASS = AVConfig
+    WHAT = "an audio/video tokenizer"
     modality = "audio"  # and video: see encode_streams
 
     def __init__(self, config: AVConfig | None = None, name: str = "av") -> None:
@@ -572,21 +574,3 @@ class AVTokenizer(nn.Module):
     @property
     def _device(self) -> torch.device:
         return next(self.parameters()).device
-
-    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
-        return checkpoint.save_pretrained(
-            folder,
-            self,
-            class_path=CLASS_PATH,
-            kind="tokenizer",
-            config=self.config,
-            extra={"name": self.name, **extra},
-            storage_dtype=torch.float16,
-        )
-
-    @classmethod
-    def from_pretrained(cls, folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> AVTokenizer:
-        tok = checkpoint.load_pretrained(
-            cls, folder, class_path=CLASS_PATH, config_class=AVConfig, what="an audio/video tokenizer"
-        )
-        return tok.to(device) if device else tok

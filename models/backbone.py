@@ -26,9 +26,7 @@ ones, see that module), and ``gather_state_dict`` brings the full state back for
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -171,8 +169,11 @@ def kept_site_conv(x_TC: torch.Tensor, neighbours_T9: torch.Tensor, conv: nn.Con
     return torch.cat(parts) if len(parts) > 1 else parts[0]
 
 
-class Backbone(nn.Module):
+class Backbone(checkpoint.Pretrained, nn.Module):
     kind = "backbone"
+    CLASS_PATH = CLASS_PATH
+    CONFIG_CLASS = BackboneConfig
+    WHAT = "a backbone"
 
     def __init__(self, config: BackboneConfig | None = None, name: str = "backbone") -> None:
         super().__init__()
@@ -386,29 +387,10 @@ class Backbone(nn.Module):
         return flops
 
     # ------------------------------------------------------------------------------------------------ files
-    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
-        return checkpoint.save_pretrained(
-            folder,
-            self,
-            class_path=CLASS_PATH,
-            kind="backbone",
-            config=self.config,
-            extra={"name": self.name, **extra},
-            storage_dtype=torch.float16,
-        )
-
     @classmethod
-    def from_pretrained(cls, folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> Backbone:
-        data = checkpoint.read_config(folder)
-        if data.get("class") != CLASS_PATH:
-            raise CheckpointError(f"{folder}: holds a {data.get('class')}, not a backbone")
-        config = checkpoint.config_from_dict(BackboneConfig, data.get("config", {}), str(folder))
-        name = str(data.get("name", Path(folder).name))
+    def load_hint(cls, config: BackboneConfig) -> str:
+        """A saved backbone whose weights do not fit its config: most often the experts per layer."""
         try:
-            model = checkpoint.build_checked(folder, lambda: cls(config, name=name))
-            checkpoint.load_weights(folder, model)
-        except CheckpointError as e:
-            expected = config.moe_config().num_experts
-            raise CheckpointError(f"{e} (the config says {expected} experts per layer)") from None
-        model.eval()
-        return model.to(device) if device else model
+            return f"(the config says {config.moe_config().num_experts} experts per layer)"
+        except (TypeError, ValueError, ConfigError):  # a moe table that describes no MoE: the error says so
+            return ""

@@ -3,6 +3,7 @@
 A pretrained folder holds ``config.json`` (the model class, its kind, its dataclass config, and how it was trained)
 and ``model.safetensors`` (the state dict). Loading checks every tensor name and shape against the model built from
 the config, so a folder whose config and weights disagree fails with a message that says which tensors differ.
+Model classes get ``save_pretrained`` / ``from_pretrained`` from :class:`Pretrained` and declare only what differs.
 
 Training state (for ``--resume``) is one safetensors file too: model and optimizer tensors plus a JSON header with
 the step, the optimizer's hyper-parameters and the config.
@@ -17,7 +18,7 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
@@ -196,19 +197,93 @@ def load_weights(folder: str | os.PathLike[str], model: nn.Module) -> None:
 
 
 def load_pretrained(
-    cls: type, folder: str | os.PathLike[str], *, class_path: str, config_class: type, what: str
+    cls: type,
+    folder: str | os.PathLike[str],
+    *,
+    class_path: str,
+    config_class: type,
+    what: str,
+    part: Callable[[nn.Module], nn.Module] = lambda m: m,
+    hint: Callable[[Any], str] | None = None,
 ) -> Any:
     """Rebuild a model saved by ``save_pretrained``: check its class, build it from its config (sizes checked
     against the weight file first), load the weights; returned in eval mode. ``what`` names the expected model in
-    the error ("a VQ tokenizer")."""
+    the error ("a VQ tokenizer"); ``part`` picks the module the weights belong to; ``hint(config)`` is added to an
+    error where the config and the weights disagree."""
     data = read_config(folder)
     if data.get("class") != class_path:
         raise CheckpointError(f"{folder}: holds a {str(data.get('class'))[:80]}, not {what}")
     config = config_from_dict(config_class, data.get("config", {}), str(folder))
     name = data.get("name", Path(folder).name)
-    model = build_checked(folder, lambda: cls(config, name=str(name)))
-    load_weights(folder, model)
+    try:
+        model = build_checked(folder, lambda: cls(config, name=str(name)), part)
+        load_weights(folder, part(model))
+    except CheckpointError as e:
+        note = hint(config) if hint is not None else ""
+        if not note:
+            raise
+        raise CheckpointError(f"{e} {note}") from None
     return model.eval()
+
+
+_P = TypeVar("_P", bound="Pretrained")
+
+
+class Pretrained:
+    """``save_pretrained`` / ``from_pretrained`` for mmtok's model classes (mixed in before ``nn.Module``), through
+    :func:`save_pretrained` and :func:`load_pretrained` with all their checks. A class declares what differs:
+
+    - ``CLASS_PATH``: "mmtok.models.vq:VQTokenizer", written as the folder's ``class`` and required on load
+    - ``kind``: "tokenizer", "teacher", "backbone" or "critic" (the registry's kind), written as ``kind``
+    - ``CONFIG_CLASS``: the dataclass in ``self.config``, rebuilt on load with its field names and types checked
+    - ``WHAT``: the model in the error for a folder of another class ("a VQ tokenizer")
+    - ``STORAGE_DTYPE``: the floats' dtype on disk (``torch.float16`` halves the file; ``None``: as they are)
+    - ``weights_module()``: the module whose state dict is the weight file (the model itself unless overridden)
+    - ``load_hint(config)``: text added to the error when the config and the weights disagree ("" for none)
+
+    The constructor takes ``(config, name=...)``; ``self.name`` is saved in ``config.json`` with the ``extra``
+    fields of :meth:`save_pretrained` (``trained_by``, ``training``, ...)."""
+
+    CLASS_PATH: ClassVar[str]
+    CONFIG_CLASS: ClassVar[type]
+    WHAT: ClassVar[str]
+    STORAGE_DTYPE: ClassVar[torch.dtype | None] = torch.float16
+    kind: ClassVar[str]
+    config: Any
+    name: str
+
+    def weights_module(self) -> nn.Module:
+        return typing.cast(nn.Module, self)
+
+    @classmethod
+    def load_hint(cls, config: Any) -> str:
+        return ""
+
+    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
+        """Write ``config.json`` (class, kind, config, name, ``extra``) and ``model.safetensors`` into ``folder``."""
+        return save_pretrained(
+            folder,
+            self.weights_module(),
+            class_path=self.CLASS_PATH,
+            kind=self.kind,
+            config=self.config,
+            extra={"name": self.name, **extra},
+            storage_dtype=self.STORAGE_DTYPE,
+        )
+
+    @classmethod
+    def from_pretrained(cls: type[_P], folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> _P:
+        """The model ``save_pretrained`` wrote to ``folder``, in eval mode (on ``device`` when given)."""
+        model = load_pretrained(
+            cls,
+            folder,
+            class_path=cls.CLASS_PATH,
+            config_class=cls.CONFIG_CLASS,
+            what=cls.WHAT,
+            part=lambda m: m.weights_module(),
+            hint=cls.load_hint,
+        )
+        return model.to(device) if device else model
 
 
 def check_state(model: nn.Module, state: dict[str, torch.Tensor], where: str) -> None:

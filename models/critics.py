@@ -12,10 +12,8 @@ is the log density ratio itself; trained with NWJ, f - 1 is.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -102,11 +100,15 @@ class TokenCriticConfig:
     known_contexts: list[str] = field(default_factory=list)
 
 
-class TokenCritic(nn.Module):
+class TokenCritic(checkpoint.Pretrained, nn.Module):
     """pmi(visual token; context) in nats from a separable critic (optimal NWJ critic: 1 + pmi; optimal
     Jensen-Shannon critic, as trained by SMILE: pmi)."""
 
     kind = "critic"
+    CLASS_PATH = CLASS_PATH
+    CONFIG_CLASS = TokenCriticConfig
+    WHAT = "a token critic"
+    STORAGE_DTYPE = None  # float32 on disk
 
     def __init__(self, config: TokenCriticConfig | None = None, name: str = "critic") -> None:
         super().__init__()
@@ -185,14 +187,3 @@ class TokenCritic(nn.Module):
             tower = tower[1:]
         token_BNE = tower(hidden_NH).view(B, H * W, -1)  # the rest of the token tower
         return self._pmi_from_scores(token_BNE @ self.critic.h(context).T)  # (B, H*W, C)
-
-    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
-        return checkpoint.save_pretrained(
-            folder, self, class_path=CLASS_PATH, kind="critic", config=self.config, extra={"name": self.name, **extra}
-        )
-
-    @classmethod
-    def from_pretrained(cls, folder: str | os.PathLike[str], **_: Any) -> TokenCritic:
-        return checkpoint.load_pretrained(
-            cls, folder, class_path=CLASS_PATH, config_class=TokenCriticConfig, what="a token critic"
-        )

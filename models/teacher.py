@@ -67,8 +67,11 @@ def build_clip(config: TeacherConfig) -> nn.Module:
     return open_clip.CLIP(embed_dim=config.embed_dim, vision_cfg=vision, text_cfg=text)
 
 
-class Teacher(nn.Module):
+class Teacher(checkpoint.Pretrained, nn.Module):
     kind = "teacher"
+    CLASS_PATH = CLASS_PATH
+    CONFIG_CLASS = TeacherConfig
+    WHAT = "a CLIP teacher"
 
     def __init__(self, config: TeacherConfig | None = None, clip: nn.Module | None = None, name: str = "") -> None:
         super().__init__()
@@ -84,10 +87,14 @@ class Teacher(nn.Module):
 
     # ------------------------------------------------------------------------------------------------ loading
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike[str], **_: Any) -> Teacher:
+    def from_pretrained(
+        cls, name_or_path: str | os.PathLike[str], device: str | None = None, **options: Any
+    ) -> Teacher:
+        """A hub spec (``open_clip:...``, ``hf-hub:...``), a registered teacher's name, or a saved folder."""
         spec = str(name_or_path)
         if spec.startswith(("open_clip:", "hf-hub:")):
-            return cls._from_open_clip(spec)
+            teacher = cls._from_open_clip(spec)
+            return teacher.to(device) if device else teacher
         path = Path(spec)
         if not path.exists():
             from mmtok.registry import get_entry
@@ -95,15 +102,11 @@ class Teacher(nn.Module):
             entry = get_entry(spec, kind="teacher")
             if entry.weights is None:
                 raise ConfigError(f"{entry.source}: teacher {spec!r} names no weights")
-            return cls.from_pretrained(entry.weights)
-        data = checkpoint.read_config(path)
-        if data.get("class") != CLASS_PATH:
-            raise CheckpointError(f"{path}: holds a {str(data.get('class'))[:80]}, not a CLIP teacher")
-        config = checkpoint.config_from_dict(TeacherConfig, data.get("config", {}), str(path))
-        name = str(data.get("name", path.name))
-        teacher = checkpoint.build_checked(path, lambda: cls(config, name=name), part=lambda t: t.clip)
-        checkpoint.load_weights(path, teacher.clip)
-        return teacher.eval()
+            return cls.from_pretrained(entry.weights, device, **options)
+        return super().from_pretrained(path, device, **options)
+
+    def weights_module(self) -> nn.Module:
+        return self.clip  # the file is open_clip's own state dict (no "clip." prefix)
 
     @classmethod
     def _from_open_clip(cls, spec: str) -> Teacher:
@@ -128,15 +131,7 @@ class Teacher(nn.Module):
     def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
         if self.config.open_clip_model:
             raise CheckpointError("hub teachers are loaded from their source, not re-saved by mmtok")
-        return checkpoint.save_pretrained(
-            folder,
-            self.clip,
-            class_path=CLASS_PATH,
-            kind="teacher",
-            config=self.config,
-            extra={"name": self.name, **extra},
-            storage_dtype=torch.float16,
-        )
+        return super().save_pretrained(folder, **extra)
 
     # ------------------------------------------------------------------------------------------------ features
     @property

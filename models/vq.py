@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -246,10 +245,13 @@ class Reconstruction(Image):
         return {**super().info(), "notes": list(self.notes)}
 
 
-class VQTokenizer(nn.Module):
+class VQTokenizer(checkpoint.Pretrained, nn.Module):
     """The tokenizer: ``encode`` images to TokenSequences, ``decode`` back, ``features`` in teacher space."""
 
     kind = "tokenizer"
+    CLASS_PATH = CLASS_PATH
+    CONFIG_CLASS = VQConfig
+    WHAT = "a VQ tokenizer"
     modality = "image"
 
     def __init__(self, config: VQConfig | None = None, name: str = "vq") -> None:
@@ -428,22 +430,3 @@ class VQTokenizer(nn.Module):
 
     def tokens_per_image(self, image_size: int | None = None) -> int:
         return ((image_size or self.config.image_size) // self.config.downsample) ** 2
-
-    # ------------------------------------------------------------------------------------------- files
-    def save_pretrained(self, folder: str | os.PathLike[str], **extra: Any) -> Path:
-        return checkpoint.save_pretrained(
-            folder,
-            self,
-            class_path=CLASS_PATH,
-            kind="tokenizer",
-            config=self.config,
-            extra={"name": self.name, **extra},
-            storage_dtype=torch.float16,
-        )
-
-    @classmethod
-    def from_pretrained(cls, folder: str | os.PathLike[str], device: str | None = None, **_: Any) -> VQTokenizer:
-        tok = checkpoint.load_pretrained(
-            cls, folder, class_path=CLASS_PATH, config_class=VQConfig, what="a VQ tokenizer"
-        )
-        return tok.to(device) if device else tok
