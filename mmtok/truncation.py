@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from mmtok.errors import TruncationError
+from mmtok.tokens import check_ids
 
 METHODS = ("mi", "random", "uniform", "norm", "divprune", "tome")
 DEFAULT_THRESHOLD_NATS = 0.18
@@ -328,26 +329,9 @@ def truncate(
     out_of_domain: str = "divprune",
 ) -> tuple[Any, TruncationReport]:
     """A shorter TokenSequence and a report; see the module docstring."""
-    if method not in METHODS:
-        raise TruncationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
-    if out_of_domain not in OUT_OF_DOMAIN:
-        raise TruncationError(f"unknown out_of_domain {out_of_domain!r}; choose from {', '.join(OUT_OF_DOMAIN)}")
-    given = sum(v is not None for v in (threshold, keep, keep_ratio))
-    if given > 1:
-        raise TruncationError("give only one of threshold, keep and keep_ratio")
-    if method != "mi" and threshold is not None:
-        raise TruncationError(f"threshold is for mi truncation; {method} takes keep or keep_ratio")
-    if method == "mi" and given == 0:
-        threshold = DEFAULT_THRESHOLD_NATS
+    threshold = _checked_call(seq, method, threshold, keep, keep_ratio, out_of_domain, features)
     n = len(seq)
-    if n == 0:
-        raise TruncationError("cannot truncate an empty sequence")
     notes: list[str] = []
-    if method == "mi" and seq.modality != "image" and features is None:
-        raise TruncationError(
-            f"mi truncation scores image tokens (its critic reads a token's code and its grid neighbours); "
-            f"{seq.modality} tokens need a critic trained on them: use divprune, norm, tome, uniform or random"
-        )
     if method == "mi" and critic is None:
         import mmtok
 
@@ -364,50 +348,89 @@ def truncate(
             features = token_features(seq, tokenizer, normalized=method != "norm")
     if features is not None:
         _check_features(features, n)
-    if threshold is None:
-        k = _budget(n, keep, keep_ratio)
-        if keep is not None and keep >= n:
-            notes.append(f"the sequence has {n} tokens, not more than the budget {keep}: all kept")
+    k = None if threshold is not None else _budget(n, keep, keep_ratio)
+    if keep is not None and keep >= n:
+        notes.append(f"the sequence has {n} tokens, not more than the budget {keep}: all kept")
     if method == "tome":
-        merged, survivors, size = tome_merge(features, k)
-        out = seq.select(survivors, truncation="tome")
-        out = type(seq)(
-            out.modality,
-            ids=None,
-            embeddings=merged,
-            times=out.times,
-            positions=out.positions,
-            grid=out.grid,
-            tokenizer=out.tokenizer,
-            meta={**out.meta, "merged_sizes": size.tolist()},
-        )
-        return out, TruncationReport("tome", n, len(survivors), survivors, notes=notes)
-    scores = None
-    info = None
+        return _tome(seq, features, k, notes)
+    scores = info = similarity = None
     if method == "mi":
-        with torch.no_grad():
-            context_emb = context_embeddings(context, critic)
-            if on_grid:
-                scores = mi_scores_on_grids([seq], critic, context_emb, tokenizer)[0]
-            else:
-                if features.shape[1] != critic.config.token_dim:
-                    raise TruncationError(
-                        f"token features are {features.shape[1]}-d but the critic takes {critic.config.token_dim}-d"
-                    )
-                scores = critic.pmi(features, context_emb).max(dim=1).values
-            similarity = context_similarity(context_emb, critic)
+        scores, similarity = _mi_scores(seq, context, critic, None if on_grid else features, tokenizer)
         why = None if similarity is None or out_of_domain == "mi" else _far_from_known(context, similarity, critic)
         if why is not None:
             return _out_of_domain(seq, why, similarity, out_of_domain, (keep, keep_ratio), tokenizer, seed)
-        kept, info = _mi_keep(scores, threshold, None if threshold is not None else k, min_keep, notes)
+        kept, info = _mi_keep(scores, threshold, k, min_keep, notes)
     else:
         kept = _select(features, method, k, seed)
     kept = kept.sort().values
-    out = seq.select(kept, truncation=method)
     report = TruncationReport(method, n, len(kept), kept, scores, threshold, info, notes)
-    if method == "mi" and similarity is not None:
+    if similarity is not None:
         _attach_domain(report, context, similarity, critic)
-    return out, report
+    return seq.select(kept, truncation=method), report
+
+
+def _checked_call(
+    seq: Any,
+    method: str,
+    threshold: float | None,
+    keep: int | None,
+    keep_ratio: float | None,
+    out_of_domain: str,
+    features: torch.Tensor | None,
+) -> float | None:
+    """``truncate``'s arguments checked; the threshold to use (the default one for mi without a budget)."""
+    if method not in METHODS:
+        raise TruncationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if out_of_domain not in OUT_OF_DOMAIN:
+        raise TruncationError(f"unknown out_of_domain {out_of_domain!r}; choose from {', '.join(OUT_OF_DOMAIN)}")
+    given = sum(v is not None for v in (threshold, keep, keep_ratio))
+    if given > 1:
+        raise TruncationError("give only one of threshold, keep and keep_ratio")
+    if method != "mi" and threshold is not None:
+        raise TruncationError(f"threshold is for mi truncation; {method} takes keep or keep_ratio")
+    if len(seq) == 0:
+        raise TruncationError("cannot truncate an empty sequence")
+    if method == "mi" and seq.modality != "image" and features is None:
+        raise TruncationError(
+            f"mi truncation scores image tokens (its critic reads a token's code and its grid neighbours); "
+            f"{seq.modality} tokens need a critic trained on them: use divprune, norm, tome, uniform or random"
+        )
+    return DEFAULT_THRESHOLD_NATS if method == "mi" and given == 0 else threshold
+
+
+def _tome(seq: Any, features: torch.Tensor, k: int, notes: list[str]) -> tuple[Any, TruncationReport]:
+    """ToMe: the k tokens left after bipartite merging, each carrying the mean embedding of what merged into it."""
+    merged, survivors, size = tome_merge(features, k)
+    out = seq.select(survivors, truncation="tome")
+    out = type(seq)(
+        out.modality,
+        ids=None,
+        embeddings=merged,
+        times=out.times,
+        positions=out.positions,
+        grid=out.grid,
+        tokenizer=out.tokenizer,
+        meta={**out.meta, "merged_sizes": size.tolist()},
+    )
+    return out, TruncationReport("tome", len(seq), len(survivors), survivors, notes=notes)
+
+
+def _mi_scores(
+    seq: Any, context: Any, critic: Any, features: torch.Tensor | None, tokenizer: Any
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Each token's relevance (max pmi over the context items, nats) and the context's similarity to the critic's
+    known contexts; from the critic's window table when ``features`` is None."""
+    with torch.no_grad():
+        context_emb = context_embeddings(context, critic)
+        if features is None:
+            scores = mi_scores_on_grids([seq], critic, context_emb, tokenizer)[0]
+        else:
+            if features.shape[1] != critic.config.token_dim:
+                raise TruncationError(
+                    f"token features are {features.shape[1]}-d but the critic takes {critic.config.token_dim}-d"
+                )
+            scores = critic.pmi(features, context_emb).max(dim=1).values
+        return scores, context_similarity(context_emb, critic)
 
 
 def _attach_domain(report: TruncationReport, context: Any, similarity: torch.Tensor, critic: Any) -> None:
@@ -478,8 +501,7 @@ def mi_scores_on_grids(
     vocab = len(codes)
     by_grid: dict[tuple[int, int], list[int]] = {}
     for i, seq in enumerate(seqs):
-        if int(seq.ids.min()) < 0 or int(seq.ids.max()) >= vocab:
-            raise TruncationError(f"ids outside the codebook [0, {vocab})")
+        check_ids(seq.ids, vocab, error=TruncationError)
         by_grid.setdefault(tuple(seq.grid), []).append(i)
     out: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
     for (h, w), members in by_grid.items():
