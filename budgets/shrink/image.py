@@ -125,18 +125,11 @@ def plan_image(
     same tokens in fewer bytes)."""
     if lossless:
         return _plan_lossless(job, model, detail, prices)
-    width, height = job.width, job.height
-    original = image_token_count(width, height, model.asked, detail, prices).tokens
-    reference = C.view(model, width, height, detail)
-    found = job.crop if crop else None
-    box, border = found if found else (None, None)
-    base = (box[2] - box[0], box[3] - box[1]) if box else (width, height)
-    ladder = [r for r in C.candidates(model, *base, detail, prices) if r.tokens < original]
-    if box is not None:
-        cropped = C.lossless(model, *base, detail, prices) or _as_is(model, base, detail, prices)
-        if cropped.tokens < original and all(r.tokens != cropped.tokens for r in ladder):
-            ladder.append(cropped)
-        ladder.sort(key=lambda r: r.tokens)
+    original = image_token_count(job.width, job.height, model.asked, detail, prices).tokens
+    reference = C.view(model, job.width, job.height, detail)
+    box, border = (job.crop if crop else None) or (None, None)
+    base = (box[2] - box[0], box[3] - box[1]) if box else (job.width, job.height)
+    ladder = _ladder(model, base, box is not None, original, detail, prices)
     notes = list(job.decoded.notes)
     if not reference.published:
         notes.append(
@@ -150,70 +143,111 @@ def plan_image(
             notes=notes,
             warnings=list(job.decoded.warnings),
         )
-
-    tried: list[dict[str, Any]] = []
-    results: dict[int, tuple[bool, dict[str, float | None]]] = {}
-
-    ocr_bar = next((bar for bar in bars if bar.metric == "ocr"), None)
-
-    def meets(i: int) -> bool:
-        if i not in results and ocr_bar is not None and job.predicted_to_fail(box, ladder[i], ocr_bar):
-            results[i] = (False, {})
-            tried.append(
-                {
-                    "size": _size(*ladder[i].size),
-                    "detail": ladder[i].detail,
-                    "tokens": ladder[i].tokens,
-                    "ocr": "below the bar at a larger scale",
-                    "meets": False,
-                }
-            )
-        if i not in results:
-            measures = _measure(job, ladder[i], reference, box, border, bars)
-            ok = all(measures.get(bar.metric) is not None and bar.met(measures[bar.metric]) for bar in bars)
-            results[i] = (ok, measures)
-            tried.append(
-                {
-                    "size": _size(*ladder[i].size),
-                    "detail": ladder[i].detail,
-                    "tokens": ladder[i].tokens,
-                    **{k: _round(v) for k, v in measures.items()},
-                    "meets": ok,
-                }
-            )
-        return results[i][0]
-
-    low, high = 0, len(ladder)  # the answer is in [low, high]; high == len: none found yet
-    start = job.smallest_passing_scale(box, ocr_bar) if ocr_bar is not None else None
-    while low < high:
-        mid = (low + high) // 2
-        if start is not None:  # another model's search found where the text stops being read: probe just above it
-            above = [i for i in range(low, high) if job.scale(box, ladder[i]) >= start - 1e-9]
-            mid, start = (above[0] if above else mid), None
-        if meets(mid):
-            high = mid
-        else:
-            low = mid + 1
-    if high == len(ladder):
+    search = _LadderSearch(job, ladder, reference, box, border, bars)
+    found = search.cheapest_meeting()
+    if found is None:
         bars_text = ", ".join(str(b) for b in bars)
-        best = tried[-1] if tried else {}
+        best = search.tried[-1] if search.tried else {}
         return Plan(
             "kept",
             f"kept: no cheaper rendition meets {bars_text} (the largest, {best.get('size')} at "
             f"{best.get('tokens'):,} tokens: {_summary(best)})",
-            tried=tried,
+            tried=search.tried,
             notes=notes,
             warnings=list(job.decoded.warnings),
         )
-    chosen = ladder[high]
+    return _shrunk(job, model, ladder[found], box, base, dict(search.results[found][1]), search.tried, notes)
+
+
+def _ladder(
+    model: Model, base: tuple[int, int], cropped: bool, original: int, detail: str | None, prices: tuple
+) -> list[C.Rendition]:
+    """The renditions that cost fewer tokens than the original, cheapest first: the rule's breakpoints, and the
+    cropped image as it is when a border was cut."""
+    ladder = [r for r in C.candidates(model, *base, detail, prices) if r.tokens < original]
+    if cropped:
+        as_cropped = C.lossless(model, *base, detail, prices) or _as_is(model, base, detail, prices)
+        if as_cropped.tokens < original and all(r.tokens != as_cropped.tokens for r in ladder):
+            ladder.append(as_cropped)
+        ladder.sort(key=lambda r: r.tokens)
+    return ladder
+
+
+class _LadderSearch:
+    """Bisection over a ladder ordered by tokens, for the cheapest rendition that meets every bar; each rung is
+    measured once, and one the OCR bar is predicted to fail (by a larger scale that failed) is not measured."""
+
+    def __init__(
+        self, job: ImageJob, ladder: list[C.Rendition], reference: Any, box: Any, border: Any, bars: list[Bar]
+    ):
+        self.job, self.ladder, self.reference, self.box, self.border, self.bars = (
+            job,
+            ladder,
+            reference,
+            box,
+            border,
+            bars,
+        )
+        self.ocr_bar = next((bar for bar in bars if bar.metric == "ocr"), None)
+        self.tried: list[dict[str, Any]] = []
+        self.results: dict[int, tuple[bool, dict[str, float | None]]] = {}
+
+    def _record(self, i: int, ok: bool, measures: dict[str, Any], shown: dict[str, Any]) -> None:
+        self.results[i] = (ok, measures)
+        rung = self.ladder[i]
+        self.tried.append(
+            {"size": _size(*rung.size), "detail": rung.detail, "tokens": rung.tokens, **shown, "meets": ok}
+        )
+
+    def meets(self, i: int) -> bool:
+        ocr_bar = self.ocr_bar
+        if (
+            i not in self.results
+            and ocr_bar is not None
+            and self.job.predicted_to_fail(self.box, self.ladder[i], ocr_bar)
+        ):
+            self._record(i, False, {}, {"ocr": "below the bar at a larger scale"})
+        if i not in self.results:
+            measures = _measure(self.job, self.ladder[i], self.reference, self.box, self.border, self.bars)
+            ok = all(measures.get(bar.metric) is not None and bar.met(measures[bar.metric]) for bar in self.bars)
+            self._record(i, ok, measures, {k: _round(v) for k, v in measures.items()})
+        return self.results[i][0]
+
+    def cheapest_meeting(self) -> int | None:
+        """The index of the cheapest rung that meets the bars (None: none does)."""
+        low, high = 0, len(self.ladder)  # the answer is in [low, high]; high == len: none found yet
+        start = self.job.smallest_passing_scale(self.box, self.ocr_bar) if self.ocr_bar is not None else None
+        while low < high:
+            mid = (low + high) // 2
+            if start is not None:  # another model's search found where the text stops being read: probe above it
+                above = [i for i in range(low, high) if self.job.scale(self.box, self.ladder[i]) >= start - 1e-9]
+                mid, start = (above[0] if above else mid), None
+            if self.meets(mid):
+                high = mid
+            else:
+                low = mid + 1
+        return None if high == len(self.ladder) else high
+
+
+def _shrunk(
+    job: ImageJob,
+    model: Model,
+    chosen: C.Rendition,
+    box: Any,
+    base: tuple[int, int],
+    measures: dict[str, Any],
+    tried: list[dict[str, Any]],
+    notes: list[str],
+) -> Plan:
+    """The plan that writes ``chosen``: what was done, the bytes (None when the source can be copied as it is)."""
     fmt, suffix = job.decoded.output_format
-    steps = [_size(width, height)]
+    steps = [_size(job.width, job.height)]
     if box is not None:
         steps.append(f"crop {base[0]}x{base[1]} (uniform border)")
     if chosen.size != base:
         steps.append(_size(*chosen.size))
     level = f", {_detail_name(model)} {chosen.detail}" if chosen.detail else ""
-    same_pixels = box is None and chosen.size == (width, height)
+    same_pixels = box is None and chosen.size == (job.width, job.height)
     data = None if same_pixels and _copyable(job) else P.encode(job.pixels(box, chosen.size), fmt)
     if job.decoded.source_format != fmt.lower() and data is not None:
         notes.append(f"written as {fmt} ({job.decoded.source_format.upper()} in)")
@@ -223,7 +257,7 @@ def plan_image(
         data,
         suffix if data is not None else job.path.suffix,
         chosen.detail,
-        dict(results[high][1]),
+        measures,
         tried,
         notes,
         list(job.decoded.warnings),
