@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from mmtok.errors import TokenError
+from mmtok.errors import MmtokError, TokenError
 from mmtok.files import parse_json
 
 FORMAT = "mmtok.TokenSequence"
@@ -37,6 +37,41 @@ _HEADER_KEYS = {"format", "version", "modality", "grid", "tokenizer", "meta"}
 
 def _is_integer(tensor: torch.Tensor) -> bool:
     return not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+
+
+_MINMAX_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)  # the rest: compared as int64
+
+
+def check_ids(
+    ids: Any,
+    vocab: int | None = None,
+    what: str = "ids",
+    *,
+    error: type[MmtokError] = TokenError,
+    allow_empty: bool = False,
+    message: str | Callable[[int, int], str] | None = None,
+) -> None:
+    """Refuse token ids that cannot index a table of ``vocab`` rows (a codebook, an embedding): not an integer
+    tensor, empty (unless ``allow_empty``), negative, or ``>= vocab`` (with ``vocab`` None: negative only).
+
+    Raises ``error`` (``TokenError``; ``TruncationError`` inside truncation). Ids out of range get ``message``
+    when given (a string, or a function of the smallest and largest id), else "ids outside the codebook [0, vocab)"
+    ("ids must be non-negative, got -3" without a ``vocab``). One reduction, one device sync."""
+    if not torch.is_tensor(ids) or not _is_integer(ids):
+        got = ids.dtype if torch.is_tensor(ids) else type(ids).__name__
+        raise error(f"{what} must be an integer tensor, got {got}")
+    if ids.numel() == 0:
+        if allow_empty:
+            return
+        raise error(f"no {what} (an empty sequence)")
+    lo, hi = torch.stack(torch.aminmax(ids if ids.dtype in _MINMAX_DTYPES else ids.to(torch.int64))).tolist()
+    if vocab is None:
+        if lo < 0:
+            raise error(f"{what} must be non-negative, got {lo}")
+    elif lo < 0 or hi >= vocab:
+        if callable(message):
+            raise error(message(lo, hi))
+        raise error(message or f"{what} outside the codebook [0, {vocab})")
 
 
 def _check_grid(grid: Any, n: int, positions: torch.Tensor | None) -> tuple[int, int]:
@@ -73,7 +108,7 @@ class TokenSequence:
             raise TokenError("a TokenSequence needs ids, embeddings, or both")
         n = len(self)
         ids, emb = self.ids, self.embeddings
-        if ids is not None and (ids.ndim not in (1, 2) or ids.is_floating_point() or ids.is_complex()):
+        if ids is not None and (ids.ndim not in (1, 2) or not _is_integer(ids)):
             raise TokenError(f"ids must be an integer tensor [N] or [N, C], got {ids.dtype} {tuple(ids.shape)}")
         if emb is not None and (emb.ndim != 2 or not emb.is_floating_point()):
             raise TokenError(f"embeddings must be a float tensor [N, D], got {emb.dtype} {tuple(emb.shape)}")
@@ -89,10 +124,10 @@ class TokenSequence:
             raise TokenError(f"positions must be an integer tensor, got {self.positions.dtype}")
         if self.times is not None and not self.times.is_floating_point():
             raise TokenError(f"times must be a float tensor (seconds), got {self.times.dtype}")
-        if ids is not None and n and int(ids.min()) < 0:
-            raise TokenError(f"ids must be non-negative, got {int(ids.min())}")
-        if self.positions is not None and n and int(self.positions.min()) < 0:
-            raise TokenError(f"positions must be non-negative, got {int(self.positions.min())}")
+        if ids is not None:
+            check_ids(ids, allow_empty=True)
+        if self.positions is not None:
+            check_ids(self.positions, what="positions", allow_empty=True)
         if self.grid is not None:
             object.__setattr__(self, "grid", _check_grid(self.grid, n, self.positions))
         if not isinstance(self.tokenizer, str):

@@ -30,6 +30,7 @@ from torch import nn
 
 from mmtok.errors import MediaError, TokenError
 from mmtok.models import checkpoint
+from mmtok.tokens import check_ids
 
 CLASS_PATH = "mmtok.models.av:AVTokenizer"
 MODALITY_INDEX = {"audio": 0, "video": 1}
@@ -513,8 +514,7 @@ class AVTokenizer(checkpoint.Pretrained, nn.Module):
         if seq.ids is not None:
             ids = seq.ids.to(self._device)
             ids = ids[:, None] if ids.ndim == 1 else ids  # (N, levels)
-            if int(ids.min()) < 0 or int(ids.max()) >= self.config.codebook_size:
-                raise TokenError(f"ids outside the codebook [0, {self.config.codebook_size})")
+            check_ids(ids, self.config.codebook_size)
             if ids.shape[1] > self.config.num_quantizers:
                 raise TokenError(f"{ids.shape[1]} codebook levels, the tokenizer has {self.config.num_quantizers}")
             return self.codebook.get_output_from_indices(ids[None])[0]

@@ -37,6 +37,7 @@ from mmtok.errors import CheckpointError, ConfigError, TokenError
 from mmtok.models import checkpoint
 from mmtok.models.moe import MoE, MoEConfig
 from mmtok.models.vq import sincos_2d
+from mmtok.tokens import check_ids
 
 CLASS_PATH = "mmtok.models.backbone:Backbone"
 MODALITIES = ("cls", "text", "image", "audio", "video")
@@ -216,8 +217,10 @@ class Backbone(checkpoint.Pretrained, nn.Module):
         if seq.ids is None or seq.grid is None:
             raise TokenError("image sequences need codebook ids and a grid")
         ids = seq.ids.to(self.device)
-        if ids.ndim != 1 or int(ids.min()) < 0 or int(ids.max()) >= self.config.visual_vocab:
-            raise TokenError(f"image ids must be [N] in [0, {self.config.visual_vocab})")
+        wrong = f"image ids must be [N] in [0, {self.config.visual_vocab})"
+        if ids.ndim != 1:
+            raise TokenError(wrong)
+        check_ids(ids, self.config.visual_vocab, "image ids", message=wrong)
         return ids, seq.token_positions.to(self.device)
 
     def embed(self, seq: Any, rows: torch.Tensor | None = None) -> torch.Tensor:
@@ -242,11 +245,15 @@ class Backbone(checkpoint.Pretrained, nn.Module):
             rows = self.av_adapter(seq.embeddings.to(dev, torch.float32))
         elif seq.modality == "text":
             ids = seq.ids.to(dev)[: self.config.max_text]
-            if int(ids.max()) >= self.config.text_vocab:
-                raise TokenError(
-                    f"text ids must be below {self.config.text_vocab} (UTF-8 bytes); got "
-                    f"{int(ids.max())} — use the text-bytes tokenizer"
-                )
+            vocab = self.config.text_vocab
+            check_ids(
+                ids,
+                vocab,
+                "text ids",
+                message=lambda _, hi: (
+                    f"text ids must be below {vocab} (UTF-8 bytes); got {hi} — use the text-bytes tokenizer"
+                ),
+            )
             rows = self.text_embedding(ids) + self.text_position(torch.arange(len(ids), device=dev))
         else:
             raise TokenError(f"unknown modality {seq.modality}")

@@ -25,6 +25,7 @@ from mmtok.errors import ConfigError, TokenError
 from mmtok.media import Image
 from mmtok.models import checkpoint
 from mmtok.models.imaging import resize_to_square, to_uint8
+from mmtok.tokens import check_ids
 
 CLASS_PATH = "mmtok.models.vq:VQTokenizer"
 QUANTIZERS = ("vq", "fsq", "rvq")
@@ -375,8 +376,7 @@ class VQTokenizer(checkpoint.Pretrained, nn.Module):
             )
         order = torch.argsort(seq.token_positions)
         ids = seq.ids[order].reshape(h, w, *seq.ids.shape[1:])
-        if int(ids.min()) < 0 or int(ids.max()) >= self.codebook_size:
-            raise TokenError(f"ids outside the codebook [0, {self.codebook_size})")
+        check_ids(ids, self.codebook_size)
         return ids
 
     @torch.no_grad()
@@ -400,8 +400,7 @@ class VQTokenizer(checkpoint.Pretrained, nn.Module):
         if seq.ids is None or seq.grid is None:
             raise TokenError("features need a sequence with ids and a grid")
         ids = seq.ids.to(self._device)
-        if int(ids.min()) < 0 or int(ids.max()) >= self.codebook_size:
-            raise TokenError(f"ids outside the codebook [0, {self.codebook_size})")
+        check_ids(ids, self.codebook_size)
         codes = self.codes_from_ids(ids[None, :, None])[0, :, :, 0].T  # (N, c)
         token_feats, pooled = self.align(
             codes[None], seq.token_positions.to(self._device), seq.grid[1], normalized=normalized
@@ -416,8 +415,7 @@ class VQTokenizer(checkpoint.Pretrained, nn.Module):
             raise TokenError("local codes need a sequence with ids and a grid")
         h, w = seq.grid
         ids = seq.ids.to(self._device)
-        if int(ids.min()) < 0 or int(ids.max()) >= self.codebook_size:
-            raise TokenError(f"ids outside the codebook [0, {self.codebook_size})")
+        check_ids(ids, self.codebook_size)
         codes = self.codes_from_ids(ids[None, :, None])[0, :, :, 0].T  # (N, c)
         positions = seq.token_positions.to(self._device)
         grid = codes.new_zeros(codes.shape[1], h * w)

@@ -7,7 +7,8 @@ import torch
 from safetensors.torch import save_file
 
 from mmtok import TokenSequence, load_sequences, save_sequences
-from mmtok.errors import TokenError
+from mmtok.errors import TokenError, TruncationError
+from mmtok.tokens import check_ids
 
 
 def full_sequence() -> TokenSequence:
@@ -98,3 +99,48 @@ def test_loading_files_that_are_not_token_files(tmp_path):
         TokenSequence.load(plain)
     with pytest.raises(TokenError, match="no such token file"):
         TokenSequence.load(tmp_path / "missing.safetensors")
+
+
+# ------------------------------------------------------------------------------------- check_ids: one range check
+@pytest.mark.parametrize(
+    ("ids", "options", "match"),
+    [
+        (torch.tensor([0, -2, 3]), {}, "ids must be non-negative, got -2"),
+        (torch.tensor([0, -2, 3]), {"vocab": 64}, r"ids outside the codebook \[0, 64\)"),
+        (torch.tensor([[0, 1], [64, 2]]), {"vocab": 64}, r"ids outside the codebook \[0, 64\)"),
+        (torch.tensor([70], dtype=torch.int32), {"vocab": 64, "what": "image ids"}, r"image ids outside the codebook"),
+        (torch.tensor([70]), {"vocab": 64, "message": "image ids must be [N] in [0, 64)"}, r"must be \[N\] in"),
+        (torch.tensor([3, 300]), {"vocab": 259, "message": lambda lo, hi: f"got {lo}..{hi}"}, r"got 3\.\.300"),
+        (torch.tensor([1.0, 2.0]), {"vocab": 64}, "ids must be an integer tensor, got torch.float32"),
+        (torch.tensor([True, False]), {}, "ids must be an integer tensor, got torch.bool"),
+        ([1, 2], {"vocab": 64}, "ids must be an integer tensor, got list"),
+        (None, {}, "ids must be an integer tensor, got NoneType"),
+        (torch.zeros(0, dtype=torch.long), {"vocab": 64}, r"no ids \(an empty sequence\)"),
+        (torch.zeros(3, 0, dtype=torch.long), {}, r"no ids \(an empty sequence\)"),
+    ],
+)
+def test_check_ids_refuses_what_cannot_index_the_table(ids, options, match):
+    with pytest.raises(TokenError, match=match):
+        check_ids(ids, **options)
+
+
+def test_check_ids_passes_ids_in_range_and_raises_the_callers_error():
+    check_ids(torch.tensor([0, 63]), 64)
+    check_ids(torch.tensor([5, 0]))  # no vocab: non-negative is enough
+    check_ids(torch.tensor([[0, 1], [2, 3]], dtype=torch.uint8), 4)
+    check_ids(torch.tensor([1, 2], dtype=torch.uint16), 3)  # a dtype torch cannot reduce: compared as int64
+    check_ids(torch.zeros(0, dtype=torch.long), 64, allow_empty=True)
+    with pytest.raises(TruncationError, match=r"ids outside the codebook \[0, 4\)"):
+        check_ids(torch.tensor([4]), 4, error=TruncationError)
+    with pytest.raises(TruncationError, match="no ids"):
+        check_ids(torch.zeros(0, dtype=torch.long), 4, error=TruncationError)
+
+
+def test_sequences_use_the_same_check():
+    with pytest.raises(TokenError, match="ids must be non-negative, got -1"):
+        TokenSequence("text", ids=torch.tensor([3, -1]))
+    with pytest.raises(TokenError, match="positions must be non-negative, got -4"):
+        TokenSequence("text", ids=torch.tensor([3, 1]), positions=torch.tensor([-4, 0]))
+    with pytest.raises(TokenError, match=r"ids must be an integer tensor \[N\] or \[N, C\], got torch.bool"):
+        TokenSequence("text", ids=torch.tensor([True]))
+    assert len(TokenSequence("text", ids=torch.zeros(0, dtype=torch.long))) == 0  # empty sequences stay valid
