@@ -124,6 +124,18 @@ def test_features_work_on_truncated_sequences_but_decode_needs_all_tokens(tiny_t
         tok.decode(seq.select(torch.tensor([0, 1])))
 
 
+def test_ids_outside_the_codebook_and_empty_sequences_are_token_errors(tiny_tokenizer):
+    tok = mmtok.get_tokenizer(tiny_tokenizer)
+    wrong = mmtok.TokenSequence("image", ids=torch.tensor([3, 64]), grid=(1, 2), tokenizer="vq-test")
+    for use in (tok.features, tok.local_codes, tok.decode):
+        with pytest.raises(TokenError, match=r"ids outside the codebook \[0, 64\)"):
+            use(wrong)
+    empty = mmtok.TokenSequence("image", ids=torch.zeros(0, dtype=torch.long), grid=(4, 4), tokenizer="vq-test")
+    for use in (tok.features, tok.local_codes):
+        with pytest.raises(TokenError, match=r"no ids \(an empty sequence\)"):
+            use(empty)
+
+
 def test_saved_tokenizer_reloads_identically(tiny_tokenizer, tmp_path, samples):
     tok = mmtok.get_tokenizer(tiny_tokenizer)
     tok.save_pretrained(tmp_path / "again")
