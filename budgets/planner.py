@@ -793,7 +793,7 @@ class CalibrationEvaluator:
     def _speech_set(self) -> tuple[str, list[tuple[Path, str]]]:
         """("heldout", held-out sentences), or the content hash of the user's recordings and transcripts, and them."""
         if "speech" not in self._sets:
-            from mmtok.eval.av_eval import heldout_speech
+            from mmtok.models.data import heldout_speech
 
             if self.spec.speech_manifest is None:
                 self._sets["speech"] = ("heldout", heldout_speech()[: self.spec.calibration_speech])

@@ -14,17 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from mmtok.eval.asr import NORMALISER, get_asr, wer
-
-
-def heldout_speech() -> list[tuple[Path, str]]:
-    folder = Path(str(resources.files("mmtok.eval") / "data" / "speech" / "heldout"))
-    rows = [json.loads(line) for line in (folder / "transcripts.jsonl").read_text().splitlines() if line.strip()]
-    return [(folder / r["path"], r["text"]) for r in rows]
+from mmtok.models.data import heldout_speech
 
 
 def evaluate(

@@ -450,7 +450,7 @@ def speech_files(folder: Path) -> list[Path]:
     """The audio files of a speech folder, in its ``transcripts.jsonl`` order."""
     manifest = folder / "transcripts.jsonl"
     if not manifest.is_file():
-        raise ConfigError(f"{folder}: no transcripts.jsonl (run `python -m mmtok.eval.make_speech`)")
+        raise ConfigError(f"{folder}: no transcripts.jsonl (run `python -m mmtok.eval.tools.make_speech`)")
     return [folder / json.loads(line)["path"] for line in manifest.read_text().splitlines() if line.strip()]
 
 
@@ -504,3 +504,10 @@ def digit_canvases(
             opacity.append(mask)
     out = (torch.stack(images), torch.tensor(out_labels), torch.tensor(boxes))
     return (*out, torch.stack(opacity)) if strokes else out
+
+
+def heldout_speech() -> list[tuple[Path, str]]:
+    """The held-out Harvard sentences (espeak-ng) and their transcripts: (wav path, text), in manifest order."""
+    folder = Path(str(resources.files("mmtok.eval") / "data" / "speech" / "heldout"))
+    rows = [json.loads(line) for line in (folder / "transcripts.jsonl").read_text().splitlines() if line.strip()]
+    return [(folder / r["path"], r["text"]) for r in rows]

@@ -17,7 +17,7 @@ Legend: T tokens, D model dim, E experts, F expert hidden dim, K experts per tok
   ``ExpertSegments``: gather, run and add back one expert's rows at a time, forward and (hand-written) backward,
   so no A x D copy of the tokens is ever made; the per-expert gather/``index_add_`` loop (HF Mixtral style) is the
   reference every path is tested against. "auto" picks grouped_mm for bf16/fp16 on CUDA and the segments
-  elsewhere (measured faster on CPU; see eval/bench_moe.py).
+  elsewhere (measured faster on CPU; see eval/bench/moe.py).
 - Cold start: experts added to a trained layer enter with a routing-weight multiplier of 0.1 that grows x1.5 per
   ``step()`` until 1.
 """

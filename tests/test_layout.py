@@ -84,3 +84,21 @@ def test_the_import_scan_sees_the_training_command_and_relative_imports(tmp_path
     )
     names = {n for _, n in imported_modules(sample, "mmtok.models.sample")}
     assert {"mmtok.models.train_vq", "mmtok.models.train_av", "mmtok.models.train_clip"} <= names
+
+
+def test_evals_library_imports_no_benchmark_or_tool():
+    """eval/ holds the library (metrics, extractors, ASR, judge, suites, runs and the evaluation protocols) beside
+    eval/bench/ (benchmarks) and eval/tools/ (generators, ablation runners): nothing outside those two folders, the
+    tests and the trainers' CLI imports them."""
+    folders = package_dirs()
+    apart = ("mmtok.eval.bench", "mmtok.eval.tools")
+    offenders = []
+    for path in library_files(folders):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(("eval/bench/", "eval/tools/")):
+            continue
+        for line, name in imported_modules(path, module_name(path, folders)):
+            if name == apart[0] or name.startswith(f"{apart[0]}.") or name.startswith(apart[1]):
+                offenders.append(f"{relative}:{line} imports {name}")
+    assert not offenders, "library code imports a benchmark or a tool:\n" + "\n".join(offenders)
+    assert (ROOT / "eval" / "bench" / "pricing.py").is_file() and (ROOT / "eval" / "tools" / "corpus.py").is_file()

@@ -1,6 +1,6 @@
 """Benchmark: audio/video embedding speed (real-time factor) against its anchors, and memory on long inputs.
 
-Run: ``python -m mmtok.eval.bench_av [--tokenizer av-tiny] [--repeats 7] [--long]``.
+Run: ``python -m mmtok.eval.bench.av [--tokenizer av-tiny] [--repeats 7] [--long]``.
 
 Real-time factor = seconds of media embedded per second of compute. In one run, interleaved, medians:
 - audio (a 60 s 16 kHz speech WAV made from the shipped training sentences): the embedding (streamed decode +

@@ -1,6 +1,6 @@
 """Benchmark: MI estimator accuracy on correlated Gaussians (the SMILE benchmark, Song & Ermon 2020).
 
-Run: ``python -m mmtok.eval.bench_mi_estimators [--seeds 3] [--steps-per-level 1000] [--critic separable]``.
+Run: ``python -m mmtok.eval.bench.mi_estimators [--seeds 3] [--steps-per-level 1000] [--critic separable]``.
 
 x ~ N(0, I_20); y = rho x + sqrt(1 - rho^2) e, with rho set so that the true MI is 2, 4, 6, 8, 10 nats; the
 "cubic" rows use y^3 (same MI). One critic per estimator and seed is trained through the levels in turn

@@ -1,6 +1,6 @@
 """Benchmark: one MoE layer's dispatch against the HF-style per-expert loop and the dense FFN of equal active FLOPs.
 
-Run: ``python -m mmtok.eval.bench_moe [--device cpu|cuda] [--tokens 8192] [--repeats 7]``.
+Run: ``python -m mmtok.eval.bench.moe [--device cpu|cuda] [--tokens 8192] [--repeats 7]``.
 
 Two shapes, as in the issue: E = 8, D = 512, F = 1024, top-2; and fine-grained E = 64, D = 512, F = 256, top-8.
 For each, forward and forward+backward tokens/s of (a) mmtok's dispatch (``auto``: segment loop on CPU, grouped_mm

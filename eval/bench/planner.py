@@ -1,6 +1,6 @@
 """Benchmark: NSGA-II against an exhaustive grid over the same discrete space and the same cached evaluator.
 
-Run: ``python -m mmtok.eval.bench_planner [--spec budgets/examples/voice-and-photos.toml]``.
+Run: ``python -m mmtok.eval.bench.planner [--spec budgets/examples/voice-and-photos.toml]``.
 
 The grid evaluates every setting; NSGA-II (pymoo, mixed variables) runs with a population and generation count
 whose evaluations are at most 10% of the grid's. Both fronts' hypervolumes are computed with one reference point
@@ -20,7 +20,7 @@ from pathlib import Path
 from mmtok.budgets.planner import CalibrationEvaluator, grid, hypervolume, load_spec, pareto_rows, plan, reference_point
 from mmtok.eval.bench import machine, print_table, write_json
 
-DEFAULT_SPEC = Path(__file__).resolve().parents[1] / "budgets" / "examples" / "voice-and-photos.toml"
+DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "budgets" / "examples" / "voice-and-photos.toml"
 
 
 def main() -> None:

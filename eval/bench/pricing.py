@@ -1,8 +1,8 @@
 """Benchmark: pricing a photo folder on three models, through the library and through the CLI.
 
-Run: ``python -m mmtok.eval.bench_pricing [--files 2000] [--repeats 7]``.
+Run: ``python -m mmtok.eval.bench.pricing [--files 2000] [--repeats 7]``.
 
-In one run, over the same warm-cache folder of generated photos (``mmtok.eval.corpus.photo_folder``):
+In one run, over the same warm-cache folder of generated photos (``mmtok.eval.tools.corpus.photo_folder``):
 the raw-read limit (open + read 4 KiB per file), Pillow's lazy open, ``mmtok.load`` + ``mmtok.price`` for three
 current models (library), and ``mmtok price --json`` as a subprocess (end to end: interpreter start-up, imports, walk,
 pricing and JSON output). The one-photo case, ``mmtok price one.jpg -m gpt-4o --json``, runs beside ``python -c pass``
@@ -26,8 +26,8 @@ import PIL.ImageOps
 import mmtok
 from mmtok.budgets.pricing import price
 from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
-from mmtok.eval.bench_inspect import pillow_lazy, raw_read
-from mmtok.eval.corpus import folder_files, photo_folder
+from mmtok.eval.bench.inspect import pillow_lazy, raw_read
+from mmtok.eval.tools.corpus import folder_files, photo_folder
 from mmtok.media import Image
 
 MODELS = ("gpt-5.2", "claude-opus-4-7", "gemini-3.1-pro-preview")

@@ -1,6 +1,6 @@
 """Benchmark: an evaluation suite with 1 worker vs 2 workers on this machine.
 
-Run: ``python -m mmtok.eval.bench_runner [--suite speech-heldout] [--limit 24]``.
+Run: ``python -m mmtok.eval.bench.runner [--suite speech-heldout] [--limit 24]``.
 
 Each run starts from an empty run folder (model loading included: a user's wall-clock time). With N workers each
 process uses cpu_count / N threads. Target: 2 workers >= 1.6x faster than 1 on a 2-core machine.

@@ -1,7 +1,7 @@
 """Benchmark: what ``mmtok shrink`` saves, per model, on generated screenshots, documents, photos and speech.
 
-Run: ``python -m mmtok.eval.bench_shrink [--pages 200] [--photos 200] [--clips 40] [--limit N] [--only pages]``, then
-``python -m mmtok.eval.bench_shrink --report-only --json eval/results/bench_shrink.json --txt
+Run: ``python -m mmtok.eval.bench.shrink [--pages 200] [--photos 200] [--clips 40] [--limit N] [--only pages]``, then
+``python -m mmtok.eval.bench.shrink --report-only --json eval/results/bench_shrink.json --txt
 eval/results/bench_shrink.txt``. Rows are appended per item to ``.cache/shrink-bench/rows-*.jsonl`` (a stopped run
 resumes where it was); ``--only`` runs some corpora in this process (several processes can share the work) and
 ``--limit N`` the first N pages and photos (screenshots and documents alternate); the report merges every process's
@@ -12,7 +12,7 @@ Corpus (made once under ``.cache/shrink-bench``, seeded):
 - 200 screenshots and document pages rendered by Pillow with DejaVu Sans (matplotlib's bundled font) and known
   text, long side 800-4,000 px: half are UI screenshots (title bar, sidebar, buttons, body text at 1x-2.5x scale),
   half are pages (margins, a title, paragraphs), as PNG;
-- 200 photos from ``mmtok.eval.corpus.photo_folder`` (crops of scikit-image's photos, JPEG/PNG/WebP, 256-4,000 px,
+- 200 photos from ``mmtok.eval.tools.corpus.photo_folder`` (crops of scikit-image's photos, JPEG/PNG/WebP, 256-4,000 px,
   some EXIF-rotated);
 - 40 speech clips: 2-4 held-out Harvard sentences (``eval/data/speech/heldout``, espeak-ng) joined with pauses of
   0.4-3 s and 0.3-2 s of leading and trailing silence, with faint noise, 16 kHz WAV; the transcripts are known.
@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache" / "shrink-bench"
 IMAGE_MODELS = ("gpt-4o", "gpt-5.4", "claude-opus-4-7", "gemini-3-flash-preview")
 AUDIO_MODELS = ("gemini-3-flash-preview", "gpt-4o-audio-preview")
-SPEECH = Path(__file__).resolve().parent / "data" / "speech" / "heldout"
+SPEECH = Path(__file__).resolve().parents[1] / "data" / "speech" / "heldout"
 MAX_LINES = 12  # lines of text per page (half that in a screenshot's body): OCR recognition time grows with the text
 
 
@@ -599,7 +599,7 @@ def main() -> None:
     args = parser.parse_args()
     only = set(args.only.split(","))
 
-    from mmtok.eval.corpus import folder_files, photo_folder
+    from mmtok.eval.tools.corpus import folder_files, photo_folder
 
     start = time.perf_counter()
     pages = page_folder(args.pages)

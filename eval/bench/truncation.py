@@ -1,6 +1,6 @@
 """Benchmark: MI dynamic truncation vs the full sequence and fixed-budget baselines, on a real task.
 
-Run: ``python -m mmtok.eval.bench_truncation [--examples 1000] [--threshold 0.18] [--batch 128] [--threads 1]``.
+Run: ``python -m mmtok.eval.bench.truncation [--examples 1000] [--threshold 0.18] [--batch 128] [--threads 1]``.
 
 Task: the shipped MoE backbone (backbone-tiny) reads which handwritten digit is written on a held-out photo from
 the canvas's vq-clip-tiny tokens (128 px: 256 visual tokens) and a text prompt. Conditions:
@@ -40,7 +40,7 @@ from mmtok.truncation import token_features, truncate, truncate_many
 
 BASELINES = ("random", "uniform", "norm", "divprune")
 VISUAL_TOKENS = 256
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 MEMORY_SCRIPT = """
 import json, sys, torch, mmtok

@@ -1,6 +1,6 @@
 """Benchmark: VQ tokenizer throughput, against open_clip's ViT-B-32 image encoder and the decode-only limit.
 
-Run: ``python -m mmtok.eval.bench_vq [--tokenizer NAME ...] [--device cpu|cuda] [--files 1000] [--repeats 5]``.
+Run: ``python -m mmtok.eval.bench.vq [--tokenizer NAME ...] [--device cpu|cuda] [--files 1000] [--repeats 5]``.
 
 In one run: (1) for each tokenizer (default: vq-photo-256 at 128 px = 256 tokens, and vq-clip-tiny at 64 px = 64
 tokens), ``encode`` and ``decode`` images/s at its default setting, batch 32, interleaved with the forward pass of
@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 
 import mmtok
 from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
-from mmtok.eval.corpus import folder_files, photo_folder
+from mmtok.eval.tools.corpus import folder_files, photo_folder
 from mmtok.models.training import select_device
 from mmtok.pipeline import _collate, _Preprocessed, tokenize_folder
 

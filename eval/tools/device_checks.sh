@@ -21,13 +21,13 @@ python3 -c "import torch; print('torch', torch.__version__, torch.cuda.get_devic
 MMTOK="python3 -c 'from mmtok.cli.main import app; app()'"
 pack() { rm -f "$WORK"/*/train_state.safetensors; tar -cf "$OUT/device.tar" -C "$WORK" .; }  # after each step
 python3 -m pytest -q -p no:cacheprovider -o addopts="" tests/test_moe.py -k "gpu" 2>&1 | tail -3
-python3 -m mmtok.eval.bench_moe --device cuda --repeats 30 --json "$WORK/bench_moe_cuda.json"
-python3 -m mmtok.eval.bench_moe --device cuda --tokens 65536 --repeats 20 --json "$WORK/bench_moe_cuda_64k.json"
+python3 -m mmtok.eval.bench.moe --device cuda --repeats 30 --json "$WORK/bench_moe_cuda.json"
+python3 -m mmtok.eval.bench.moe --device cuda --tokens 65536 --repeats 20 --json "$WORK/bench_moe_cuda_64k.json"
 pack
 for cfg in backbone-tiny backbone-tiny-dynk; do  # into each config's own out folder, as on CPU
   eval "$MMTOK" train backbone "models/configs/train/$cfg.toml" --device cuda | tr '\r' '\n' | tail -2
   cp -r models/weights/backbone-tiny .cache/ablation/backbone-tiny-dynk "$WORK/" 2>/dev/null
   pack
 done
-timeout 200 python3 -m mmtok.eval.bench_vq --device cuda --repeats 3 --workers 8 --json "$WORK/bench_vq_cuda.json"
+timeout 200 python3 -m mmtok.eval.bench.vq --device cuda --repeats 3 --workers 8 --json "$WORK/bench_vq_cuda.json"
 pack

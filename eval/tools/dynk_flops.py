@@ -1,6 +1,6 @@
 """Dynamic-k vs top-2 routing: training FLOPs spent to reach equal training loss, from the two runs' logs.
 
-Run: ``python -m mmtok.eval.dynk_flops [--top2 models/weights/backbone-tiny]
+Run: ``python -m mmtok.eval.tools.dynk_flops [--top2 models/weights/backbone-tiny]
 [--dynk .cache/ablation/backbone-tiny-dynk] [--json PATH]`` after
 ``mmtok train backbone models/configs/train/backbone-tiny-dynk.toml`` (the top-2 run is the shipped backbone).
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mmtok.eval.bench import print_table, write_json
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TARGETS = (1.0, 0.6, 0.4, 0.3)
 
 

@@ -1,4 +1,4 @@
-"""Regenerate the sample media shipped in ``mmtok/samples/`` (run: ``python -m mmtok.eval.make_samples``).
+"""Regenerate the sample media shipped in ``mmtok/samples/`` (run: ``python -m mmtok.eval.tools.make_samples``).
 
 Everything is made by real encoders from real data: scikit-image's bundled photos saved by Pillow (PNG, JPEG,
 WebP, an EXIF-rotated JPEG), speech synthesised by espeak-ng (Debian package ``espeak-ng``) with its transcript
@@ -175,7 +175,7 @@ def make_text(out: Path) -> dict[str, dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "mmtok" / "samples" / "media")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "mmtok" / "samples" / "media")
     out = parser.parse_args().out
     out.mkdir(parents=True, exist_ok=True)
     manifest = {**make_images(out), **make_speech(out), **make_videos(out), **make_text(out)}

@@ -1,4 +1,4 @@
-"""Regenerate the speech sets in ``eval/data/speech/`` (run: ``python -m mmtok.eval.make_speech``; needs espeak-ng).
+"""Regenerate the speech sets in ``eval/data/speech/`` (``python -m mmtok.eval.tools.make_speech``; needs espeak-ng).
 
 - ``heldout/``: 40 Harvard sentences (IEEE 1969 phonetically balanced lists 1-4), espeak-ng en-us at 150 wpm,
   16 kHz FLAC (lossless): the WER evaluation set. Never used in training.
@@ -215,7 +215,7 @@ def write_set(folder: Path, items: list[tuple[str, str, int]], fmt: str) -> None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "data" / "speech")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "data" / "speech")
     parser.add_argument("--train", type=int, default=240)
     args = parser.parse_args()
     rng = random.Random(11)

@@ -1,6 +1,6 @@
 """The vq-photo-256 ablations: train each arm, evaluate it on the held-out set, and gather one results table.
 
-Run: ``python -m mmtok.eval.vq_ablation [ARM ...] [--collect] [--json eval/results/vq_photo_ablation.json]``.
+Run: ``python -m mmtok.eval.tools.vq_ablation [ARM ...] [--collect] [--json eval/results/vq_photo_ablation.json]``.
 
 Each arm is a config in ``models/configs/train/ablation/vq-photo-<arm>.toml`` (its first comment line says what it
 changes). For each arm not yet evaluated, this trains it on one thread (``mmtok train vq CONFIG``, in a child
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "models" / "configs" / "train" / "ablation"
 WORK = ROOT / ".cache" / "ablation"
 DEFAULT_JSON = ROOT / "eval" / "results" / "vq_photo_ablation.json"

@@ -1,4 +1,4 @@
-"""Small sample media shipped with mmtok, made by real encoders from real data (see eval/make_samples.py)."""
+"""Small sample media shipped with mmtok, made by real encoders from real data (see eval/tools/make_samples.py)."""
 
 from __future__ import annotations
 
