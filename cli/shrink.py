@@ -38,10 +38,48 @@ def shrink(
     """For each input and model, write the cheapest version that meets every bar to --out, with tokens and cost
     before and after, what was done, and each measure. Outputs are priced again from the written file and never
     cost more than the original; where no cheaper version meets the bars the original is copied and said so."""
-    from mmtok.budgets.pricing import rate_card, resolve
-    from mmtok.budgets.shrink import Skipped, make_bars, shrink_models
-    from mmtok.budgets.shrink.audio import check_speed
+    from mmtok.budgets.shrink import shrink_models
     from mmtok.media import iter_files
+
+    bars = _checked_bars(keep, speed, detail)
+    out = out.expanduser()
+    problem = _out_problem(out, paths)
+    if problem:
+        print_error(problem)
+        raise typer.Exit(2)
+    usable = _usable_models(model, prices, json_out)
+    failures = len(usable) != len(model)
+    files = list(iter_files(paths))
+    names = _output_names([f for f in files if not isinstance(f, MediaError)], paths)
+    inputs = frozenset(Path(os.path.realpath(p)) for p in names)
+    results: list[ShrinkResult] = []
+    warned: set[str] = set()
+    folders = any(p.is_dir() for p in paths)
+    for item in progress(files, "shrinking", min_items=1 if folders else 2):
+        if isinstance(item, MediaError):
+            failures = True
+            _error(item, json_out, {"input": item.source})
+            continue
+        made = 0
+        options = {"lossless": lossless, "detail": detail, "speed": speed, "min_silence_s": min_silence}
+        for result in shrink_models(
+            item, usable, bars, out / names[item].parent, names[item].name,
+            crop=not no_crop, prices=prices, protect=inputs, **options,
+        ):  # fmt: skip
+            written, failed = _report(item, result, json_out, warned, results)
+            made += written
+            failures = failures or failed
+        failures = failures or made == 0
+    if not json_out and results:
+        _print_table(results)
+    if failures:
+        raise typer.Exit(1)
+
+
+def _checked_bars(keep: list[str], speed: float, detail: str | None) -> list:
+    """The quality bars from ``--keep``; a bad bar, ``--speed`` or ``--detail`` is a usage error (exit 2)."""
+    from mmtok.budgets.shrink import make_bars
+    from mmtok.budgets.shrink.audio import check_speed
 
     try:
         bars = make_bars(keep)
@@ -53,11 +91,13 @@ def shrink(
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(2) from None
-    out = out.expanduser()
-    problem = _out_problem(out, paths)
-    if problem:
-        print_error(problem)
-        raise typer.Exit(2)
+    return bars
+
+
+def _usable_models(model: list[str], prices: list[Path], json_out: bool) -> list[str]:
+    """The models that can be priced; each other is one line (closest names). None usable: exit 2."""
+    from mmtok.budgets.pricing import rate_card, resolve
+
     usable = []
     for name in model:
         try:
@@ -69,60 +109,32 @@ def shrink(
                 print_json_line({"model": name, "error": str(e)})
     if not usable:
         raise typer.Exit(2)
-    failures = len(usable) != len(model)
-    files = list(iter_files(paths))
-    names = _output_names([f for f in files if not isinstance(f, MediaError)], paths)
-    inputs = {Path(os.path.realpath(p)) for p in names}
-    results: list[ShrinkResult] = []
-    warned: set[str] = set()
-    folders = any(p.is_dir() for p in paths)
-    for item in progress(files, "shrinking", min_items=1 if folders else 2):
-        if isinstance(item, MediaError):
-            failures = True
-            _error(item, json_out, {"input": item.source})
-            continue
-        made = 0
-        for result in shrink_models(
-            item,
-            usable,
-            bars,
-            out / names[item].parent,
-            names[item].name,
-            lossless=lossless,
-            detail=detail,
-            speed=speed,
-            min_silence_s=min_silence,
-            crop=not no_crop,
-            prices=prices,
-            protect=frozenset(inputs),
-        ):
-            if isinstance(result, Skipped):
-                sys.stderr.write(f"skipped: {item}: {result}\n")
-                if json_out:
-                    print_json_line({"input": str(item), "skipped": str(result)})
-                continue
-            if isinstance(result, MmtokError):
-                _error(
-                    result if isinstance(result, MediaError) else f"{item}: {result}", json_out, {"input": str(item)}
-                )
-                failures = True
-                continue
-            made += 1
-            for warning in result.warnings:
-                sys.stderr.write(f"warning: {item}: {warning}\n")
-            for warning in result.before.warnings:  # the price's own (a retired model ...): said once
-                if warning not in warned:
-                    warned.add(warning)
-                    sys.stderr.write(f"warning: {warning}\n")
-            if json_out:
-                print_json_line(result.to_dict())
-            else:
-                results.append(result)
-        failures = failures or made == 0
-    if not json_out and results:
-        _print_table(results)
-    if failures:
-        raise typer.Exit(1)
+    return usable
+
+
+def _report(item: Path, result: object, json_out: bool, warned: set[str], results: list) -> tuple[int, bool]:
+    """Say one model's outcome for ``item`` (a skip, an error, or a result with its warnings); (written, failed)."""
+    from mmtok.budgets.shrink import Skipped
+
+    if isinstance(result, Skipped):
+        sys.stderr.write(f"skipped: {item}: {result}\n")
+        if json_out:
+            print_json_line({"input": str(item), "skipped": str(result)})
+        return 0, False
+    if isinstance(result, MmtokError):
+        _error(result if isinstance(result, MediaError) else f"{item}: {result}", json_out, {"input": str(item)})
+        return 0, True
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {item}: {warning}\n")
+    for warning in result.before.warnings:  # the price's own (a retired model ...): said once
+        if warning not in warned:
+            warned.add(warning)
+            sys.stderr.write(f"warning: {warning}\n")
+    if json_out:
+        print_json_line(result.to_dict())
+    else:
+        results.append(result)
+    return 1, False
 
 
 def _error(error: object, json_out: bool, row: dict) -> None:
