@@ -290,6 +290,32 @@ def validate(spec: Spec) -> None:
     """What a spec asks must be measurable: known objectives, bars on them, known models that take the request's
     media, knobs that apply to the request, and the backends the objectives need."""
     where = spec.path or spec.name
+    _check_objectives(spec, where)
+    models = candidate_models(spec)
+    from mmtok.budgets.pricing import rate_card, resolve
+
+    for model in models:
+        rate_card(resolve(model, spec.prices))  # unknown models fail here (PriceError), with the closest names
+        if model != SELF_HOSTED:
+            _check_modalities(model, spec, where)
+    _check_applicable(spec, models, where)
+    _check_breakpoints(spec, models, where)
+    if True in _options(spec, "trim_silence"):
+        _need_modules(where, "[variables] trim_silence", "silero-vad, onnxruntime", "onnxruntime", "silero_vad")
+    if spec.photos_folder is not None:
+        user_photos(spec)  # a missing or empty folder fails here, naming the key
+    if spec.speech_manifest is not None:
+        user_speech(spec)
+    if {"accuracy", "judge"} & set(spec.objectives) and any(m != SELF_HOSTED for m in models):
+        raise ConfigError(
+            f"{where}: accuracy and judge are measured on the self-hosted mmtok backbone; provider "
+            'answers cannot be measured offline: use model = ["mmtok-semantic"] or drop them'
+        )
+    _check_backends(spec, where)
+
+
+def _check_objectives(spec: Spec, where: str) -> None:
+    """Known objectives, each once, each in its own direction; bars only on objectives, in their ranges."""
     for name in spec.objectives:
         if name not in OBJECTIVES:
             raise ConfigError(f"{where}: unknown objective {name!r}; choose from {', '.join(OBJECTIVES)}")
@@ -311,43 +337,28 @@ def validate(spec: Spec) -> None:
             raise ConfigError(f"{where}: the judge bar must be in [1, 5], got {bar}")
         if name in ("wer", "fd", "cost", "tokens") and bar < 0:
             raise ConfigError(f"{where}: a bar on {name} cannot be negative")
-    models = candidate_models(spec)
-    from mmtok.budgets.pricing import rate_card, resolve
 
-    for model in models:
-        rate_card(resolve(model, spec.prices))  # unknown models fail here (PriceError), with the closest names
-        if model != SELF_HOSTED:
-            _check_modalities(model, spec, where)
-    _check_applicable(spec, models, where)
-    _check_breakpoints(spec, models, where)
-    if True in _options(spec, "trim_silence"):
-        try:
-            import onnxruntime  # noqa: F401
-            import silero_vad  # noqa: F401
-        except ImportError:
-            raise ConfigError(
-                f"{where}: [variables] trim_silence needs the eval extra (silero-vad, onnxruntime): "
-                "pip install 'mmtok[eval]'"
-            ) from None
-    if spec.photos_folder is not None:
-        user_photos(spec)  # a missing or empty folder fails here, naming the key
-    if spec.speech_manifest is not None:
-        user_speech(spec)
-    if {"accuracy", "judge"} & set(spec.objectives) and any(m != SELF_HOSTED for m in models):
-        raise ConfigError(
-            f"{where}: accuracy and judge are measured on the self-hosted mmtok backbone; provider "
-            'answers cannot be measured offline: use model = ["mmtok-semantic"] or drop them'
-        )
+
+def _need_modules(where: str, what: str, packages: str, *modules: str) -> None:
+    """``what`` needs the eval extra: a ConfigError naming the packages when one of ``modules`` is missing."""
+    import importlib
+
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(f"{where}: {what} needs the eval extra ({packages}): pip install 'mmtok[eval]'") from None
+
+
+def _check_backends(spec: Spec, where: str) -> None:
+    """The FD extractor, the judge and the ASR the objectives name exist and can be loaded."""
     if "fd" in spec.objectives and not _known_extractor(spec.fd_extractor):
         raise ConfigError(
             f"{where}: [calibration] fd_extractor {spec.fd_extractor!r} is unknown; "
             "use efficientnet-lite0, inception or clip-tiny"
         )
     if "judge" in spec.objectives:
-        try:
-            import transformers  # noqa: F401
-        except ImportError:
-            raise ConfigError(f"{where}: the judge objective needs the eval extra: pip install 'mmtok[eval]'") from None
+        _need_modules(where, "the judge objective", "transformers", "transformers")
         from mmtok.eval.judge import get_judge
 
         try:
@@ -355,13 +366,7 @@ def validate(spec: Spec) -> None:
         except EvalError as e:
             raise ConfigError(f"{where}: [calibration] judge: {e}") from None
     if "wer" in spec.objectives:
-        try:
-            import faster_whisper  # noqa: F401
-            import jiwer  # noqa: F401
-        except ImportError:
-            raise ConfigError(
-                f"{where}: the wer objective needs the eval extra (faster-whisper, jiwer): pip install 'mmtok[eval]'"
-            ) from None
+        _need_modules(where, "the wer objective", "faster-whisper, jiwer", "faster_whisper", "jiwer")
         from mmtok.eval.asr import get_asr
 
         try:
