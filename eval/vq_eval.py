@@ -78,33 +78,10 @@ def evaluate(
     digits, labels = heldout_digits(size)
     digits, labels = digits[::digit_stride], labels[::digit_stride]
     counts = torch.zeros(tokenizer.codebook_size, dtype=torch.long)
-
-    def run(images: torch.Tensor, count: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        recons, pooled = [], []
-        for start in range(0, len(images), batch):
-            codes, ids, _ = tokenizer.quantize(images[start : start + batch])
-            recons.append(tokenizer.decoder(codes).clamp(-1, 1))
-            pooled.append(tokenizer.aligned(codes)[1])
-            if count:
-                counts.add_(torch.bincount(ids.flatten().long(), minlength=tokenizer.codebook_size))
-        return torch.cat(recons), torch.cat(pooled)
-
-    photo_recon, _ = run(photos)
-    digit_recon, digit_token_features = run(digits)
-    centre_recon, _ = run(centres, count=False)
+    photo_recon, _ = _round_trip(tokenizer, photos, batch, counts)
+    digit_recon, digit_token_features = _round_trip(tokenizer, digits, batch, counts)
+    centre_recon, _ = _round_trip(tokenizer, centres, batch)
     usage, perplexity = codebook_stats(counts)
-
-    weights = teacher.zero_shot_weights(list(DIGIT_WORDS), DIGIT_PROMPTS)
-    original_features = torch.cat([teacher.encode_image(digits[i : i + batch]) for i in range(0, len(digits), batch)])
-    recon_features = torch.cat([teacher.encode_image(digit_recon[i : i + batch]) for i in range(0, len(digits), batch)])
-
-    def accuracy(features: torch.Tensor) -> float:
-        return float((features @ weights.T).argmax(-1).eq(labels).float().mean())
-
-    teacher_acc = accuracy(original_features)
-    token_acc = accuracy(digit_token_features)
-    photo_original_features = teacher.encode_image(photos)
-    photo_recon_features = teacher.encode_image(photo_recon)
     fd_extractor = None
     if extractor is not None:
         fd_extractor = feature_frechet(extractor.features(photos), extractor.features(photo_recon))
@@ -131,24 +108,66 @@ def evaluate(
         **colour_errors(photo_recon, photos),
         "psnr_digits_db": psnr(digit_recon, digits),
         "ssim_digits": ssim(digit_recon, digits),
-        "fd_teacher_photos": feature_frechet(photo_original_features, photo_recon_features),
+        "fd_teacher_photos": feature_frechet(teacher.encode_image(photos), teacher.encode_image(photo_recon)),
         "fd_extractor_photos": fd_extractor,
+        **_zero_shot(teacher, digits, digit_recon, digit_token_features, labels, batch),
+        "protocol": _protocol(teacher, extractor, names, per_photo, len(photos), len(centres), len(digits), size),
+    }
+
+
+def _round_trip(
+    tokenizer: Any, images: torch.Tensor, batch: int, counts: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reconstructions through the tokens and the tokens' pooled aligned features; code use added to ``counts``."""
+    recons, pooled = [], []
+    for start in range(0, len(images), batch):
+        codes, ids, _ = tokenizer.quantize(images[start : start + batch])
+        recons.append(tokenizer.decoder(codes).clamp(-1, 1))
+        pooled.append(tokenizer.aligned(codes)[1])
+        if counts is not None:
+            counts.add_(torch.bincount(ids.flatten().long(), minlength=tokenizer.codebook_size))
+    return torch.cat(recons), torch.cat(pooled)
+
+
+def _zero_shot(
+    teacher: Teacher,
+    digits: torch.Tensor,
+    digit_recon: torch.Tensor,
+    token_features: torch.Tensor,
+    labels: torch.Tensor,
+    batch: int,
+) -> dict[str, float]:
+    """The teacher's zero-shot digit accuracy on the originals, on the reconstructions and through the tokens."""
+    weights = teacher.zero_shot_weights(list(DIGIT_WORDS), DIGIT_PROMPTS)
+    original = torch.cat([teacher.encode_image(digits[i : i + batch]) for i in range(0, len(digits), batch)])
+    recon = torch.cat([teacher.encode_image(digit_recon[i : i + batch]) for i in range(0, len(digits), batch)])
+
+    def accuracy(features: torch.Tensor) -> float:
+        return float((features @ weights.T).argmax(-1).eq(labels).float().mean())
+
+    teacher_acc, token_acc = accuracy(original), accuracy(token_features)
+    return {
         "zero_shot_teacher_original": teacher_acc,
-        "zero_shot_teacher_reconstruction": accuracy(recon_features),
+        "zero_shot_teacher_reconstruction": accuracy(recon),
         "zero_shot_through_tokens": token_acc,
         "retention": token_acc / teacher_acc if teacher_acc else 0.0,
-        "token_teacher_cosine": float((digit_token_features * original_features).sum(-1).mean()),
-        "protocol": {
-            "data": f"held-out: {len(photos)} crops ({per_photo} per photo, 1/4 to all of the shorter side) of "
-            f"{', '.join(sorted(set(names)))} + the {len(centres)} photos whole (centre square) + {len(digits)} "
-            f"MNIST digits, {size} px",
-            "fd": f"FD-{teacher.name}: pooled {teacher.embed_dim}-d features, photo crops, originals vs recon"
-            + (f"; FD-{extractor.name}: its pooled features, same images" if extractor is not None else ""),
-            "psnr_ssim": "torchmetrics, data range [-1, 1], mean of per-image PSNR, SSIM Gaussian 11/1.5",
-            "colour": "photo crops: mean |error| and mean error per channel on the 0-255 scale; saturation ratio = "
-            "mean HSV saturation of reconstructions / originals",
-            "zero_shot": f"{teacher.name}, 10 digit classes, prompts {list(DIGIT_PROMPTS)}",
-        },
+        "token_teacher_cosine": float((token_features * original).sum(-1).mean()),
+    }
+
+
+def _protocol(
+    teacher: Teacher, extractor: Any, names: list[str], per_photo: int, crops: int, centres: int, digits: int, size: int
+) -> dict[str, str]:
+    return {
+        "data": f"held-out: {crops} crops ({per_photo} per photo, 1/4 to all of the shorter side) of "
+        f"{', '.join(sorted(set(names)))} + the {centres} photos whole (centre square) + {digits} "
+        f"MNIST digits, {size} px",
+        "fd": f"FD-{teacher.name}: pooled {teacher.embed_dim}-d features, photo crops, originals vs recon"
+        + (f"; FD-{extractor.name}: its pooled features, same images" if extractor is not None else ""),
+        "psnr_ssim": "torchmetrics, data range [-1, 1], mean of per-image PSNR, SSIM Gaussian 11/1.5",
+        "colour": "photo crops: mean |error| and mean error per channel on the 0-255 scale; saturation ratio = "
+        "mean HSV saturation of reconstructions / originals",
+        "zero_shot": f"{teacher.name}, 10 digit classes, prompts {list(DIGIT_PROMPTS)}",
     }
 
 
