@@ -339,6 +339,8 @@ def truncate(
     foreign = method == "mi" and features is None and _foreign_tokens(seq, critic)
     if foreign and out_of_domain != "mi":
         return _out_of_domain(seq, foreign, None, out_of_domain, (keep, keep_ratio), tokenizer, seed)
+    if foreign:
+        notes.append(f"{foreign}: its scores are not to be trusted (out_of_domain='mi' keeps the critic's choice)")
     # a critic that reads code windows scores from its precomputed window table (no per-token feature vectors)
     on_grid = method == "mi" and features is None and _scores_on_grid(seq, critic)
     if features is None and not on_grid:

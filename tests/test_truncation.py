@@ -436,5 +436,7 @@ def test_tokens_of_another_tokenizer_take_the_fallback_with_the_reason(astronaut
     assert report.to_dict()["in_domain"] is False
     with pytest.raises(TruncationError, match="these are vq-photo-256 tokens"):
         mmtok.truncate(photo, context="a photo of the digit seven", out_of_domain="error")
+    _, kept_anyway = mmtok.truncate(photo, context="a photo of the digit seven", out_of_domain="mi")
+    assert kept_anyway.method == "mi" and any("these are vq-photo-256 tokens" in n for n in kept_anyway.notes)
     seq, _ = astronaut_tokens  # the critic's own tokenizer: no fallback
     assert mmtok.truncate(seq, context="a photo of the digit seven")[1].method == "mi"
