@@ -503,16 +503,59 @@ def mi_scores_on_grids(
     vocab = len(codes)
     by_grid: dict[tuple[int, int], list[int]] = {}
     for i, seq in enumerate(seqs):
-        check_ids(seq.ids, vocab, error=TruncationError)
         by_grid.setdefault(tuple(seq.grid), []).append(i)
     out: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
     for (h, w), members in by_grid.items():
-        grids = torch.full((len(members), h * w), vocab, dtype=torch.long)  # vocab: no token at this site
-        for row, i in enumerate(members):
-            grids[row, seqs[i].token_positions] = seqs[i].ids.cpu()
+        whole = all(seqs[i].positions is None and len(seqs[i]) == h * w for i in members)
+        if whole:  # every site present: the ids are the grids
+            grids = torch.stack([seqs[i].ids for i in members]).cpu()
+            check_ids(grids, vocab, error=TruncationError)
+        else:
+            grids = torch.full((len(members), h * w), vocab, dtype=torch.long)  # vocab: no token at this site
+            for row, i in enumerate(members):
+                check_ids(seqs[i].ids, vocab, error=TruncationError)
+                grids[row, seqs[i].token_positions] = seqs[i].ids.cpu()
         scores = critic.pmi_on_grids(grids.view(-1, h, w), codes, context_emb).amax(dim=-1)  # (b, h*w)
         for row, i in enumerate(members):
-            out[i] = scores[row, seqs[i].token_positions]
+            out[i] = scores[row] if whole else scores[row, seqs[i].token_positions]
+    return out
+
+
+def _mi_keep_rows(
+    scores: list[torch.Tensor], threshold: float | None, ks: list[int | None], min_keep: int, notes: list[list[str]]
+) -> list[tuple[torch.Tensor, float]]:
+    """``_mi_keep`` for many sequences: one tensor operation for all when they have one length (and, for a
+    budget, one budget); the same kept sets (sorted) and shares, up to the rounding of the sums."""
+    n = len(scores[0])
+    same_length = all(len(row) == n for row in scores)
+    if not same_length or (threshold is None and len(set(ks)) > 1):
+        return [
+            (kept.sort().values, info)
+            for kept, info in (
+                _mi_keep(row, threshold, k, min_keep, note) for row, k, note in zip(scores, ks, notes, strict=True)
+            )
+        ]
+    scores_BN = torch.stack(scores)
+    if not torch.isfinite(scores_BN).all():
+        raise TruncationError("relevance scores are not finite")
+    positive_BN = scores_BN.clamp(min=0)
+    total_B = positive_BN.sum(1)
+    if threshold is None:
+        kept_BK = scores_BN.topk(ks[0], dim=1).indices.sort(dim=1).values
+        rows = list(kept_BK)
+        kept_sum_B = positive_BN.gather(1, kept_BK).sum(1)
+    else:
+        mask_BN = scores_BN > threshold
+        counts = mask_BN.sum(1).tolist()
+        rows = list(mask_BN.nonzero()[:, 1].split(counts))
+        kept_sum_B = (positive_BN * mask_BN).sum(1)
+    out = []
+    for b, (kept, total, kept_sum) in enumerate(zip(rows, total_B.tolist(), kept_sum_B.tolist(), strict=True)):
+        if threshold is not None and len(kept) < min(min_keep, n):  # the minimum, with its note
+            kept, info = _mi_keep(scores[b], threshold, None, min_keep, notes[b])
+            out.append((kept.sort().values, info))
+        else:
+            out.append((kept, kept_sum / total if total > 0 else 1.0))
     return out
 
 
@@ -566,16 +609,18 @@ def truncate_many(
                 for i, (s, k) in enumerate(zip(seqs, counts, strict=True))
             ]  # fmt: skip
         all_scores = mi_scores_on_grids(seqs, critic, context_emb, tokenizer)
+    notes: list[list[str]] = [[] for _ in seqs]
+    ks = [
+        None if threshold is not None else _budget(len(seq), count, keep_ratio)
+        for seq, count in zip(seqs, counts, strict=True)
+    ]
+    for seq, count, note in zip(seqs, counts, notes, strict=True):
+        if count is not None and count >= len(seq):
+            note.append(f"the sequence has {len(seq)} tokens, not more than the budget {count}: all kept")
     results = []
-    for seq, scores, count in zip(seqs, all_scores, counts, strict=True):
-        n = len(seq)
-        notes: list[str] = []
-        k = None if threshold is not None else _budget(n, count, keep_ratio)
-        if count is not None and count >= n:
-            notes.append(f"the sequence has {n} tokens, not more than the budget {count}: all kept")
-        kept, info = _mi_keep(scores, threshold, k, min_keep, notes)
-        kept = kept.sort().values
-        report = TruncationReport("mi", n, len(kept), kept, scores, threshold, info, notes)
+    kept_rows = _mi_keep_rows(all_scores, threshold, ks, min_keep, notes)
+    for seq, scores, (kept, info), note in zip(seqs, all_scores, kept_rows, notes, strict=True):
+        report = TruncationReport("mi", len(seq), len(kept), kept, scores, threshold, info, note)
         if similarity is not None and far is None:  # in domain: nothing to say
             report.context_similarity = float(similarity.min())
         elif similarity is not None:  # out of domain, and out_of_domain="mi" keeps the critic's choice
