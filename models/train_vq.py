@@ -17,8 +17,9 @@ Data: ``mix = "offline"`` is the original photos + digits stream; ``mix = "photo
 ``init`` starts from another tokenizer's weights (a registry name or folder), keeping what fits; a codebook of
 another size starts afresh (k-means).
 
-Runs on one process, or several under ``torchrun`` (DistributedDataParallel; the codebook's EMA statistics are
-all-reduced by vector-quantize-pytorch). Checkpoints every ``checkpoint_every`` steps; ``--resume`` continues.
+Runs on one process, or several under ``torchrun`` (:class:`mmtok.models.training.Loop` averages the gradients;
+the codebook's EMA statistics are all-reduced by vector-quantize-pytorch). Checkpoints every ``checkpoint_every``
+steps; ``--resume`` continues.
 """
 
 from __future__ import annotations
@@ -32,18 +33,16 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, DistributedSampler
 
 from mmtok.errors import ConfigError
-from mmtok.models import checkpoint
 from mmtok.models.data import CachedOfflineImages, ImageFiles, PhotoMix
 from mmtok.models.teacher import Teacher
-from mmtok.models.training import TrainLog, cosine_lr, distributed, read_toml_config, split_decay
+from mmtok.models.training import Loop, LoopConfig, Part, ShuffledBatches, distributed, read_train_config, split_decay
 from mmtok.models.vq import VQConfig, VQTokenizer, codebook_stats
 
 
 @dataclass
-class VQTrainConfig:
+class VQTrainConfig(LoopConfig):
     steps: int = 3000
     batch_size: int = 32
     lr: float = 3e-4
@@ -78,40 +77,35 @@ class VQTrainConfig:
 MIXES = ("offline", "photo-mix")
 
 
-def _batches(loader: DataLoader, sampler: DistributedSampler | None) -> Iterator[torch.Tensor]:
-    epoch = 0
-    while True:
-        if sampler is not None:
-            sampler.set_epoch(epoch)
-        for batch in loader:
-            images = batch[0]
-            if isinstance(images, list):  # ImageFiles: drop the files that failed to decode
-                images = [im for im in images if im is not None]
-                if not images:
-                    continue
-                images = torch.stack(images)
-            yield images
-        epoch += 1
+def _images(batches: ShuffledBatches) -> Iterator[torch.Tensor]:
+    for batch in batches:
+        images = batch[0]
+        if isinstance(images, list):  # ImageFiles: drop the files that failed to decode
+            images = [im for im in images if im is not None]
+            if not images:
+                continue
+            images = torch.stack(images)
+        yield images
 
 
 def _collate_files(items: list[tuple[torch.Tensor | None, str]]) -> tuple[list, list[str]]:
     return [im for im, _ in items], [p for _, p in items]
 
 
-def make_loader(vq_cfg: VQConfig, train: VQTrainConfig, rank: int, world: int) -> Iterator[torch.Tensor]:
+def make_loader(vq_cfg: VQConfig, train: VQTrainConfig, rank: int, world: int) -> ShuffledBatches:
+    """The training batches: a folder or manifest (``DistributedSampler``'s order on several processes), else the
+    offline sources of ``mix``, each rank its own samples."""
     if train.data:
         dataset: Any = ImageFiles(train.data, vq_cfg.image_size, vq_cfg.fit)
-        sampler = DistributedSampler(dataset, world, rank, seed=train.seed) if world > 1 else None
-        loader = DataLoader(
+        return ShuffledBatches(
             dataset,
             train.batch_size,
-            shuffle=sampler is None,
-            sampler=sampler,
-            drop_last=True,
-            num_workers=train.num_workers,
+            train.seed,
+            rank=rank,
+            world_size=world,
             collate_fn=_collate_files,
+            num_workers=train.num_workers,
         )
-        return _batches(loader, sampler)
     if train.mix not in MIXES:
         raise ConfigError(f"mix must be one of {MIXES}, got {train.mix!r}")
     if train.mix == "photo-mix":
@@ -120,14 +114,7 @@ def make_loader(vq_cfg: VQConfig, train: VQTrainConfig, rank: int, world: int) -
         )
     else:
         dataset = CachedOfflineImages(vq_cfg.image_size, train.samples, train.digit_fraction, train.seed, rank)
-    loader = DataLoader(
-        dataset,
-        train.batch_size,
-        shuffle=True,
-        drop_last=True,
-        generator=torch.Generator().manual_seed(train.seed + rank),
-    )
-    return _batches(loader, None)
+    return ShuffledBatches(dataset, train.batch_size, train.seed + rank)
 
 
 class EfficientNetPerceptual(torch.nn.Module):
@@ -281,20 +268,11 @@ def train_vq(
     device: str = "auto",
     command: str = "",
 ) -> Path | None:
-    cfg = read_toml_config(config_path, {"model": VQConfig, "train": VQTrainConfig})
-    vq_cfg: VQConfig = cfg["model"]
-    train: VQTrainConfig = cfg["train"]
-    if out:
-        train.out = out
-    if steps is not None:
-        train.steps = steps
+    vq_cfg, train = read_train_config(config_path, VQConfig, VQTrainConfig, out=out, steps=steps)
     if teacher:
         vq_cfg.teacher = teacher
     if data:
         train.data = data
-    out_dir = Path(train.out)
-    state_path = out_dir / "train_state.safetensors"
-    disc_state_path = out_dir / "discriminator_state.safetensors"
     with distributed(device) as (ctx, dev):
         torch.manual_seed(train.seed)  # same initial weights on every rank
         frozen = Teacher.from_pretrained(vq_cfg.teacher).to(dev).requires_grad_(False)
@@ -307,55 +285,52 @@ def train_vq(
         fresh = load_init(tok, train.init) if train.init else []
         tok = tok.to(dev)
         optimizer = torch.optim.AdamW(split_decay(tok), lr=train.lr, weight_decay=train.weight_decay, betas=(0.9, 0.95))
+        parts = {"model": Part(tok, optimizer)}
         effnet = EfficientNetPerceptual(train.effnet_stages).to(dev) if train.effnet_weight > 0 else None
-        disc = disc_optimizer = None
-        if train.adversarial_weight > 0:
+        disc = None
+        if train.adversarial_weight > 0:  # its own fixed rate; checkpointed in discriminator_state.safetensors
             disc = PatchDiscriminator(train.discriminator_channels).to(dev)
             disc_optimizer = torch.optim.AdamW(disc.parameters(), lr=train.discriminator_lr, betas=(0.5, 0.9))
-        start = 0
-        if resume and state_path.is_file():
-            start, _ = checkpoint.load_training_state(state_path, tok, optimizer)
-            if disc is not None and disc_state_path.is_file():
-                checkpoint.load_training_state(disc_state_path, disc, disc_optimizer)
-        model = torch.nn.parallel.DistributedDataParallel(tok) if ctx.enabled else tok
-        disc_model = torch.nn.parallel.DistributedDataParallel(disc) if (ctx.enabled and disc is not None) else disc
+            parts["discriminator"] = Part(disc, disc_optimizer, scheduled=False)
         batches = make_loader(vq_cfg, train, ctx.rank, ctx.world_size)
-        log = TrainLog(out_dir, train.steps, start, ctx.is_main, "train vq")
-        counts = torch.zeros(tok.codebook_size, dtype=torch.long)
-        for step in range(start, train.steps):
-            for group in optimizer.param_groups:
-                group["lr"] = cosine_lr(step, train.steps, train.warmup_steps, train.lr)
-            x = next(batches).to(dev)
-            adversarial = disc_model is not None and step >= train.adversarial_start
+        images = _images(batches)
+        counts = torch.zeros(tok.codebook_size, dtype=torch.long)  # codes used since the last log
+        loop = Loop(
+            train,
+            parts,
+            ctx=ctx,
+            device=dev,
+            title="train vq",
+            resume=resume,
+            meta={"config": str(config_path)},
+            state={"batches": batches.taken, "code_counts": counts},
+        )
+
+        def step(index: int) -> dict[str, Any]:
+            x = next(images).to(dev)
+            adversarial = disc is not None and index >= train.adversarial_start
             if disc is not None:
-                disc.requires_grad_(False)  # the generator's step does not train the discriminator
-            loss, parts = vq_losses(model, frozen, x, train, effnet, disc if adversarial else None)
-            optimizer.zero_grad(set_to_none=True)
+                disc.requires_grad_(False)  # the generator's loss does not train the discriminator
+            loss, terms = vq_losses(tok, frozen, x, train, effnet, disc if adversarial else None)
             loss.backward()
-            optimizer.step()
-            recon = parts.pop("recon")
+            recon = terms.pop("recon")
             if adversarial:
                 disc.requires_grad_(True)
-                d_loss = discriminator_loss(disc_model, x, recon)
-                disc_optimizer.zero_grad(set_to_none=True)
+                d_loss = discriminator_loss(disc, x, recon)
                 d_loss.backward()
-                disc_optimizer.step()
-                parts["d_loss"] = d_loss.item()
-            ids = parts.pop("ids")
-            counts += torch.bincount(ids.flatten().long().cpu(), minlength=tok.codebook_size)
-            if (step + 1) % train.log_every == 0:
-                usage, perplexity = codebook_stats(counts)
-                counts.zero_()
-                log.step(step + 1, {"loss": ctx.all_mean(loss.item(), dev), **parts, "usage": usage, "ppl": perplexity})
-            else:
-                log.step(step + 1)
-            if ctx.is_main and (step + 1) % train.checkpoint_every == 0:
-                checkpoint.save_training_state(state_path, tok, optimizer, step + 1, {"config": str(config_path)})
-                if disc is not None:
-                    checkpoint.save_training_state(disc_state_path, disc, disc_optimizer, step + 1, {})
-        log.close()
-        if not ctx.is_main:
+                terms["d_loss"] = d_loss.item()
+            ids = terms.pop("ids")
+            counts.add_(torch.bincount(ids.flatten().long().cpu(), minlength=tok.codebook_size))
+            return {"loss": loss.item(), **terms}
+
+        def codebook_use() -> dict[str, float]:
+            usage, perplexity = codebook_stats(counts)
+            counts.zero_()
+            return {"usage": usage, "ppl": perplexity}
+
+        if loop.run(step, log_extra=codebook_use) is None:
             return None
+        out_dir = Path(train.out)
         tok.eval().cpu().save_pretrained(
             out_dir,
             trained_by=command or f"mmtok train vq {config_path}",
