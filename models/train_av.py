@@ -4,6 +4,8 @@ Data: the espeak-ng training sentences shipped in ``eval/data/speech/train`` (he
 generated videos (``mmtok.models.data.synthetic_motion_clip``). Token features are computed at every rate in
 ``train_rates`` so one model serves any token rate. Loss: feature reconstruction from the codebook's codes and
 from the continuous content (so tokens decode with or without the codebook) + commitment, for both modalities.
+Schedule, checkpoints, ``--resume`` and ``torchrun`` come from :class:`mmtok.models.training.Loop` (each rank draws
+its own token rows; the residual codebook's EMA statistics are all-reduced by vector-quantize-pytorch).
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import torch.nn.functional as F
 
 from mmtok.models.av import AVConfig, AVTokenizer, video_features_from_frames
 from mmtok.models.data import speech_files, speech_folder, synthetic_motion_clip
-from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device
+from mmtok.models.training import Loop, LoopConfig, Part, distributed, read_train_config
 
 
 @dataclass
-class AVTrainConfig:
+class AVTrainConfig(LoopConfig):
     steps: int = 3000
     audio_tokens: int = 2048  # audio tokens per step
     video_tokens: int = 1024  # video tokens per step
@@ -36,6 +38,7 @@ class AVTrainConfig:
     video_seconds: float = 4.0
     seed: int = 0
     log_every: int = 50
+    checkpoint_every: int = 250
     out: str = "models/weights/av-tiny"
     name: str = "av-tiny"
 
@@ -83,7 +86,9 @@ def build_features(tok: AVTokenizer, train: AVTrainConfig) -> dict[float, dict[s
             v.append(video_features_from_frames(frames, None, tok.config)[0])
         features[rate] = {"audio": a, "video": torch.cat(v)}
     cache.parent.mkdir(parents=True, exist_ok=True)
-    save_file({f"{rate}/{m}": t.contiguous() for rate, f in features.items() for m, t in f.items()}, str(cache))
+    partial = cache.with_suffix(".partial")
+    save_file({f"{rate}/{m}": t.contiguous() for rate, f in features.items() for m, t in f.items()}, str(partial))
+    os.replace(partial, cache)
     return features
 
 
@@ -92,62 +97,65 @@ def train_av(
     *,
     out: str | None = None,
     steps: int | None = None,
+    resume: bool = False,
     device: str = "auto",
     command: str = "",
-) -> Path:
-    cfg = read_toml_config(config_path, {"model": AVConfig, "train": AVTrainConfig})
-    av_cfg: AVConfig = cfg["model"]
-    train: AVTrainConfig = cfg["train"]
-    if out:
-        train.out = out
-    if steps is not None:
-        train.steps = steps
-    dev = select_device(device)
-    torch.manual_seed(train.seed)
-    tok = AVTokenizer(av_cfg, name=train.name)
-    features = build_features(tok, train)
-    for modality in ("audio", "video"):  # standardisation statistics over every rate's features
-        everything = torch.cat([f[modality] for f in features.values()])
-        getattr(tok, f"{modality}_mean").copy_(everything.mean(0))
-        getattr(tok, f"{modality}_std").copy_(everything.std(0).clamp(min=1e-3))
-    tok.to(dev).train()
-    optimizer = torch.optim.AdamW(tok.parameters(), lr=train.lr, weight_decay=0.0)
-    out_dir = Path(train.out)
-    log = TrainLog(out_dir, train.steps, 0, True, "train av")
-    generator = torch.Generator().manual_seed(train.seed)
-    rates = list(features)
-    for step in range(train.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, train.steps, train.warmup_steps, train.lr)
-        rate = rates[step % len(rates)]
-        losses = {}
-        contents, targets = [], []
-        for modality, count in (("audio", train.audio_tokens), ("video", train.video_tokens)):
-            pool = features[rate][modality]
-            rows = pool[torch.randint(len(pool), (count,), generator=generator)].to(dev)
-            contents.append(tok.content(modality, rows))
-            targets.append(tok.normalise(modality, rows))
-        codes, _, commit = tok.quantize(torch.cat(contents))
-        split = len(contents[0])
-        total = commit
-        for i, modality in enumerate(("audio", "video")):
-            part = slice(0, split) if i == 0 else slice(split, None)
-            from_codes = F.mse_loss(tok.decoders[modality](codes[part]), targets[i])
-            from_content = F.mse_loss(tok.decoders[modality](contents[i]), targets[i])
-            total = total + from_codes + from_content
-            losses[f"{modality}_codes"] = from_codes.item()
-            losses[f"{modality}_cont"] = from_content.item()
-        optimizer.zero_grad(set_to_none=True)
-        total.backward()
-        optimizer.step()
-        if (step + 1) % train.log_every == 0:
-            log.step(step + 1, {"loss": total.item(), **losses})
-        else:
-            log.step(step + 1)
-    log.close()
-    tok.eval().cpu().save_pretrained(
-        out_dir,
-        trained_by=command or f"mmtok train av {config_path}",
-        training={"steps": train.steps, "train": dataclasses.asdict(train), "final": losses},
-    )
-    return out_dir
+) -> Path | None:
+    av_cfg, train = read_train_config(config_path, AVConfig, AVTrainConfig, out=out, steps=steps)
+    with distributed(device) as (ctx, dev):
+        torch.manual_seed(train.seed)
+        tok = AVTokenizer(av_cfg, name=train.name)
+        with ctx.main_first():  # rank 0 fills the feature cache, the others read it
+            features = build_features(tok, train)
+        for modality in ("audio", "video"):  # standardisation statistics over every rate's features
+            everything = torch.cat([f[modality] for f in features.values()])
+            getattr(tok, f"{modality}_mean").copy_(everything.mean(0))
+            getattr(tok, f"{modality}_std").copy_(everything.std(0).clamp(min=1e-3))
+        tok.to(dev).train()
+        optimizer = torch.optim.AdamW(tok.parameters(), lr=train.lr, weight_decay=0.0)
+        generator = torch.Generator().manual_seed(train.seed + ctx.rank)
+        loop = Loop(
+            train,
+            Part(tok, optimizer),
+            ctx=ctx,
+            device=dev,
+            title="train av",
+            resume=resume,
+            meta={"config": str(config_path)},
+            rngs={"data": generator},
+        )
+        rates = list(features)
+
+        def step(index: int) -> dict[str, float | torch.Tensor]:
+            rate = rates[index % len(rates)]
+            losses = {}
+            contents, targets = [], []
+            for modality, count in (("audio", train.audio_tokens), ("video", train.video_tokens)):
+                pool = features[rate][modality]
+                rows = pool[torch.randint(len(pool), (count,), generator=generator)].to(dev)
+                contents.append(tok.content(modality, rows))
+                targets.append(tok.normalise(modality, rows))
+            codes, _, commit = tok.quantize(torch.cat(contents))
+            split = len(contents[0])
+            total = commit
+            for i, modality in enumerate(("audio", "video")):
+                part = slice(0, split) if i == 0 else slice(split, None)
+                from_codes = F.mse_loss(tok.decoders[modality](codes[part]), targets[i])
+                from_content = F.mse_loss(tok.decoders[modality](contents[i]), targets[i])
+                total = total + from_codes + from_content
+                losses[f"{modality}_codes"] = from_codes.item()
+                losses[f"{modality}_cont"] = from_content.item()
+            total.backward()
+            return {"loss": total.detach(), **losses}
+
+        result = loop.run(step)
+        if result is None:
+            return None
+        final = {k: v for k, v in result.last.items() if k.endswith(("_codes", "_cont"))}
+        out_dir = Path(train.out)
+        tok.eval().cpu().save_pretrained(
+            out_dir,
+            trained_by=command or f"mmtok train av {config_path}",
+            training={"steps": train.steps, "train": dataclasses.asdict(train), "final": final},
+        )
+        return out_dir

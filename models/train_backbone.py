@@ -8,11 +8,15 @@ the steps) the truncators join in, in the shares ``drop_methods`` gives: ``mi`` 
 relevance to the ten digit prompts; a threshold keeps exactly such a top set), ``divprune`` the greedy max-min
 diverse set. Both orders are computed once per training image (a truncation at k tokens is the first k of them),
 so the loop costs no more than random dropping.
+
+Schedule, checkpoints, ``--resume`` and ``torchrun`` (each rank draws its own examples; an expert only one rank's
+batch used gets the average of its gradient with zeros) come from :class:`mmtok.models.training.Loop`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +29,11 @@ from mmtok.errors import ConfigError
 from mmtok.models.backbone import Backbone, BackboneConfig
 from mmtok.models.data import DIGIT_WORDS
 from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT, accuracy, task_tokens
-from mmtok.models.training import TrainLog, cosine_lr, read_toml_config, select_device, split_decay
+from mmtok.models.training import Loop, LoopConfig, Part, distributed, read_train_config, split_decay
 
 
 @dataclass
-class BackboneTrainConfig:
+class BackboneTrainConfig(LoopConfig):
     steps: int = 1500
     batch_size: int = 48
     lr: float = 1e-3
@@ -40,6 +44,7 @@ class BackboneTrainConfig:
     image_size: int = 128
     seed: int = 0
     log_every: int = 25
+    checkpoint_every: int = 250
     out: str = "models/weights/backbone-tiny"
     name: str = "backbone-tiny"
     drop_fraction: float = 0.0  # share of training examples whose visual tokens are truncated
@@ -58,88 +63,102 @@ def examples_from(ids: torch.Tensor, grid: tuple[int, int], prompt_seq: Any, tok
     return [[prompt_seq, TokenSequence("image", ids=row, grid=grid, tokenizer=tokenizer_name)] for row in ids]
 
 
+RECENT = 50  # final_train_loss averages the task loss of the last RECENT steps
+
+
 def train_backbone(
     config_path: str | os.PathLike[str],
     *,
     out: str | None = None,
     steps: int | None = None,
+    resume: bool = False,
     device: str = "auto",
     command: str = "",
-) -> Path:
+) -> Path | None:
     import mmtok
 
-    cfg = read_toml_config(config_path, {"model": BackboneConfig, "train": BackboneTrainConfig})
-    model_cfg: BackboneConfig = cfg["model"]
-    train: BackboneTrainConfig = cfg["train"]
-    if out:
-        train.out = out
-    if steps is not None:
-        train.steps = steps
-    dev = select_device(device)
-    torch.manual_seed(train.seed)
-    image_tok = mmtok.get_tokenizer(model_cfg.image_tokenizer).eval()
-    model_cfg.visual_vocab = image_tok.codebook_size
-    model_cfg.class_names = list(DIGIT_WORDS)
-    model_cfg.num_classes = len(DIGIT_WORDS)
-    side = train.image_size // image_tok.config.downsample
-    prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
-    data = task_tokens(image_tok, "train", train.train_examples, train.image_size, train.seed)
-    held = task_tokens(image_tok, "heldout", train.heldout_examples, train.image_size, train.seed + 1)
-    train_examples = examples_from(data["ids"], (side, side), prompt, image_tok.name)
-    held_examples = examples_from(held["ids"], (side, side), prompt, image_tok.name)
+    model_cfg, train = read_train_config(config_path, BackboneConfig, BackboneTrainConfig, out=out, steps=steps)
+    with distributed(device) as (ctx, dev):
+        torch.manual_seed(train.seed)
+        image_tok = mmtok.get_tokenizer(model_cfg.image_tokenizer).eval()
+        model_cfg.visual_vocab = image_tok.codebook_size
+        model_cfg.class_names = list(DIGIT_WORDS)
+        model_cfg.num_classes = len(DIGIT_WORDS)
+        side = train.image_size // image_tok.config.downsample
+        prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
+        with ctx.main_first():  # rank 0 fills the token caches, the others read them
+            data = task_tokens(image_tok, "train", train.train_examples, train.image_size, train.seed)
+            held = task_tokens(image_tok, "heldout", train.heldout_examples, train.image_size, train.seed + 1)
+        train_examples = examples_from(data["ids"], (side, side), prompt, image_tok.name)
+        held_examples = examples_from(held["ids"], (side, side), prompt, image_tok.name)
 
-    model_cfg.code_dim = image_tok.config.code_dim
-    model = Backbone(model_cfg, name=train.name)
-    if model_cfg.visual_input == "codes":
-        model.set_visual_codes(image_tok)
-    model = model.to(dev)
-    optimizer = torch.optim.AdamW(split_decay(model), lr=train.lr, weight_decay=train.weight_decay)
-    out_dir = Path(train.out)
-    log = TrainLog(out_dir, train.steps, 0, True, "train backbone")
-    generator = torch.Generator().manual_seed(train.seed)
-    labels = data["labels"]
-    orders = truncation_orders(train, data["ids"], (side, side), image_tok)
-    recent: list[float] = []
-    for step in range(train.steps):
-        model.train()
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, train.steps, train.warmup_steps, train.lr)
-        index = torch.randint(len(train_examples), (train.batch_size,), generator=generator)
-        batch = [shortened(train_examples[i], int(i), step, train, orders, generator) for i in index.tolist()]
-        result = model(batch)
-        task_loss = F.cross_entropy(result["logits"], labels[index].to(dev))
-        loss = task_loss + result["aux_loss"]
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        recent = [*recent[-49:], task_loss.item()]
-        if (step + 1) % train.log_every == 0:
-            log.step(
-                step + 1,
-                {
-                    "loss": task_loss.item(),
-                    "aux": float(result["aux_loss"].detach()),
-                    "avg_k": result["average_k"],
-                    "dropped": result["dropped"],
-                },
-            )
-        else:
-            log.step(step + 1)
-    log.close()
-    held_acc = accuracy(model, prompt, [image for _, image in held_examples], held["labels"], batch=100)
-    model.eval()
-    sample = model(held_examples[:200])
-    stats = {
-        "steps": train.steps,
-        "heldout_accuracy": round(held_acc, 4),
-        "final_train_loss": round(sum(recent) / len(recent), 4),
-        "eval_average_k": round(sample["average_k"], 3),
-        "active_flops_per_token": model.active_flops_per_token(),
-        "expert_load_layer0": sample["router"][0]["load"].tolist(),
-        "train": dataclasses.asdict(train),
-    }
-    model.cpu().save_pretrained(out_dir, trained_by=command or f"mmtok train backbone {config_path}", training=stats)
-    return out_dir
+        model_cfg.code_dim = image_tok.config.code_dim
+        model = Backbone(model_cfg, name=train.name)
+        if model_cfg.visual_input == "codes":
+            model.set_visual_codes(image_tok)
+        model = model.to(dev)
+        optimizer = torch.optim.AdamW(split_decay(model), lr=train.lr, weight_decay=train.weight_decay)
+        generator = torch.Generator().manual_seed(train.seed + ctx.rank)
+        labels = data["labels"]
+        orders = truncation_orders(train, data["ids"], (side, side), image_tok)
+        recent = torch.full((RECENT,), math.nan, dtype=torch.float64)  # task losses, step i at i % RECENT
+        loop = Loop(
+            train,
+            Part(model, optimizer),
+            ctx=ctx,
+            device=dev,
+            title="train backbone",
+            resume=resume,
+            meta={"config": str(config_path)},
+            rngs={"data": generator},
+            state={"recent_losses": recent},
+        )
+
+        def step(index: int) -> dict[str, Any]:
+            model.train()
+            chosen = torch.randint(len(train_examples), (train.batch_size,), generator=generator)
+            batch = [shortened(train_examples[i], int(i), index, train, orders, generator) for i in chosen.tolist()]
+            result = model(batch)
+            task_loss = F.cross_entropy(result["logits"], labels[chosen].to(dev))
+            loss = task_loss + result["aux_loss"]
+            loss.backward()
+            recent[index % RECENT] = task_loss.item()
+            return {
+                "loss": task_loss.detach(),
+                "aux": result["aux_loss"].detach(),
+                "avg_k": result["average_k"],
+                "dropped": result["dropped"],
+            }
+
+        def evaluate() -> dict[str, Any]:
+            held_acc = accuracy(model, prompt, [image for _, image in held_examples], held["labels"], batch=100)
+            model.eval()
+            with torch.no_grad():
+                sample = model(held_examples[:200])
+            return {
+                "heldout_accuracy": round(held_acc, 4),
+                "eval_average_k": round(sample["average_k"], 3),
+                "active_flops_per_token": model.active_flops_per_token(),
+                "expert_load_layer0": sample["router"][0]["load"].tolist(),
+            }
+
+        finished = loop.run(step, evaluate=evaluate)
+        if finished is None:
+            return None
+        check = finished.evaluation
+        last = [float(recent[i % RECENT]) for i in range(max(0, train.steps - RECENT), train.steps)]
+        stats = {
+            "steps": train.steps,
+            "heldout_accuracy": check["heldout_accuracy"],
+            "final_train_loss": round(sum(last) / len(last), 4),
+            **{k: v for k, v in check.items() if k != "heldout_accuracy"},
+            "train": dataclasses.asdict(train),
+        }
+        out_dir = Path(train.out)
+        model.cpu().save_pretrained(
+            out_dir, trained_by=command or f"mmtok train backbone {config_path}", training=stats
+        )
+        return out_dir
 
 
 def truncation_orders(

@@ -21,6 +21,9 @@ far from them.
 
 The log ends with a held-out check on canvases of held-out digits and photos: how well the score separates stroke
 tokens (>= 10% stroke cover) and digit-box tokens from background (ROC AUC), and what the default threshold keeps.
+
+Schedule, checkpoints, ``--resume`` and ``torchrun`` (each rank samples its own canvases) come from
+:class:`mmtok.models.training.Loop`; it trains on the CPU.
 """
 
 from __future__ import annotations
@@ -43,12 +46,12 @@ from mmtok.models.critics import TokenCritic, TokenCriticConfig
 from mmtok.models.data import DIGIT_TEMPLATES, DIGIT_WORDS, PHOTO_CAPTIONS, digit_canvases, photo_canvases
 from mmtok.models.digits_qa import task_tokens
 from mmtok.models.teacher import Teacher
-from mmtok.models.training import TrainLog, cosine_lr, read_toml_config
+from mmtok.models.training import Loop, LoopConfig, Part, distributed, read_train_config
 from mmtok.models.vq import neighbourhoods
 
 
 @dataclass
-class CriticTrainConfig:
+class CriticTrainConfig(LoopConfig):
     steps: int = 2000
     images_per_step: int = 64
     tokens_per_image: int = 32
@@ -60,6 +63,7 @@ class CriticTrainConfig:
     image_size: int = 128
     seed: int = 0
     log_every: int = 50
+    checkpoint_every: int = 250
     photo_share: float = 0.5  # share of each step's images that are digit-free canvases
     pairing: str = "image"  # "image": a token with its image's caption; "region": with its region's (see above)
     out: str = "models/weights/critic-vq-text"
@@ -102,7 +106,9 @@ def photo_tokens(tokenizer: Any, split: str, count: int, size: int, seed: int) -
             ids.append(tokenizer.encode_batch(images[start : start + 64].float() / 127.5 - 1).cpu())
     data = {"ids": torch.cat(ids).flatten(1).long(), "photo": torch.tensor([order.index(n) for n in names])}
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(data, str(path))
+    partial = path.with_suffix(".partial")
+    save_file(data, str(partial))
+    os.replace(partial, path)
     return data
 
 
@@ -149,99 +155,109 @@ def roc_auc(positive: torch.Tensor, negative: torch.Tensor) -> float:
 
 
 def train_critic(
-    config_path: str | os.PathLike[str], *, out: str | None = None, steps: int | None = None, command: str = ""
-) -> Path:
+    config_path: str | os.PathLike[str],
+    *,
+    out: str | None = None,
+    steps: int | None = None,
+    resume: bool = False,
+    command: str = "",
+) -> Path | None:
     import mmtok
 
-    cfg = read_toml_config(config_path, {"model": TokenCriticConfig, "train": CriticTrainConfig})
-    critic_cfg: TokenCriticConfig = cfg["model"]
-    train: CriticTrainConfig = cfg["train"]
-    if out:
-        train.out = out
-    if steps is not None:
-        train.steps = steps
-    torch.manual_seed(train.seed)
-    rng = random.Random(train.seed)
-    tok = mmtok.get_tokenizer(critic_cfg.image_tokenizer).eval()
-    teacher = Teacher.from_pretrained(critic_cfg.teacher).eval()
-    if critic_cfg.token_features != "local":
-        raise ValueError("train critic builds local-code critics (token_features = 'local')")
-    side = train.image_size // tok.config.downsample
-    grid = (side, side)
-    digits = task_tokens(tok, "train", train.train_examples, train.image_size, train.seed)
-    photos = photo_tokens(tok, "train", train.photo_examples, train.image_size, train.seed)
-    digit_captions = caption_bank(teacher)  # (10, T, D)
-    plain_captions = plain_caption_bank(teacher)  # (T', D)
-    if train.pairing not in ("image", "region"):
-        raise ValueError(f"pairing must be 'image' or 'region', got {train.pairing!r}")
-    if train.pairing == "region" and critic_cfg.estimator != "smile":
-        raise ValueError("region pairing trains with the smile estimator")
-    bank = torch.cat([digit_captions.flatten(0, 1), plain_captions])  # every caption once: (10 T + T', Dc)
-    critic_cfg.known_contexts = [
-        t.format(word=w, digit=d) for d, w in enumerate(DIGIT_WORDS) for t in DIGIT_TEMPLATES
-    ]  # caption_bank's texts, in its order
-    critic = TokenCritic(critic_cfg, name=train.name)
-    optimizer = torch.optim.Adam(critic.parameters(), lr=train.lr)
-    out_dir = Path(train.out)
-    log = TrainLog(out_dir, train.steps, 0, True, "train critic")
-    b, k = train.images_per_step, train.tokens_per_image
-    half = b - round(b * train.photo_share)  # digit canvases per step
-    joint = torch.zeros(b * k, b, dtype=torch.bool)
-    joint[torch.arange(b * k), torch.arange(b).repeat_interleave(k)] = True
-    for step in range(train.steps):
-        for group in optimizer.param_groups:
-            group["lr"] = cosine_lr(step, train.steps, train.warmup_steps, train.lr)
-        d = torch.tensor(rng.sample(range(len(digits["ids"])), half), dtype=torch.long)
-        p = torch.tensor(rng.sample(range(len(photos["ids"])), b - half), dtype=torch.long)
-        table = local_table(tok, torch.cat([digits["ids"][d], photos["ids"][p]]), grid, critic_cfg.radius)
-        tokens = torch.randint(table.shape[1], (b, k))
-        x = table[torch.arange(b)[:, None], tokens].reshape(b * k, -1)  # (b*k, Dt)
-        template = torch.randint(digit_captions.shape[1], (half,))
-        if train.pairing == "region":  # each token with its region's caption: its image's inside the box, else plain
-            inside = torch.zeros(b, table.shape[1], dtype=torch.bool)
-            inside[:half] = box_mask(digits["boxes"][d], train.image_size, side)
-            inside = inside[torch.arange(b)[:, None], tokens].reshape(-1)  # (b*k,)
-            digit_caption = (digits["labels"][d] * digit_captions.shape[1] + template).repeat_interleave(k)
-            caption = torch.full((b * k,), 0, dtype=torch.long)
-            caption[: half * k] = digit_caption
-            caption[~inside] = (
-                bank.shape[0] - len(plain_captions) + torch.randint(len(plain_captions), (int((~inside).sum()),))
-            )
-            value = smile_over_captions(critic.scores(x, bank), caption)
-        else:
-            y = torch.cat(
-                [
-                    digit_captions[digits["labels"][d], template],
-                    plain_captions[torch.randint(len(plain_captions), (b - half,))],
-                ]
-            )  # (b, Dc)
-            value = mi.estimate(critic_cfg.estimator, critic.scores(x, y), joint).value
-        optimizer.zero_grad(set_to_none=True)
-        (-value).backward()
-        optimizer.step()
-        if (step + 1) % train.log_every == 0:
-            log.step(step + 1, {train_estimator_label(critic_cfg): value.item()})
-        else:
-            log.step(step + 1)
-    check = heldout_check(critic.eval(), tok, teacher, train)
-    log.step(train.steps, check)
-    log.close()
-    print(
-        f"held-out ROC AUC: stroke tokens vs background {check['heldout_stroke_auc']:.3f}, digit box vs background "
-        f"{check['heldout_box_auc']:.3f}; threshold {check['threshold']} keeps {check['kept_ratio']:.1%} of tokens, "
-        f"{check['stroke_recall']:.1%} of stroke tokens"
-    )
-    critic.eval().save_pretrained(
-        out_dir,
-        trained_by=command or f"mmtok train critic {config_path}",
-        training={
-            "steps": train.steps,
-            "train": dataclasses.asdict(train),
-            "final_bound_nats": value.item(),
-            **check,
-        },
-    )
-    return out_dir
+    critic_cfg, train = read_train_config(config_path, TokenCriticConfig, CriticTrainConfig, out=out, steps=steps)
+    with distributed("cpu") as (ctx, dev):
+        torch.manual_seed(train.seed)
+        rng = random.Random(train.seed + ctx.rank)
+        tok = mmtok.get_tokenizer(critic_cfg.image_tokenizer).eval()
+        teacher = Teacher.from_pretrained(critic_cfg.teacher).eval()
+        if critic_cfg.token_features != "local":
+            raise ValueError("train critic builds local-code critics (token_features = 'local')")
+        side = train.image_size // tok.config.downsample
+        grid = (side, side)
+        with ctx.main_first():  # rank 0 fills the token caches, the others read them
+            digits = task_tokens(tok, "train", train.train_examples, train.image_size, train.seed)
+            photos = photo_tokens(tok, "train", train.photo_examples, train.image_size, train.seed)
+        digit_captions = caption_bank(teacher)  # (10, T, D)
+        plain_captions = plain_caption_bank(teacher)  # (T', D)
+        if train.pairing not in ("image", "region"):
+            raise ValueError(f"pairing must be 'image' or 'region', got {train.pairing!r}")
+        if train.pairing == "region" and critic_cfg.estimator != "smile":
+            raise ValueError("region pairing trains with the smile estimator")
+        bank = torch.cat([digit_captions.flatten(0, 1), plain_captions])  # every caption once: (10 T + T', Dc)
+        critic_cfg.known_contexts = [
+            t.format(word=w, digit=d) for d, w in enumerate(DIGIT_WORDS) for t in DIGIT_TEMPLATES
+        ]  # caption_bank's texts, in its order
+        critic = TokenCritic(critic_cfg, name=train.name)
+        optimizer = torch.optim.Adam(critic.parameters(), lr=train.lr)
+        loop = Loop(
+            train,
+            Part(critic, optimizer),
+            ctx=ctx,
+            device=dev,
+            title="train critic",
+            resume=resume,
+            meta={"config": str(config_path)},
+            rngs={"pairs": rng},
+        )
+        b, k = train.images_per_step, train.tokens_per_image
+        half = b - round(b * train.photo_share)  # digit canvases per step
+        joint = torch.zeros(b * k, b, dtype=torch.bool)
+        joint[torch.arange(b * k), torch.arange(b).repeat_interleave(k)] = True
+        label = train_estimator_label(critic_cfg)
+
+        def step(index: int) -> dict[str, torch.Tensor]:
+            d = torch.tensor(rng.sample(range(len(digits["ids"])), half), dtype=torch.long)
+            p = torch.tensor(rng.sample(range(len(photos["ids"])), b - half), dtype=torch.long)
+            table = local_table(tok, torch.cat([digits["ids"][d], photos["ids"][p]]), grid, critic_cfg.radius)
+            tokens = torch.randint(table.shape[1], (b, k))
+            x = table[torch.arange(b)[:, None], tokens].reshape(b * k, -1)  # (b*k, Dt)
+            template = torch.randint(digit_captions.shape[1], (half,))
+            if train.pairing == "region":  # each token with its region's caption: its image's in the box, else plain
+                inside = torch.zeros(b, table.shape[1], dtype=torch.bool)
+                inside[:half] = box_mask(digits["boxes"][d], train.image_size, side)
+                inside = inside[torch.arange(b)[:, None], tokens].reshape(-1)  # (b*k,)
+                digit_caption = (digits["labels"][d] * digit_captions.shape[1] + template).repeat_interleave(k)
+                caption = torch.full((b * k,), 0, dtype=torch.long)
+                caption[: half * k] = digit_caption
+                caption[~inside] = (
+                    bank.shape[0] - len(plain_captions) + torch.randint(len(plain_captions), (int((~inside).sum()),))
+                )
+                value = smile_over_captions(critic.scores(x, bank), caption)
+            else:
+                y = torch.cat(
+                    [
+                        digit_captions[digits["labels"][d], template],
+                        plain_captions[torch.randint(len(plain_captions), (b - half,))],
+                    ]
+                )  # (b, Dc)
+                value = mi.estimate(critic_cfg.estimator, critic.scores(x, y), joint).value
+            (-value).backward()
+            return {label: value.detach()}
+
+        def evaluate() -> dict[str, Any]:
+            return heldout_check(critic.eval(), tok, teacher, train)
+
+        result = loop.run(step, evaluate=evaluate, log_evaluation=True)
+        if result is None:
+            return None
+        check = result.evaluation
+        print(
+            f"held-out ROC AUC: stroke tokens vs background {check['heldout_stroke_auc']:.3f}, digit box vs "
+            f"background {check['heldout_box_auc']:.3f}; threshold {check['threshold']} keeps "
+            f"{check['kept_ratio']:.1%} of tokens, {check['stroke_recall']:.1%} of stroke tokens"
+        )
+        out_dir = Path(train.out)
+        critic.eval().save_pretrained(
+            out_dir,
+            trained_by=command or f"mmtok train critic {config_path}",
+            training={
+                "steps": train.steps,
+                "train": dataclasses.asdict(train),
+                "final_bound_nats": result.last[label],
+                **check,
+            },
+        )
+        return out_dir
 
 
 @torch.no_grad()
