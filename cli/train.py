@@ -1,4 +1,9 @@
-"""``mmtok train``: the commands that trained every shipped model.
+"""``mmtok train KIND CONFIG``: the commands that trained every shipped model, one per row of :data:`KINDS`.
+
+Every kind takes ``--out``, ``--steps``, ``--resume`` and ``--json`` (and ``--device``, but the critic, which
+trains on the CPU); a row adds its own options (vq: ``--teacher``, ``--data``). Each runs its trainer,
+``mmtok.models.train_<kind>.train_<kind>(config, **options)`` (imported when the command runs); under
+``torchrun`` rank 0 reports.
 
 Exit codes: 0 when the model was saved, 2 for a config that cannot be used (missing, malformed, wrong keys) or a
 bad option, 1 when training itself failed.
@@ -6,11 +11,14 @@ bad option, 1 when training itself failed.
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
@@ -22,6 +30,57 @@ train_app = typer.Typer(
 )
 
 JSON_HELP = "Print one JSON object: the folder the model was saved to."
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One ``mmtok train`` command."""
+
+    name: str  # the command
+    trainer: Callable[[], Callable[..., Path | None]]  # imports and returns mmtok.models.train_<name>.train_<name>
+    help: str
+    example: str  # the config the help names, in models/configs/train/
+    device: bool = True  # has --device
+    extra: tuple[tuple[str, str], ...] = ()  # (option, help) of its own text options, before the common ones
+
+
+KINDS = (
+    Kind(
+        "clip",
+        lambda: import_module("mmtok.models.train_clip").train_clip,
+        "Train the small CLIP teacher on offline captioned photos and digits.",
+        "clip-tiny.toml",
+    ),
+    Kind(
+        "vq",
+        lambda: import_module("mmtok.models.train_vq").train_vq,
+        "Train the CLIP-aligned VQ tokenizer (single process, or several with torchrun).",
+        "vq-clip-tiny.toml",
+        extra=(
+            ("teacher", "Teacher: registry name, folder, open_clip:ARCH/TAG or hf-hub:ID."),
+            ("data", "Image folder or .jsonl manifest (default: offline photos+digits)."),
+        ),
+    ),
+    Kind(
+        "av",
+        lambda: import_module("mmtok.models.train_av").train_av,
+        "Train the shared audio/video embedder on the shipped speech and generated videos.",
+        "av-tiny.toml",
+    ),
+    Kind(
+        "backbone",
+        lambda: import_module("mmtok.models.train_backbone").train_backbone,
+        "Train the MoE backbone on the digits-on-photos task (needs the image tokenizer).",
+        "backbone-tiny.toml",
+    ),
+    Kind(
+        "critic",
+        lambda: import_module("mmtok.models.train_critic").train_critic,
+        "Train the token-relevance critic (pmi between visual tokens and text) used by MI truncation.",
+        "critic-vq-text.toml",
+        device=False,
+    ),
+)
 
 
 def _command() -> str:
@@ -57,93 +116,44 @@ def _train(config: Path, run: Callable[[], Any], json_out: bool) -> None:
         say(f"saved {folder}")
 
 
-@train_app.command("clip")
-@flushes_json_lines
-def train_clip_cmd(
-    config: Path = typer.Argument(..., help="Training config (TOML), e.g. models/configs/train/clip-tiny.toml."),
-    out: str | None = typer.Option(None, help="Output folder (overrides the config's)."),
-    steps: int | None = typer.Option(None, min=1, help="Training steps (overrides the config's)."),
-    resume: bool = typer.Option(False, help="Continue from the output folder's train_state.safetensors."),
-    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-) -> None:
-    """Train the small CLIP teacher on offline captioned photos and digits."""
-    from mmtok.models.train_clip import train_clip
+def _parameters(kind: Kind) -> list[inspect.Parameter]:
+    """The command's options, in the order its help lists them."""
 
-    check_device(device)
-    _train(
-        config,
-        lambda: train_clip(config, out=out, steps=steps, resume=resume, device=device, command=_command()),
-        json_out,
-    )
+    def option(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
-
-@train_app.command("vq")
-@flushes_json_lines
-def train_vq_cmd(
-    config: Path = typer.Argument(..., help="Training config (TOML), e.g. models/configs/train/vq-clip-tiny.toml."),
-    teacher: str | None = typer.Option(None, help="Teacher: registry name, folder, open_clip:ARCH/TAG or hf-hub:ID."),
-    data: str | None = typer.Option(None, help="Image folder or .jsonl manifest (default: offline photos+digits)."),
-    out: str | None = typer.Option(None, help="Output folder (overrides the config's)."),
-    steps: int | None = typer.Option(None, min=1, help="Training steps (overrides the config's)."),
-    resume: bool = typer.Option(False, help="Continue from the output folder's train_state.safetensors."),
-    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-) -> None:
-    """Train the CLIP-aligned VQ tokenizer (single process, or several with torchrun)."""
-    from mmtok.models.train_vq import train_vq
-
-    check_device(device)
-    _train(
-        config,
-        lambda: train_vq(
-            config, out=out, steps=steps, teacher=teacher, data=data, resume=resume, device=device, command=_command()
+    config_help = f"Training config (TOML), e.g. models/configs/train/{kind.example}."
+    params = [option("config", Path, typer.Argument(..., help=config_help))]
+    params += [option(name, Optional[str], typer.Option(None, help=text)) for name, text in kind.extra]  # noqa: UP045
+    params += [
+        option("out", Optional[str], typer.Option(None, help="Output folder (overrides the config's).")),  # noqa: UP045
+        option(
+            "steps",
+            Optional[int],  # noqa: UP045
+            typer.Option(None, min=1, help="Training steps (overrides the config's)."),
         ),
-        json_out,
-    )
+        option("resume", bool, typer.Option(False, help="Continue from the output folder's train_state.safetensors.")),
+    ]
+    if kind.device:
+        params.append(option("device", str, typer.Option("auto", help="cpu, cuda, or auto.")))
+    params.append(option("json_out", bool, typer.Option(False, "--json", help=JSON_HELP)))
+    return params
 
 
-@train_app.command("av")
-@flushes_json_lines
-def train_av_cmd(
-    config: Path = typer.Argument(..., help="Training config (TOML), e.g. models/configs/train/av-tiny.toml."),
-    out: str | None = typer.Option(None, help="Output folder (overrides the config's)."),
-    steps: int | None = typer.Option(None, min=1, help="Training steps (overrides the config's)."),
-    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-) -> None:
-    """Train the shared audio/video embedder on the shipped speech and generated videos."""
-    from mmtok.models.train_av import train_av
+def _register(kind: Kind) -> None:
+    def command(**options: Any) -> None:
+        config: Path = options.pop("config")
+        json_out: bool = options.pop("json_out")
+        if kind.device:
+            check_device(options["device"])
+        trainer = kind.trainer()
+        _train(config, lambda: trainer(config, command=_command(), **options), json_out)
 
-    check_device(device)
-    _train(config, lambda: train_av(config, out=out, steps=steps, device=device, command=_command()), json_out)
-
-
-@train_app.command("backbone")
-@flushes_json_lines
-def train_backbone_cmd(
-    config: Path = typer.Argument(..., help="Training config (TOML), e.g. models/configs/train/backbone-tiny.toml."),
-    out: str | None = typer.Option(None, help="Output folder (overrides the config's)."),
-    steps: int | None = typer.Option(None, min=1, help="Training steps (overrides the config's)."),
-    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-) -> None:
-    """Train the MoE backbone on the digits-on-photos task (needs the image tokenizer)."""
-    from mmtok.models.train_backbone import train_backbone
-
-    check_device(device)
-    _train(config, lambda: train_backbone(config, out=out, steps=steps, device=device, command=_command()), json_out)
+    command.__name__ = f"train_{kind.name}_cmd"
+    command.__doc__ = kind.help
+    command.__signature__ = inspect.Signature(_parameters(kind))  # type: ignore[attr-defined]
+    train_app.command(kind.name)(flushes_json_lines(command))
 
 
-@train_app.command("critic")
-@flushes_json_lines
-def train_critic_cmd(
-    config: Path = typer.Argument(..., help="Training config (TOML), e.g. models/configs/train/critic-vq-text.toml."),
-    out: str | None = typer.Option(None, help="Output folder (overrides the config's)."),
-    steps: int | None = typer.Option(None, min=1, help="Training steps (overrides the config's)."),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
-) -> None:
-    """Train the token-relevance critic (pmi between visual tokens and text) used by MI truncation."""
-    from mmtok.models.train_critic import train_critic
-
-    _train(config, lambda: train_critic(config, out=out, steps=steps, command=_command()), json_out)
+for _kind in KINDS:
+    _register(_kind)
