@@ -133,19 +133,23 @@ class Distributed:
 
 @contextmanager
 def distributed(device_request: str = "auto") -> Iterator[tuple[Distributed, torch.device]]:
-    """Set up ``torch.distributed`` when launched by torchrun; yields (context, device)."""
+    """Set up ``torch.distributed`` when launched by torchrun; yields (context, device). A process group the
+    caller has already set up is used, and left to it to close."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     ctx = Distributed(int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0")))
     device = select_device(device_request)
+    created = False
     if ctx.enabled:
         if device.type == "cuda":
             device = torch.device("cuda", ctx.local_rank)
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+            created = True
     try:
         yield ctx, device
     finally:
-        if ctx.enabled:
+        if created:
             dist.destroy_process_group()
 
 
