@@ -503,11 +503,11 @@ class Loop:
         self.last = dict(header.get("last_metrics", {}))
         self.elapsed = float(header.get("seconds", 0.0))
         saved_world = int(header.get("world_size", 1))
-        if self.ctx.is_main and (absent or saved_world != self.ctx.world_size):
-            print(
-                f"note: {path} was saved by {saved_world} process(es) and this run has {self.ctx.world_size}"
-                + (f"; not in it: {', '.join(absent)} (the run goes on, not as it would have)" if absent else "")
-            )
+        reasons = [f"it holds no {', '.join(absent)} (an older mmtok's, or another trainer's)"] if absent else []
+        if saved_world != self.ctx.world_size:
+            reasons.append(f"it was saved by {saved_world} process(es), this run has {self.ctx.world_size}")
+        if self.ctx.is_main and reasons:
+            print(f"note: {path}: {'; '.join(reasons)}: the run goes on, but not as an uninterrupted one would")
         if self.ctx.is_main:
             _cut_log(self.out / "train_log.jsonl", self.start)
         return "rng/torch" in absent
