@@ -198,7 +198,8 @@ class ShuffledBatches:
         size = len(dataset)
         per_rank = math.ceil(size / world_size) if world_size > 1 else size
         if per_rank < batch_size:
-            raise ConfigError(f"{size} samples make no batch of {batch_size} (drop_last) on each of {world_size}")
+            where = f" on each of {world_size} processes" if world_size > 1 else ""
+            raise ConfigError(f"{size} training samples are too few for one batch of {batch_size}{where}")
 
     def _index_batches(self, start: int) -> Iterator[list[int]]:
         size, b = len(self.dataset), self.batch_size
@@ -433,7 +434,7 @@ class Loop:
         self.meta = meta or {}
         self.rngs, self.state = dict(rngs or {}), dict(state or {})
         self.out = Path(config.out)
-        self.start, self.elapsed = 0, 0.0
+        self.start, self.elapsed, self._started = 0, 0.0, time.perf_counter()
         self.last: dict[str, float] = {}
         fresh = True
         if resume and (self.out / STATE_FILE).is_file():
@@ -480,7 +481,7 @@ class Loop:
             write_state(self._state_path(name), tensors, header)
 
     def _load(self) -> bool:
-        """Restore the training state; False when it held this rank's random state, True when it starts afresh."""
+        """Restore the training state; True when it held no random state for this rank (it starts afresh)."""
         path = self._state_path("model")
         header, tensors = read_state(path)
         self.start = int(header["step"])
