@@ -12,6 +12,7 @@ bad option, 1 when training itself failed.
 from __future__ import annotations
 
 import inspect
+import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -108,12 +109,17 @@ def _train(config: Path, run: Callable[[], Any], json_out: bool) -> None:
     except OSError as e:
         print_error(f"{e.filename or 'training'}: {e.strerror or e}")
         raise typer.Exit(1) from None
-    if folder is None:  # a torchrun rank other than 0: rank 0 saves and reports
-        return
-    if json_out:
-        print_json_line({"saved": str(folder)})
-    else:
-        say(f"saved {folder}")
+    if folder is not None:  # None: a torchrun rank other than 0 (rank 0 saves and reports)
+        if json_out:
+            print_json_line({"saved": str(folder)})
+        else:
+            say(f"saved {folder}")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # The process group is closed and everything is written. Skip interpreter finalisation: gloo's worker
+        # threads can abort a finished process there (SIGABRT, "terminate called without an active exception").
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _parameters(kind: Kind) -> list[inspect.Parameter]:

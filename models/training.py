@@ -148,6 +148,8 @@ def distributed(device_request: str = "auto") -> Iterator[tuple[Distributed, tor
             created = True
     try:
         yield ctx, device
+        if created:
+            dist.barrier()  # every rank is done (rank 0 has saved) before any closes the group
     finally:
         if created:
             dist.destroy_process_group()

@@ -84,3 +84,21 @@ def write_image(path: Path, size: tuple[int, int], fmt: str, orientation: int = 
         kwargs["exif"] = exif.tobytes()
     im.save(path, format=fmt, **kwargs)
     return path
+
+
+def tiny_teacher_config():
+    """The smallest CLIP teacher the trainers' tests build on (32 px, 8-px patches, one layer a tower)."""
+    from mmtok.models.teacher import TeacherConfig
+
+    return TeacherConfig(
+        embed_dim=32,
+        image_size=32,
+        patch_size=8,
+        vision_width=32,
+        vision_layers=1,
+        vision_head_width=16,
+        text_context=16,
+        text_width=32,
+        text_heads=2,
+        text_layers=1,
+    )

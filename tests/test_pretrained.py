@@ -13,6 +13,7 @@ from torch import nn
 from mmtok.errors import CheckpointError
 from mmtok.models import checkpoint
 from mmtok.registry import MODEL_CLASSES, import_class
+from tests.makers import tiny_teacher_config
 
 
 def tiny(class_path: str) -> nn.Module:
@@ -20,7 +21,7 @@ def tiny(class_path: str) -> nn.Module:
     from mmtok.models.av import AVConfig, AVTokenizer
     from mmtok.models.backbone import Backbone, BackboneConfig
     from mmtok.models.critics import TokenCritic, TokenCriticConfig
-    from mmtok.models.teacher import Teacher, TeacherConfig
+    from mmtok.models.teacher import Teacher
     from mmtok.models.vq import VQConfig, VQTokenizer
 
     makers = {
@@ -41,8 +42,7 @@ def tiny(class_path: str) -> nn.Module:
             name="bb-t",
         ),
         "mmtok.models.teacher:Teacher": lambda: Teacher(
-            TeacherConfig(embed_dim=32, image_size=32, patch_size=8, vision_width=32, vision_layers=1,
-                          vision_head_width=16, text_context=16, text_width=32, text_heads=2, text_layers=1),
+            tiny_teacher_config(),
             name="clip-t",
         ),
     }  # fmt: skip

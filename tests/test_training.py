@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 import mmtok
 from mmtok.errors import CheckpointError
-from mmtok.models.teacher import Teacher, TeacherConfig
+from mmtok.models.teacher import Teacher
 from mmtok.models.training import STATE_FILE, Distributed, Loop, LoopConfig, Part, ShuffledBatches
 from mmtok.models.vq import VQConfig, VQTokenizer
 
@@ -43,18 +43,9 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
     """A tiny CLIP teacher and a VQ tokenizer on it (what the vq, critic and backbone configs name)."""
     root = tmp_path_factory.mktemp("models")
     torch.manual_seed(0)
-    teacher_cfg = TeacherConfig(
-        embed_dim=32,
-        image_size=32,
-        patch_size=8,
-        vision_width=32,
-        vision_layers=1,
-        vision_head_width=16,
-        text_context=16,
-        text_width=32,
-        text_heads=2,
-        text_layers=1,
-    )
+    from tests.makers import tiny_teacher_config  # here: the torchrun children import this module without tests/
+
+    teacher_cfg = tiny_teacher_config()
     Teacher(teacher_cfg, name="clip-test").save_pretrained(root / "clip-test")
     torch.manual_seed(0)
     vq_cfg = VQConfig(

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 import mmtok
 from mmtok.cli.main import app
 from mmtok.errors import CheckpointError, ConfigError, TokenError
-from mmtok.models.teacher import Teacher, TeacherConfig
+from mmtok.models.teacher import Teacher
 from mmtok.models.vq import VQConfig, VQTokenizer
-from tests.makers import write_image
+from tests.makers import tiny_teacher_config, write_image
 
 TINY_MODEL = """
 [model]
@@ -49,18 +49,7 @@ name = "vq-test"
 def tiny_teacher(tmp_path_factory):
     torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("teacher") / "clip-test"
-    cfg = TeacherConfig(
-        embed_dim=32,
-        image_size=32,
-        patch_size=8,
-        vision_width=32,
-        vision_layers=1,
-        vision_head_width=16,
-        text_context=16,
-        text_width=32,
-        text_heads=2,
-        text_layers=1,
-    )
+    cfg = tiny_teacher_config()
     Teacher(cfg, name="clip-test").save_pretrained(folder)
     return folder
 
