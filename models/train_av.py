@@ -92,6 +92,49 @@ def build_features(tok: AVTokenizer, train: AVTrainConfig) -> dict[float, dict[s
     return features
 
 
+@dataclass
+class AVSteps:
+    """One training step, at one of the training rates in turn: audio and video feature rows through the shared
+    codebook; each decoder reconstructs its modality's standardised features from the codes and from the content
+    before quantisation."""
+
+    tok: AVTokenizer
+    train: AVTrainConfig
+    features: dict[float, dict[str, torch.Tensor]]
+    generator: torch.Generator
+    device: torch.device
+
+    def __call__(self, index: int) -> dict[str, float | torch.Tensor]:
+        rates = list(self.features)
+        rate = rates[index % len(rates)]
+        contents, targets = [], []
+        for modality, count in (("audio", self.train.audio_tokens), ("video", self.train.video_tokens)):
+            pool = self.features[rate][modality]
+            rows = pool[torch.randint(len(pool), (count,), generator=self.generator)].to(self.device)
+            contents.append(self.tok.content(modality, rows))
+            targets.append(self.tok.normalise(modality, rows))
+        codes, _, commit = self.tok.quantize(torch.cat(contents))
+        split = len(contents[0])
+        total, losses = commit, {}
+        for i, modality in enumerate(("audio", "video")):
+            part = slice(0, split) if i == 0 else slice(split, None)
+            from_codes = F.mse_loss(self.tok.decoders[modality](codes[part]), targets[i])
+            from_content = F.mse_loss(self.tok.decoders[modality](contents[i]), targets[i])
+            total = total + from_codes + from_content
+            losses[f"{modality}_codes"] = from_codes.item()
+            losses[f"{modality}_cont"] = from_content.item()
+        total.backward()
+        return {"loss": total.detach(), **losses}
+
+
+def set_standardisation(tok: AVTokenizer, features: dict[float, dict[str, torch.Tensor]]) -> None:
+    """Each modality's mean and standard deviation over every rate's features, into the tokenizer's buffers."""
+    for modality in ("audio", "video"):
+        everything = torch.cat([f[modality] for f in features.values()])
+        getattr(tok, f"{modality}_mean").copy_(everything.mean(0))
+        getattr(tok, f"{modality}_std").copy_(everything.std(0).clamp(min=1e-3))
+
+
 def train_av(
     config_path: str | os.PathLike[str],
     *,
@@ -107,10 +150,7 @@ def train_av(
         tok = AVTokenizer(av_cfg, name=train.name)
         with ctx.main_first():  # rank 0 fills the feature cache, the others read it
             features = build_features(tok, train)
-        for modality in ("audio", "video"):  # standardisation statistics over every rate's features
-            everything = torch.cat([f[modality] for f in features.values()])
-            getattr(tok, f"{modality}_mean").copy_(everything.mean(0))
-            getattr(tok, f"{modality}_std").copy_(everything.std(0).clamp(min=1e-3))
+        set_standardisation(tok, features)
         tok.to(dev).train()
         optimizer = torch.optim.AdamW(tok.parameters(), lr=train.lr, weight_decay=0.0)
         generator = torch.Generator().manual_seed(train.seed + ctx.rank)
@@ -124,31 +164,7 @@ def train_av(
             meta={"config": str(config_path)},
             rngs={"data": generator},
         )
-        rates = list(features)
-
-        def step(index: int) -> dict[str, float | torch.Tensor]:
-            rate = rates[index % len(rates)]
-            losses = {}
-            contents, targets = [], []
-            for modality, count in (("audio", train.audio_tokens), ("video", train.video_tokens)):
-                pool = features[rate][modality]
-                rows = pool[torch.randint(len(pool), (count,), generator=generator)].to(dev)
-                contents.append(tok.content(modality, rows))
-                targets.append(tok.normalise(modality, rows))
-            codes, _, commit = tok.quantize(torch.cat(contents))
-            split = len(contents[0])
-            total = commit
-            for i, modality in enumerate(("audio", "video")):
-                part = slice(0, split) if i == 0 else slice(split, None)
-                from_codes = F.mse_loss(tok.decoders[modality](codes[part]), targets[i])
-                from_content = F.mse_loss(tok.decoders[modality](contents[i]), targets[i])
-                total = total + from_codes + from_content
-                losses[f"{modality}_codes"] = from_codes.item()
-                losses[f"{modality}_cont"] = from_content.item()
-            total.backward()
-            return {"loss": total.detach(), **losses}
-
-        result = loop.run(step)
+        result = loop.run(AVSteps(tok, train, features, generator, dev))
         if result is None:
             return None
         final = {k: v for k, v in result.last.items() if k.endswith(("_codes", "_cont"))}

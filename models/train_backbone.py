@@ -66,6 +66,64 @@ def examples_from(ids: torch.Tensor, grid: tuple[int, int], prompt_seq: Any, tok
 RECENT = 50  # final_train_loss averages the task loss of the last RECENT steps
 
 
+@dataclass
+class BackboneSteps:
+    """One training step: a batch of examples (some shortened, see ``shortened``), the task loss plus the
+    router's auxiliary loss, backpropagated; the task loss is also kept in ``recent`` (step i at i % RECENT)."""
+
+    model: Backbone
+    train: BackboneTrainConfig
+    examples: list[list[Any]]
+    labels: torch.Tensor
+    orders: dict[str, torch.Tensor]
+    generator: torch.Generator
+    recent: torch.Tensor
+    device: torch.device
+
+    def __call__(self, index: int) -> dict[str, Any]:
+        self.model.train()
+        chosen = torch.randint(len(self.examples), (self.train.batch_size,), generator=self.generator)
+        batch = [
+            shortened(self.examples[i], int(i), index, self.train, self.orders, self.generator) for i in chosen.tolist()
+        ]
+        result = self.model(batch)
+        task_loss = F.cross_entropy(result["logits"], self.labels[chosen].to(self.device))
+        (task_loss + result["aux_loss"]).backward()
+        self.recent[index % RECENT] = task_loss.item()
+        return {
+            "loss": task_loss.detach(),
+            "aux": result["aux_loss"].detach(),
+            "avg_k": result["average_k"],
+            "dropped": result["dropped"],
+        }
+
+
+def heldout_check(model: Backbone, prompt: Any, held_examples: list[list[Any]], labels: torch.Tensor) -> dict[str, Any]:
+    held_acc = accuracy(model, prompt, [image for _, image in held_examples], labels, batch=100)
+    model.eval()
+    with torch.no_grad():
+        sample = model(held_examples[:200])
+    return {
+        "heldout_accuracy": round(held_acc, 4),
+        "eval_average_k": round(sample["average_k"], 3),
+        "active_flops_per_token": model.active_flops_per_token(),
+        "expert_load_layer0": sample["router"][0]["load"].tolist(),
+    }
+
+
+def build_backbone(model_cfg: BackboneConfig, image_tok: Any, name: str) -> Backbone:
+    """The backbone of ``model_cfg`` with the fields its image tokenizer fixes (vocabulary, code width) and the
+    digit classes filled in."""
+    model_cfg.visual_vocab = image_tok.codebook_size
+    model_cfg.class_names = list(DIGIT_WORDS)
+    model_cfg.num_classes = len(DIGIT_WORDS)
+    model_cfg.code_dim = image_tok.config.code_dim
+    model = Backbone(model_cfg, name=name)
+    if model_cfg.visual_input == "codes":
+        model.set_visual_codes(image_tok)
+    return model
+
+
 def train_backbone(
     config_path: str | os.PathLike[str],
     *,
@@ -81,27 +139,26 @@ def train_backbone(
     with distributed(device) as (ctx, dev):
         torch.manual_seed(train.seed)
         image_tok = mmtok.get_tokenizer(model_cfg.image_tokenizer).eval()
-        model_cfg.visual_vocab = image_tok.codebook_size
-        model_cfg.class_names = list(DIGIT_WORDS)
-        model_cfg.num_classes = len(DIGIT_WORDS)
-        side = train.image_size // image_tok.config.downsample
+        grid = (train.image_size // image_tok.config.downsample,) * 2
         prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
         with ctx.main_first():  # rank 0 fills the token caches, the others read them
             data = task_tokens(image_tok, "train", train.train_examples, train.image_size, train.seed)
             held = task_tokens(image_tok, "heldout", train.heldout_examples, train.image_size, train.seed + 1)
-        train_examples = examples_from(data["ids"], (side, side), prompt, image_tok.name)
-        held_examples = examples_from(held["ids"], (side, side), prompt, image_tok.name)
-
-        model_cfg.code_dim = image_tok.config.code_dim
-        model = Backbone(model_cfg, name=train.name)
-        if model_cfg.visual_input == "codes":
-            model.set_visual_codes(image_tok)
-        model = model.to(dev)
+        held_examples = examples_from(held["ids"], grid, prompt, image_tok.name)
+        model = build_backbone(model_cfg, image_tok, train.name).to(dev)
         optimizer = torch.optim.AdamW(split_decay(model), lr=train.lr, weight_decay=train.weight_decay)
         generator = torch.Generator().manual_seed(train.seed + ctx.rank)
-        labels = data["labels"]
-        orders = truncation_orders(train, data["ids"], (side, side), image_tok)
-        recent = torch.full((RECENT,), math.nan, dtype=torch.float64)  # task losses, step i at i % RECENT
+        recent = torch.full((RECENT,), math.nan, dtype=torch.float64)
+        step = BackboneSteps(
+            model,
+            train,
+            examples_from(data["ids"], grid, prompt, image_tok.name),
+            data["labels"],
+            truncation_orders(train, data["ids"], grid, image_tok),
+            generator,
+            recent,
+            dev,
+        )
         loop = Loop(
             train,
             Part(model, optimizer),
@@ -113,52 +170,28 @@ def train_backbone(
             rngs={"data": generator},
             state={"recent_losses": recent},
         )
-
-        def step(index: int) -> dict[str, Any]:
-            model.train()
-            chosen = torch.randint(len(train_examples), (train.batch_size,), generator=generator)
-            batch = [shortened(train_examples[i], int(i), index, train, orders, generator) for i in chosen.tolist()]
-            result = model(batch)
-            task_loss = F.cross_entropy(result["logits"], labels[chosen].to(dev))
-            loss = task_loss + result["aux_loss"]
-            loss.backward()
-            recent[index % RECENT] = task_loss.item()
-            return {
-                "loss": task_loss.detach(),
-                "aux": result["aux_loss"].detach(),
-                "avg_k": result["average_k"],
-                "dropped": result["dropped"],
-            }
-
-        def evaluate() -> dict[str, Any]:
-            held_acc = accuracy(model, prompt, [image for _, image in held_examples], held["labels"], batch=100)
-            model.eval()
-            with torch.no_grad():
-                sample = model(held_examples[:200])
-            return {
-                "heldout_accuracy": round(held_acc, 4),
-                "eval_average_k": round(sample["average_k"], 3),
-                "active_flops_per_token": model.active_flops_per_token(),
-                "expert_load_layer0": sample["router"][0]["load"].tolist(),
-            }
-
-        finished = loop.run(step, evaluate=evaluate)
+        finished = loop.run(step, evaluate=lambda: heldout_check(model, prompt, held_examples, held["labels"]))
         if finished is None:
             return None
-        check = finished.evaluation
-        last = [float(recent[i % RECENT]) for i in range(max(0, train.steps - RECENT), train.steps)]
-        stats = {
-            "steps": train.steps,
-            "heldout_accuracy": check["heldout_accuracy"],
-            "final_train_loss": round(sum(last) / len(last), 4),
-            **{k: v for k, v in check.items() if k != "heldout_accuracy"},
-            "train": dataclasses.asdict(train),
-        }
-        out_dir = Path(train.out)
-        model.cpu().save_pretrained(
-            out_dir, trained_by=command or f"mmtok train backbone {config_path}", training=stats
+        return save_backbone(
+            model, finished.evaluation, recent, train, command or f"mmtok train backbone {config_path}"
         )
-        return out_dir
+
+
+def save_backbone(
+    model: Backbone, check: dict[str, Any], recent: torch.Tensor, train: BackboneTrainConfig, command: str
+) -> Path:
+    last = [float(recent[i % RECENT]) for i in range(max(0, train.steps - RECENT), train.steps)]
+    stats = {
+        "steps": train.steps,
+        "heldout_accuracy": check["heldout_accuracy"],
+        "final_train_loss": round(sum(last) / len(last), 4),
+        **{k: v for k, v in check.items() if k != "heldout_accuracy"},
+        "train": dataclasses.asdict(train),
+    }
+    out_dir = Path(train.out)
+    model.cpu().save_pretrained(out_dir, trained_by=command, training=stats)
+    return out_dir
 
 
 def truncation_orders(

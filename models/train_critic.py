@@ -154,6 +154,74 @@ def roc_auc(positive: torch.Tensor, negative: torch.Tensor) -> float:
     return float((ranks[:n_pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
+@dataclass
+class CriticSteps:
+    """One training step of the critic: sample canvases and tokens, pair each token with a caption, and return the
+    bound (the loss is its negative, already backpropagated)."""
+
+    critic: TokenCritic
+    tok: Any
+    train: CriticTrainConfig
+    digits: dict[str, torch.Tensor]
+    photos: dict[str, torch.Tensor]
+    digit_captions: torch.Tensor  # (10, T, Dc)
+    plain_captions: torch.Tensor  # (T', Dc)
+    rng: random.Random
+
+    def __post_init__(self) -> None:
+        b, k = self.train.images_per_step, self.train.tokens_per_image
+        self.side = self.train.image_size // self.tok.config.downsample
+        self.half = b - round(b * self.train.photo_share)  # digit canvases per step
+        self.joint = torch.zeros(b * k, b, dtype=torch.bool)
+        self.joint[torch.arange(b * k), torch.arange(b).repeat_interleave(k)] = True
+        self.bank = torch.cat([self.digit_captions.flatten(0, 1), self.plain_captions])  # each caption once
+        self.label = train_estimator_label(self.critic.config)
+
+    def __call__(self, index: int) -> dict[str, torch.Tensor]:
+        b, k, half = self.train.images_per_step, self.train.tokens_per_image, self.half
+        d = torch.tensor(self.rng.sample(range(len(self.digits["ids"])), half), dtype=torch.long)
+        p = torch.tensor(self.rng.sample(range(len(self.photos["ids"])), b - half), dtype=torch.long)
+        ids = torch.cat([self.digits["ids"][d], self.photos["ids"][p]])
+        table = local_table(self.tok, ids, (self.side, self.side), self.critic.config.radius)
+        tokens = torch.randint(table.shape[1], (b, k))
+        x = table[torch.arange(b)[:, None], tokens].reshape(b * k, -1)  # (b*k, Dt)
+        template = torch.randint(self.digit_captions.shape[1], (half,))
+        if self.train.pairing == "region":
+            value = smile_over_captions(self.critic.scores(x, self.bank), self.region_captions(d, tokens, template))
+        else:
+            y = torch.cat(
+                [
+                    self.digit_captions[self.digits["labels"][d], template],
+                    self.plain_captions[torch.randint(len(self.plain_captions), (b - half,))],
+                ]
+            )  # (b, Dc)
+            value = mi.estimate(self.critic.config.estimator, self.critic.scores(x, y), self.joint).value
+        (-value).backward()
+        return {self.label: value.detach()}
+
+    def region_captions(self, d: torch.Tensor, tokens: torch.Tensor, template: torch.Tensor) -> torch.Tensor:
+        """``[b*k]`` index into the bank: a token inside its canvas's digit box gets that digit's caption (of the
+        drawn template), every other token a random plain caption."""
+        b, k, half = self.train.images_per_step, self.train.tokens_per_image, self.half
+        inside = torch.zeros(b, self.side * self.side, dtype=torch.bool)
+        inside[:half] = box_mask(self.digits["boxes"][d], self.train.image_size, self.side)
+        inside = inside[torch.arange(b)[:, None], tokens].reshape(-1)  # (b*k,)
+        caption = torch.zeros(b * k, dtype=torch.long)
+        caption[: half * k] = (self.digits["labels"][d] * self.digit_captions.shape[1] + template).repeat_interleave(k)
+        first_plain = self.bank.shape[0] - len(self.plain_captions)
+        caption[~inside] = first_plain + torch.randint(len(self.plain_captions), (int((~inside).sum()),))
+        return caption
+
+
+def check_pairing(critic_cfg: TokenCriticConfig, train: CriticTrainConfig) -> None:
+    if critic_cfg.token_features != "local":
+        raise ValueError("train critic builds local-code critics (token_features = 'local')")
+    if train.pairing not in ("image", "region"):
+        raise ValueError(f"pairing must be 'image' or 'region', got {train.pairing!r}")
+    if train.pairing == "region" and critic_cfg.estimator != "smile":
+        raise ValueError("region pairing trains with the smile estimator")
+
+
 def train_critic(
     config_path: str | os.PathLike[str],
     *,
@@ -165,29 +233,20 @@ def train_critic(
     import mmtok
 
     critic_cfg, train = read_train_config(config_path, TokenCriticConfig, CriticTrainConfig, out=out, steps=steps)
+    check_pairing(critic_cfg, train)
     with distributed("cpu") as (ctx, dev):
         torch.manual_seed(train.seed)
         rng = random.Random(train.seed + ctx.rank)
         tok = mmtok.get_tokenizer(critic_cfg.image_tokenizer).eval()
         teacher = Teacher.from_pretrained(critic_cfg.teacher).eval()
-        if critic_cfg.token_features != "local":
-            raise ValueError("train critic builds local-code critics (token_features = 'local')")
-        side = train.image_size // tok.config.downsample
-        grid = (side, side)
         with ctx.main_first():  # rank 0 fills the token caches, the others read them
             digits = task_tokens(tok, "train", train.train_examples, train.image_size, train.seed)
             photos = photo_tokens(tok, "train", train.photo_examples, train.image_size, train.seed)
-        digit_captions = caption_bank(teacher)  # (10, T, D)
-        plain_captions = plain_caption_bank(teacher)  # (T', D)
-        if train.pairing not in ("image", "region"):
-            raise ValueError(f"pairing must be 'image' or 'region', got {train.pairing!r}")
-        if train.pairing == "region" and critic_cfg.estimator != "smile":
-            raise ValueError("region pairing trains with the smile estimator")
-        bank = torch.cat([digit_captions.flatten(0, 1), plain_captions])  # every caption once: (10 T + T', Dc)
         critic_cfg.known_contexts = [
             t.format(word=w, digit=d) for d, w in enumerate(DIGIT_WORDS) for t in DIGIT_TEMPLATES
         ]  # caption_bank's texts, in its order
         critic = TokenCritic(critic_cfg, name=train.name)
+        step = CriticSteps(critic, tok, train, digits, photos, caption_bank(teacher), plain_caption_bank(teacher), rng)
         optimizer = torch.optim.Adam(critic.parameters(), lr=train.lr)
         loop = Loop(
             train,
@@ -199,65 +258,24 @@ def train_critic(
             meta={"config": str(config_path)},
             rngs={"pairs": rng},
         )
-        b, k = train.images_per_step, train.tokens_per_image
-        half = b - round(b * train.photo_share)  # digit canvases per step
-        joint = torch.zeros(b * k, b, dtype=torch.bool)
-        joint[torch.arange(b * k), torch.arange(b).repeat_interleave(k)] = True
-        label = train_estimator_label(critic_cfg)
-
-        def step(index: int) -> dict[str, torch.Tensor]:
-            d = torch.tensor(rng.sample(range(len(digits["ids"])), half), dtype=torch.long)
-            p = torch.tensor(rng.sample(range(len(photos["ids"])), b - half), dtype=torch.long)
-            table = local_table(tok, torch.cat([digits["ids"][d], photos["ids"][p]]), grid, critic_cfg.radius)
-            tokens = torch.randint(table.shape[1], (b, k))
-            x = table[torch.arange(b)[:, None], tokens].reshape(b * k, -1)  # (b*k, Dt)
-            template = torch.randint(digit_captions.shape[1], (half,))
-            if train.pairing == "region":  # each token with its region's caption: its image's in the box, else plain
-                inside = torch.zeros(b, table.shape[1], dtype=torch.bool)
-                inside[:half] = box_mask(digits["boxes"][d], train.image_size, side)
-                inside = inside[torch.arange(b)[:, None], tokens].reshape(-1)  # (b*k,)
-                digit_caption = (digits["labels"][d] * digit_captions.shape[1] + template).repeat_interleave(k)
-                caption = torch.full((b * k,), 0, dtype=torch.long)
-                caption[: half * k] = digit_caption
-                caption[~inside] = (
-                    bank.shape[0] - len(plain_captions) + torch.randint(len(plain_captions), (int((~inside).sum()),))
-                )
-                value = smile_over_captions(critic.scores(x, bank), caption)
-            else:
-                y = torch.cat(
-                    [
-                        digit_captions[digits["labels"][d], template],
-                        plain_captions[torch.randint(len(plain_captions), (b - half,))],
-                    ]
-                )  # (b, Dc)
-                value = mi.estimate(critic_cfg.estimator, critic.scores(x, y), joint).value
-            (-value).backward()
-            return {label: value.detach()}
-
-        def evaluate() -> dict[str, Any]:
-            return heldout_check(critic.eval(), tok, teacher, train)
-
-        result = loop.run(step, evaluate=evaluate, log_evaluation=True)
+        result = loop.run(step, evaluate=lambda: heldout_check(critic.eval(), tok, teacher, train), log_evaluation=True)
         if result is None:
             return None
-        check = result.evaluation
-        print(
-            f"held-out ROC AUC: stroke tokens vs background {check['heldout_stroke_auc']:.3f}, digit box vs "
-            f"background {check['heldout_box_auc']:.3f}; threshold {check['threshold']} keeps "
-            f"{check['kept_ratio']:.1%} of tokens, {check['stroke_recall']:.1%} of stroke tokens"
-        )
-        out_dir = Path(train.out)
-        critic.eval().save_pretrained(
-            out_dir,
-            trained_by=command or f"mmtok train critic {config_path}",
-            training={
-                "steps": train.steps,
-                "train": dataclasses.asdict(train),
-                "final_bound_nats": result.last[label],
-                **check,
-            },
-        )
-        return out_dir
+        return save_critic(critic, result, train, command or f"mmtok train critic {config_path}")
+
+
+def save_critic(critic: TokenCritic, result: Any, train: CriticTrainConfig, command: str) -> Path:
+    check = result.evaluation
+    print(
+        f"held-out ROC AUC: stroke tokens vs background {check['heldout_stroke_auc']:.3f}, digit box vs "
+        f"background {check['heldout_box_auc']:.3f}; threshold {check['threshold']} keeps "
+        f"{check['kept_ratio']:.1%} of tokens, {check['stroke_recall']:.1%} of stroke tokens"
+    )
+    out_dir = Path(train.out)
+    label = train_estimator_label(critic.config)
+    training = {"steps": train.steps, "train": dataclasses.asdict(train), "final_bound_nats": result.last[label]}
+    critic.eval().save_pretrained(out_dir, trained_by=command, training={**training, **check})
+    return out_dir
 
 
 @torch.no_grad()

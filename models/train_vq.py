@@ -257,6 +257,64 @@ def load_init(tok: VQTokenizer, spec: str) -> list[str]:
     return sorted(set(own) - set(keep))
 
 
+@dataclass
+class VQSteps:
+    """One training step: the tokenizer's losses on a batch (with the generator's adversarial term from
+    ``adversarial_start``), then the discriminator's hinge loss on the same batch; codes used are counted."""
+
+    tok: VQTokenizer
+    teacher: Teacher
+    train: VQTrainConfig
+    images: Iterator[torch.Tensor]
+    device: torch.device
+    counts: torch.Tensor  # (codebook_size,) codes used since the last log
+    effnet: EfficientNetPerceptual | None = None
+    disc: PatchDiscriminator | None = None
+
+    def __call__(self, index: int) -> dict[str, Any]:
+        x = next(self.images).to(self.device)
+        disc = self.disc
+        adversarial = disc is not None and index >= self.train.adversarial_start
+        if disc is not None:
+            disc.requires_grad_(False)  # the generator's loss does not train the discriminator
+        loss, terms = vq_losses(self.tok, self.teacher, x, self.train, self.effnet, disc if adversarial else None)
+        loss.backward()
+        recon = terms.pop("recon")
+        if adversarial:
+            disc.requires_grad_(True)
+            d_loss = discriminator_loss(disc, x, recon)
+            d_loss.backward()
+            terms["d_loss"] = d_loss.item()
+        ids = terms.pop("ids")
+        self.counts.add_(torch.bincount(ids.flatten().long().cpu(), minlength=self.tok.codebook_size))
+        return {"loss": loss.item(), **terms}
+
+    def codebook_use(self) -> dict[str, float]:
+        usage, perplexity = codebook_stats(self.counts)
+        self.counts.zero_()
+        return {"usage": usage, "ppl": perplexity}
+
+
+def frozen_teacher(vq_cfg: VQConfig, device: torch.device, config_path: Any) -> Teacher:
+    teacher = Teacher.from_pretrained(vq_cfg.teacher).to(device).requires_grad_(False)
+    if teacher.embed_dim != vq_cfg.teacher_dim:
+        raise ConfigError(
+            f"{config_path}: teacher_dim {vq_cfg.teacher_dim} but teacher {vq_cfg.teacher!r} "
+            f"embeds into {teacher.embed_dim} dimensions"
+        )
+    return teacher
+
+
+def discriminator_part(train: VQTrainConfig, device: torch.device) -> Part | None:
+    """The patch discriminator and its optimizer (its own fixed rate; checkpointed in
+    discriminator_state.safetensors), or None without an adversarial term."""
+    if train.adversarial_weight <= 0:
+        return None
+    disc = PatchDiscriminator(train.discriminator_channels).to(device)
+    optimizer = torch.optim.AdamW(disc.parameters(), lr=train.discriminator_lr, betas=(0.5, 0.9))
+    return Part(disc, optimizer, scheduled=False)
+
+
 def train_vq(
     config_path: str | os.PathLike[str],
     *,
@@ -269,32 +327,23 @@ def train_vq(
     command: str = "",
 ) -> Path | None:
     vq_cfg, train = read_train_config(config_path, VQConfig, VQTrainConfig, out=out, steps=steps)
-    if teacher:
-        vq_cfg.teacher = teacher
-    if data:
-        train.data = data
+    vq_cfg.teacher = teacher or vq_cfg.teacher
+    train.data = data or train.data
     with distributed(device) as (ctx, dev):
         torch.manual_seed(train.seed)  # same initial weights on every rank
-        frozen = Teacher.from_pretrained(vq_cfg.teacher).to(dev).requires_grad_(False)
-        if frozen.embed_dim != vq_cfg.teacher_dim:
-            raise ConfigError(
-                f"{config_path}: teacher_dim {vq_cfg.teacher_dim} but teacher {vq_cfg.teacher!r} "
-                f"embeds into {frozen.embed_dim} dimensions"
-            )
+        frozen = frozen_teacher(vq_cfg, dev, config_path)
         tok = VQTokenizer(vq_cfg, name=train.name)
         fresh = load_init(tok, train.init) if train.init else []
         tok = tok.to(dev)
         optimizer = torch.optim.AdamW(split_decay(tok), lr=train.lr, weight_decay=train.weight_decay, betas=(0.9, 0.95))
         parts = {"model": Part(tok, optimizer)}
         effnet = EfficientNetPerceptual(train.effnet_stages).to(dev) if train.effnet_weight > 0 else None
-        disc = None
-        if train.adversarial_weight > 0:  # its own fixed rate; checkpointed in discriminator_state.safetensors
-            disc = PatchDiscriminator(train.discriminator_channels).to(dev)
-            disc_optimizer = torch.optim.AdamW(disc.parameters(), lr=train.discriminator_lr, betas=(0.5, 0.9))
-            parts["discriminator"] = Part(disc, disc_optimizer, scheduled=False)
+        disc = discriminator_part(train, dev)
+        if disc is not None:
+            parts["discriminator"] = disc
         batches = make_loader(vq_cfg, train, ctx.rank, ctx.world_size)
-        images = _images(batches)
-        counts = torch.zeros(tok.codebook_size, dtype=torch.long)  # codes used since the last log
+        counts = torch.zeros(tok.codebook_size, dtype=torch.long)
+        step = VQSteps(tok, frozen, train, _images(batches), dev, counts, effnet, disc.module if disc else None)
         loop = Loop(
             train,
             parts,
@@ -305,30 +354,7 @@ def train_vq(
             meta={"config": str(config_path)},
             state={"batches": batches.taken, "code_counts": counts},
         )
-
-        def step(index: int) -> dict[str, Any]:
-            x = next(images).to(dev)
-            adversarial = disc is not None and index >= train.adversarial_start
-            if disc is not None:
-                disc.requires_grad_(False)  # the generator's loss does not train the discriminator
-            loss, terms = vq_losses(tok, frozen, x, train, effnet, disc if adversarial else None)
-            loss.backward()
-            recon = terms.pop("recon")
-            if adversarial:
-                disc.requires_grad_(True)
-                d_loss = discriminator_loss(disc, x, recon)
-                d_loss.backward()
-                terms["d_loss"] = d_loss.item()
-            ids = terms.pop("ids")
-            counts.add_(torch.bincount(ids.flatten().long().cpu(), minlength=tok.codebook_size))
-            return {"loss": loss.item(), **terms}
-
-        def codebook_use() -> dict[str, float]:
-            usage, perplexity = codebook_stats(counts)
-            counts.zero_()
-            return {"usage": usage, "ppl": perplexity}
-
-        if loop.run(step, log_extra=codebook_use) is None:
+        if loop.run(step, log_extra=step.codebook_use) is None:
             return None
         out_dir = Path(train.out)
         tok.eval().cpu().save_pretrained(
