@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,6 @@ def tokenize(
     overwritten. --truncate applies to every stream; a method that does not apply to a stream's tokens (mi on
     audio) is that input's error."""
     from mmtok.cli.truncate import apply_truncation, load_context, truncation_options
-    from mmtok.pipeline import tokenize_folder
 
     check_device(device)
     check_out_folder(out)
@@ -128,37 +127,59 @@ def tokenize(
     def shorten(seq: Any) -> Any:
         return apply_truncation(seq, options, context_value, warned) if options else seq
 
-    failures = 0
+    run = _Run(toks, limit, image_size, tokens_per_second, continuous, json_out, shorten)
+    run.folder_options = {"batch_size": batch_size, "workers": workers, "shard_size": shard_size, "resume": resume}
     plan = _plan(paths, out, limit)
     total = sum(len(e.images) if isinstance(e, _Folder) else 1 for e in plan if not isinstance(e, MmtokError))
+    failures = 0
     with progress_bar(total, "tokenizing") as advance:
         for entry in plan:
             try:
-                if isinstance(entry, MmtokError):
-                    raise entry
-                if isinstance(entry, _Folder):
-                    folder_options = {"batch_size": batch_size, "workers": workers, "shard_size": shard_size}
-                    report = tokenize_folder(
-                        entry.images,
-                        _PixelLimited(toks.get("image"), limit),
-                        entry.target,
-                        **folder_options,
-                        resume=resume,
-                        image_size=image_size,
-                        on_error=print_error,
-                        progress=advance,
-                        postprocess=shorten,
-                    )
-                    failures += len(report.failed)
-                    _report_folder(entry, report, json_out)
-                else:
-                    _tokenize_file(entry, toks, image_size, tokens_per_second, continuous, json_out, shorten)
-                    advance(1)
+                failures += run.entry(entry, advance)
             except MmtokError as e:
                 failures += 1
                 print_error(e)
     if failures:
         raise typer.Exit(1)
+
+
+@dataclass
+class _Run:
+    """One ``mmtok tokenize`` call's settings, applied to each planned input in turn."""
+
+    toks: Any
+    max_pixels: int
+    image_size: int | None
+    tokens_per_second: float | None
+    continuous: bool
+    json_out: bool
+    shorten: Any  # TokenSequence -> TokenSequence (the --truncate method, or none)
+    folder_options: dict[str, Any] = field(default_factory=dict)
+
+    def entry(self, entry: Any, advance: Any) -> int:
+        """Tokenize one planned input (raising its MmtokError); returns how many of its images failed."""
+        from mmtok.pipeline import tokenize_folder
+
+        if isinstance(entry, MmtokError):
+            raise entry
+        if isinstance(entry, _File):
+            _tokenize_file(
+                entry, self.toks, self.image_size, self.tokens_per_second, self.continuous, self.json_out, self.shorten
+            )
+            advance(1)
+            return 0
+        report = tokenize_folder(
+            entry.images,
+            _PixelLimited(self.toks.get("image"), self.max_pixels),
+            entry.target,
+            **self.folder_options,
+            image_size=self.image_size,
+            on_error=print_error,
+            progress=advance,
+            postprocess=self.shorten,
+        )
+        _report_folder(entry, report, self.json_out)
+        return len(report.failed)
 
 
 def _check_image_size(toks: Any, image_size: int | None) -> None:
@@ -377,22 +398,13 @@ def detokenize(
 
     A reconstruction of a non-square image shows the centre square the tokens saw; a note says so."""
     import mmtok
-    from mmtok.cli.truncate import choose_sequence
     from mmtok.models.training import select_device
     from mmtok.registry import get_registered
 
     check_device(device)
     check_out_file(out)
     try:
-        sequences = mmtok.load_sequences(tokens)
-        if key is None and set(sequences) == {"audio", "video"}:
-            key = "audio"  # a video's token file: only its sound decodes to media
-        key, seq = choose_sequence(tokens, sequences, key)
-        if seq.modality == "video":
-            raise mmtok.TokenError(
-                f"{tokens}[{key}]: video tokens hold motion features, which do not determine pixels; "
-                "only image, audio and text tokens decode to media"
-            )
+        count, key, seq = _decodable_sequence(tokens, key)
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(1) from None
@@ -405,21 +417,9 @@ def detokenize(
             tok = mmtok.get_tokenizer(tokenizer)
         else:  # the file's choice: registered names only
             tok = get_registered(seq.tokenizer, "tokenizer", f"{tokens}", mmtok.TokenError)
-        tok = tok.to(select_device(device)).eval()
-        media = tok.decode(seq)
+        media = tok.to(select_device(device)).eval().decode(seq)
         notes = list(getattr(media, "notes", ()))
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(media, str):
-            out.write_text(media, encoding="utf-8")
-        elif media.kind == "audio":
-            import soundfile as sf
-
-            try:
-                sf.write(out, media.waveform()[0].numpy(), media.sample_rate_hz)
-            except sf.LibsndfileError as e:
-                raise OSError(str(e)) from None
-        else:
-            media.to_pil().save(out)
+        _write_media(media, out)
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(1) from None
@@ -429,6 +429,39 @@ def detokenize(
     if json_out:
         print_json_line({"tokens": str(tokens), "key": key, "modality": seq.modality, "out": str(out), "notes": notes})
         return
-    say(f"{tokens}{'' if len(sequences) == 1 else f'[{key}]'} -> {out}")
+    say(f"{tokens}{'' if count == 1 else f'[{key}]'} -> {out}")
     for note in notes:
         print_note(note)
+
+
+def _decodable_sequence(tokens: Path, key: str | None) -> tuple[int, str, Any]:
+    """(how many sequences the file holds, the chosen key, its sequence); a video's token file gives its sound."""
+    import mmtok
+    from mmtok.cli.truncate import choose_sequence
+
+    sequences = mmtok.load_sequences(tokens)
+    if key is None and set(sequences) == {"audio", "video"}:
+        key = "audio"  # a video's token file: only its sound decodes to media
+    key, seq = choose_sequence(tokens, sequences, key)
+    if seq.modality == "video":
+        raise mmtok.TokenError(
+            f"{tokens}[{key}]: video tokens hold motion features, which do not determine pixels; "
+            "only image, audio and text tokens decode to media"
+        )
+    return len(sequences), key, seq
+
+
+def _write_media(media: Any, out: Path) -> None:
+    """Text, audio (soundfile, by the suffix) or an image (Pillow, by the suffix) to ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(media, str):
+        out.write_text(media, encoding="utf-8")
+    elif media.kind == "audio":
+        import soundfile as sf
+
+        try:
+            sf.write(out, media.waveform()[0].numpy(), media.sample_rate_hz)
+        except sf.LibsndfileError as e:
+            raise OSError(str(e)) from None
+    else:
+        media.to_pil().save(out)
