@@ -365,23 +365,30 @@ def models(
     if json_out:
         for row in rows:
             print_json_line(row)
-        return
-    if csv_out:
-        writer = csv_writer(MODEL_CSV_FIELDS)
-        for r in rows:
-            rule = r["rules"].get("image") or {}
-            writer.writerow(
-                {
-                    **r,
-                    "takes": " ".join(r["takes"]),
-                    "outputs": " ".join(r.get("outputs") or []),
-                    "image_rule": rule.get("formula"),
-                    "image_label": rule.get("label"),
-                    "input_per_mtok": (r["prices"] or {}).get("input"),
-                    "output_per_mtok": (r["prices"] or {}).get("output"),
-                }
-            )
-        return
+    elif csv_out:
+        _model_csv(rows)
+    else:
+        _model_table(rows)
+
+
+def _model_csv(rows: list[dict[str, Any]]) -> None:
+    writer = csv_writer(MODEL_CSV_FIELDS)
+    for r in rows:
+        rule = r["rules"].get("image") or {}
+        writer.writerow(
+            {
+                **r,
+                "takes": " ".join(r["takes"]),
+                "outputs": " ".join(r.get("outputs") or []),
+                "image_rule": rule.get("formula"),
+                "image_label": rule.get("label"),
+                "input_per_mtok": (r["prices"] or {}).get("input"),
+                "output_per_mtok": (r["prices"] or {}).get("output"),
+            }
+        )
+
+
+def _model_table(rows: list[dict[str, Any]]) -> None:
     columns = (
         Column("model", fold=True, min_width=16),
         Column("provider", priority=3),

@@ -179,24 +179,23 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
     import numpy as np
     from av.video.reformatter import VideoReformatter
 
-    step = 1.0 / rate
-    native_step = 1.0 / video.fps if video.fps else step
+    from mmtok.media.sampling import PresentationTimes
+
+    sampler = PresentationTimes(rate, video.fps)
     reformatter = VideoReformatter()
     chunk = np.empty((chunk_frames, 3, side, side), np.uint8)  # filled frame by frame, channel-first
-    filled = emitted = 0
-    held: tuple[float, av.VideoFrame] | None = None
-    held_small: np.ndarray | None = None
+    filled = 0
 
-    def emit_until(limit: float) -> Iterator[torch.Tensor]:
-        """The held frame for every grid time before ``limit``; full chunks as they fill."""
-        nonlocal chunk, filled, emitted, held_small
-        while held is not None and emitted * step < limit - 1e-9:
-            if held_small is None:
-                small = reformatter.reformat(held[1], width=side, height=side, format="rgb24", threads=1)
-                held_small = small.to_ndarray().transpose(2, 0, 1)  # (3, side, side) view of (side, side, 3)
-            chunk[filled] = held_small
+    def take(frame: Any, count: int) -> Iterator[torch.Tensor]:
+        """``count`` copies of ``frame`` at ``side`` x ``side``; full chunks as they fill."""
+        nonlocal chunk, filled
+        if not count:
+            return
+        small = reformatter.reformat(frame, width=side, height=side, format="rgb24", threads=1)
+        small = small.to_ndarray().transpose(2, 0, 1)  # (3, side, side) view of (side, side, 3)
+        for _ in range(count):
+            chunk[filled] = small
             filled += 1
-            emitted += 1
             if filled == chunk_frames:
                 yield torch.from_numpy(chunk)
                 chunk, filled = np.empty_like(chunk), 0
@@ -205,35 +204,42 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
         with av.open(str(video.path), metadata_errors="ignore") as container:
             stream = container.streams[video.stream_index]
             stream.thread_type = "AUTO"
-            context = stream.codec_context
-            time_base = float(stream.time_base) if stream.time_base else 0.0
-            reorders = bool(context.has_b_frames)  # without B-frames every frame is a reference: nothing to skip
-            start: float | None = None
-            n = 0
-            skipping = False
+            skipper = _NonrefSkipper(stream, sampler)
             for packet in container.demux(stream):
-                if reorders and start is not None and packet.pts is not None and packet.duration and time_base:
-                    t = packet.pts * time_base - start
-                    shown = max(packet.duration * time_base, native_step)  # at least one frame period
-                    if (t >= 0 and between_samples(t, shown, step)) != skipping:
-                        skipping = not skipping
-                        context.skip_frame = "NONREF" if skipping else "DEFAULT"
-                for frame in context.decode(packet):
-                    t = frame.time if frame.time is not None else n * native_step
-                    n += 1
-                    if start is None:
-                        start = t
-                    t -= start
-                    yield from emit_until(t)  # the held frame is on screen from its time until this one's
-                    held, held_small = (t, frame), None
-            if held is not None:
-                yield from emit_until(held[0] + native_step)  # the last frame stays on screen one frame period
+                skipper.before(packet)
+                for frame in stream.codec_context.decode(packet):
+                    yield from take(*sampler.push(frame))
+            yield from take(*sampler.finish())
     except av.FFmpegError as e:
-        raise MediaError(video.path, f"video stream is corrupt after {emitted} sampled frames: {e}") from None
+        raise MediaError(video.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {e}") from None
     if filled:
         yield torch.from_numpy(chunk[:filled])
-    if emitted == 0:
+    if sampler.emitted == 0:
         raise MediaError(video.path, "video stream contains no decodable frames")
+
+
+class _NonrefSkipper:
+    """Sets the decoder's ``skip_frame`` to NONREF for the packets whose frame no output time falls on (by the
+    packet's time and duration), and back to DEFAULT for the others. Only for streams with B-frames: without them
+    every frame is a reference, so nothing could be skipped. Packets without a time or duration, and every packet
+    before the first frame fixes the stream's zero, are decoded."""
+
+    def __init__(self, stream: Any, sampler: Any) -> None:
+        self.context = stream.codec_context
+        self.time_base = float(stream.time_base) if stream.time_base else 0.0
+        self.reorders = bool(self.context.has_b_frames)
+        self.sampler = sampler
+        self.skipping = False
+
+    def before(self, packet: Any) -> None:
+        start = self.sampler.start
+        if not (self.reorders and start is not None and packet.pts is not None and packet.duration and self.time_base):
+            return
+        t = packet.pts * self.time_base - start
+        shown = max(packet.duration * self.time_base, self.sampler.native_step)  # at least one frame period
+        if (t >= 0 and between_samples(t, shown, self.sampler.step)) != self.skipping:
+            self.skipping = not self.skipping
+            self.context.skip_frame = "NONREF" if self.skipping else "DEFAULT"
 
 
 def between_samples(t: float, shown: float, step: float) -> bool:

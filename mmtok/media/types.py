@@ -336,6 +336,15 @@ class VideoChunk(NamedTuple):
     frames: torch.Tensor  # uint8 [n, 3, H, W]
 
 
+def _video_chunk(times: list[float], arrays: list[np.ndarray]) -> VideoChunk:
+    """Output times and RGB frames ``(H, W, 3)`` -> a chunk with frames ``[n, 3, H, W]``."""
+    import numpy as np
+    import torch
+
+    frames = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()  # (n, 3, H, W)
+    return VideoChunk(torch.tensor(times, dtype=torch.float64), frames)
+
+
 @dataclass(frozen=True)
 class Video:
     """A video stream in a container, with its first audio track's metadata if it has one."""
@@ -366,69 +375,43 @@ class Video:
         video gives evenly spaced samples.
         """
         import av
-        import numpy as np
-        import torch
+        from av.video.reformatter import VideoReformatter
+
+        from mmtok.media.sampling import PresentationTimes
 
         rate = float(fps) if fps else (self.fps or 25.0)
         if rate <= 0 or chunk_frames <= 0:
             raise MediaError(self.path, f"fps and chunk_frames must be positive, got {fps}, {chunk_frames}")
-        step = 1.0 / rate
         width, height = size if size is not None else (self.width, self.height)
+        sampler = PresentationTimes(rate, self.fps)
+        reformatter = VideoReformatter()  # one scaler context for the stream (frame.reformat builds one per call)
         times: list[float] = []
         arrays: list[np.ndarray] = []
 
-        from av.video.reformatter import VideoReformatter
-
-        reformatter = VideoReformatter()  # one scaler context for the stream (frame.reformat builds one per call)
-
-        def rgb(frame: av.VideoFrame) -> np.ndarray:
-            return reformatter.reformat(frame, width=width, height=height, format="rgb24").to_ndarray()  # (H, W, 3)
-
-        def flush() -> VideoChunk:
-            chunk = VideoChunk(
-                torch.tensor(times, dtype=torch.float64),
-                torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous(),  # (n, 3, H, W)
-            )
-            times.clear()
-            arrays.clear()
-            return chunk
-
-        emitted = 0
-        held: tuple[float, av.VideoFrame] | None = None
-        held_rgb: np.ndarray | None = None
-
-        def emit_until(limit: float) -> Iterator[VideoChunk]:
-            """The held frame for every grid time before ``limit``; full chunks as they fill."""
-            nonlocal emitted, held_rgb
-            while held is not None and emitted * step < limit - 1e-9:
-                if held_rgb is None:
-                    held_rgb = rgb(held[1])
-                times.append(emitted * step)
-                arrays.append(held_rgb)
-                emitted += 1
-                if len(arrays) == chunk_frames:
-                    yield flush()
+        def take(frame: Any, count: int) -> Iterator[VideoChunk]:
+            """``count`` copies of ``frame`` in RGB at the output size; full chunks as they fill."""
+            if count:
+                image = reformatter.reformat(frame, width=width, height=height, format="rgb24").to_ndarray()
+                times.extend(sampler.times(count))
+                arrays.extend([image] * count)  # (H, W, 3) each
+            while len(arrays) >= chunk_frames:
+                yield _video_chunk(times[:chunk_frames], arrays[:chunk_frames])
+                del times[:chunk_frames], arrays[:chunk_frames]
 
         try:
             with _av_open(self.path) as container:
                 stream = container.streams[self.stream_index]
                 stream.thread_type = "AUTO"
-                start: float | None = None
-                native_step = 1.0 / self.fps if self.fps else step
-                for n, frame in enumerate(container.decode(stream)):
-                    t = frame.time if frame.time is not None else n * native_step
-                    if start is None:
-                        start = t
-                    t -= start
-                    yield from emit_until(t)  # the held frame is on screen from its time until this one's
-                    held, held_rgb = (t, frame), None
-                if held is not None:
-                    yield from emit_until(held[0] + native_step)  # the last frame stays on screen one frame period
+                for frame in container.decode(stream):
+                    yield from take(*sampler.push(frame))
+                yield from take(*sampler.finish())
         except av.FFmpegError as e:
-            raise MediaError(self.path, f"video stream is corrupt after {emitted} sampled frames: {e}") from None
+            raise MediaError(
+                self.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {e}"
+            ) from None
         if arrays:
-            yield flush()
-        if emitted == 0:
+            yield _video_chunk(times, arrays)
+        if sampler.emitted == 0:
             raise MediaError(self.path, "video stream contains no decodable frames")
 
     def info(self) -> dict[str, Any]:
