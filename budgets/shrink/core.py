@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,59 +108,72 @@ def shrink_models(
     """One result (or error) per model for ``source``, written to ``out_dir/<name>.<model><suffix>``. ``jobs`` keeps
     decoded inputs and their measurements between calls (the benchmark shrinks one input under several bars).
     ``protect``: resolved paths never written to (the inputs); the source itself is always protected."""
-    import mmtok
-
-    prices = tuple(prices)
+    options = _Options(lossless, detail, speed, min_silence_s, crop, tuple(prices))
     try:
-        media = mmtok.load(source)
-        if media.kind not in ("image", "audio", "video"):
-            raise Skipped(f"{media.kind} is not shrunk (images, audio and video are)")
-        job = (jobs or {}).get(str(source)) or _job(source, media)
-        if jobs is not None:
-            jobs[str(source)] = job
+        media, job = _load_job(source, jobs)
     except MmtokError as e:
         yield e
         return
-    audio_plan: tuple[Plan, float] | None = None
+    protected = protect | {Path(os.path.realpath(source))}
     for asked in models:
         try:
-            model = asked if isinstance(asked, Model) else resolve(asked, prices)
+            model = asked if isinstance(asked, Model) else resolve(asked, options.prices)
             if not model.accepts(media.kind) or media.kind not in model.formulas:
                 raise Skipped(f"{model.asked} does not take {media.kind}")
-            before = price(source, model.asked, detail=detail if media.kind != "audio" else None, prices=prices)
-            if media.kind == "image":
-                from mmtok.budgets.shrink.image import plan_image
-
-                plan = plan_image(
-                    job, model, bars_for(bars, "image"), lossless=lossless, detail=detail, crop=crop, prices=prices
-                )
-            elif media.kind == "audio":
-                from mmtok.budgets.shrink.audio import plan_audio
-
-                if audio_plan is None:
-                    audio_plan = plan_audio(
-                        job, bars_for(bars, "audio"), min_silence_s=min_silence_s, speed=speed, lossless=lossless
-                    )
-                plan = audio_plan[0]
-            else:
-                from mmtok.budgets.shrink.video import plan_video
-
-                plan = plan_video(job, model, bars_for(bars, "image"), lossless=lossless, detail=detail, prices=prices)
+            before = price(source, model.asked, detail=None if media.kind == "audio" else detail, prices=options.prices)
+            plan = options.plan(job, media.kind, model, bars)
             stem = out_dir / f"{name}.{model_slug(model.asked)}"
-            yield _finish(
-                source,
-                media,
-                model,
-                plan,
-                before,
-                stem,
-                bars,
-                detail,
-                prices,
-                protect | {Path(os.path.realpath(source))},
-            )
+            yield _finish(source, media, model, plan, before, stem, bars, detail, options.prices, protected)
         except MmtokError as e:
             yield e
+
+
+@dataclass
+class _Options:
+    """``shrink_models``' settings; the audio plan does not depend on the model, so it is made once."""
+
+    lossless: bool
+    detail: str | None
+    speed: float
+    min_silence_s: float
+    crop: bool
+    prices: tuple[str | os.PathLike[str], ...]
+    audio_plan: Plan | None = None
+
+    def plan(self, job: Any, kind: str, model: Model, bars: Mapping[str, Bar]) -> Plan:
+        if kind == "image":
+            from mmtok.budgets.shrink.image import plan_image
+
+            image_bars = bars_for(bars, "image")
+            return plan_image(
+                job, model, image_bars, lossless=self.lossless, detail=self.detail, crop=self.crop, prices=self.prices
+            )
+        if kind == "video":
+            from mmtok.budgets.shrink.video import plan_video
+
+            image_bars = bars_for(bars, "image")
+            return plan_video(job, model, image_bars, lossless=self.lossless, detail=self.detail, prices=self.prices)
+        from mmtok.budgets.shrink.audio import plan_audio
+
+        if self.audio_plan is None:
+            audio_bars = bars_for(bars, "audio")
+            self.audio_plan = plan_audio(
+                job, audio_bars, min_silence_s=self.min_silence_s, speed=self.speed, lossless=self.lossless
+            )[0]
+        return self.audio_plan
+
+
+def _load_job(source: Path, jobs: dict[str, Any] | None) -> tuple[Any, Any]:
+    """The decoded input and its job (kept in ``jobs`` by path, when given, for the next call)."""
+    import mmtok
+
+    media = mmtok.load(source)
+    if media.kind not in ("image", "audio", "video"):
+        raise Skipped(f"{media.kind} is not shrunk (images, audio and video are)")
+    job = (jobs or {}).get(str(source)) or _job(source, media)
+    if jobs is not None:
+        jobs[str(source)] = job
+    return media, job
 
 
 def _job(source: Path, media: Any) -> Any:
