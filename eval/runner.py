@@ -649,52 +649,66 @@ def summarize(out_dir: Path) -> dict[str, Any]:
     }
     if ok:
         summary["mean_tokens"] = sum(r.get("tokens", 0) for r in ok) / len(ok)
-    m, protocol = summary["metrics"], summary["protocol"]
-    if suite.kind == "images" and ok:
-        for key in ("psnr_db", "ssim"):
-            values = [r["metrics"][key] for r in ok if key in r["metrics"]]
-            if values:
-                m[key] = sum(values) / len(values)
-        protocol["psnr_ssim"] = "torchmetrics on [-1, 1] images, data range 2; SSIM Gaussian 11 / 1.5"
-        if "fd" in suite.metrics:
-            from safetensors.torch import load_file
-
-            from mmtok.eval.extractors import get_extractor
-            from mmtok.eval.metrics import feature_frechet
-
-            feats = []
-            for r in ok:
-                path = _features_path(out_dir, r["id"])
-                try:
-                    feats.append(load_file(str(path)))
-                except Exception as e:  # a features file deleted or damaged since: its item must be redone
-                    raise EvalError(
-                        f"{path}: features of item {r['id']!r} cannot be read ({item_error(e)}); delete its row from "
-                        f"{RESULTS} and resume"
-                    ) from None
-            original = torch.stack([f["original"] for f in feats])
-            recon = torch.stack([f["reconstruction"] for f in feats])
-            extractor = get_extractor(suite.fd_extractor)
-            m[extractor.metric] = feature_frechet(original, recon)
-            protocol[extractor.metric] = f"{extractor.protocol}; originals vs reconstructions, N = {len(feats)}"
-    if suite.kind == "speech" and ok:
-        from mmtok.eval.asr import NORMALISER, get_asr
-
-        words = sum(r["metrics"]["words"] for r in ok)
-        chars = sum(r["metrics"]["chars"] for r in ok)
-        m["wer"] = sum(r["metrics"]["word_errors"] for r in ok) / words
-        m["cer"] = sum(r["metrics"]["char_errors"] for r in ok) / chars
-        protocol["wer"] = f"corpus WER over {len(ok)} items, ASR {get_asr(suite.asr).name}, {NORMALISER}"
-    if suite.kind == "qa" and ok:
-        if "accuracy" in suite.metrics:
-            m["accuracy"] = sum(r["metrics"]["accuracy"] for r in ok) / len(ok)
-            protocol["accuracy"] = "exact match of the predicted digit"
-        if "judge" in suite.metrics:
-            scores = [r["metrics"]["judge"] for r in ok if r["metrics"].get("judge") is not None]
-            statuses = [r.get("judge", {}).get("status") for r in ok]
-            m["judge"] = sum(scores) / len(scores) if scores else None
-            m["judge_unparseable"] = statuses.count("unparseable")
-            m["judge_skipped"] = statuses.count("skipped")
-            judge_name = next((r["judge"]["judge"] for r in ok if r.get("judge", {}).get("judge")), str(suite.judge))
-            protocol["judge"] = f"{judge_name}, rubric in mmtok.eval.judge.RUBRIC, mean 1-5 over scored items"
+    suite_metrics = SUITE_METRICS.get(suite.kind)
+    if ok and suite_metrics is not None:
+        suite_metrics(suite, ok, out_dir, summary["metrics"], summary["protocol"])
     return summary
+
+
+def _image_metrics(suite: Suite, ok: list[dict[str, Any]], out_dir: Path, m: dict, protocol: dict) -> None:
+    for key in ("psnr_db", "ssim"):
+        values = [r["metrics"][key] for r in ok if key in r["metrics"]]
+        if values:
+            m[key] = sum(values) / len(values)
+    protocol["psnr_ssim"] = "torchmetrics on [-1, 1] images, data range 2; SSIM Gaussian 11 / 1.5"
+    if "fd" not in suite.metrics:
+        return
+    from mmtok.eval.extractors import get_extractor
+    from mmtok.eval.metrics import feature_frechet
+
+    feats = [_stored_features(out_dir, r["id"]) for r in ok]
+    original = torch.stack([f["original"] for f in feats])
+    recon = torch.stack([f["reconstruction"] for f in feats])
+    extractor = get_extractor(suite.fd_extractor)
+    m[extractor.metric] = feature_frechet(original, recon)
+    protocol[extractor.metric] = f"{extractor.protocol}; originals vs reconstructions, N = {len(feats)}"
+
+
+def _stored_features(out_dir: Path, item_id: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    path = _features_path(out_dir, item_id)
+    try:
+        return load_file(str(path))
+    except Exception as e:  # a features file deleted or damaged since: its item must be redone
+        raise EvalError(
+            f"{path}: features of item {item_id!r} cannot be read ({item_error(e)}); delete its row from "
+            f"{RESULTS} and resume"
+        ) from None
+
+
+def _speech_metrics(suite: Suite, ok: list[dict[str, Any]], out_dir: Path, m: dict, protocol: dict) -> None:
+    from mmtok.eval.asr import NORMALISER, get_asr
+
+    words = sum(r["metrics"]["words"] for r in ok)
+    chars = sum(r["metrics"]["chars"] for r in ok)
+    m["wer"] = sum(r["metrics"]["word_errors"] for r in ok) / words
+    m["cer"] = sum(r["metrics"]["char_errors"] for r in ok) / chars
+    protocol["wer"] = f"corpus WER over {len(ok)} items, ASR {get_asr(suite.asr).name}, {NORMALISER}"
+
+
+def _qa_metrics(suite: Suite, ok: list[dict[str, Any]], out_dir: Path, m: dict, protocol: dict) -> None:
+    if "accuracy" in suite.metrics:
+        m["accuracy"] = sum(r["metrics"]["accuracy"] for r in ok) / len(ok)
+        protocol["accuracy"] = "exact match of the predicted digit"
+    if "judge" in suite.metrics:
+        scores = [r["metrics"]["judge"] for r in ok if r["metrics"].get("judge") is not None]
+        statuses = [r.get("judge", {}).get("status") for r in ok]
+        m["judge"] = sum(scores) / len(scores) if scores else None
+        m["judge_unparseable"] = statuses.count("unparseable")
+        m["judge_skipped"] = statuses.count("skipped")
+        judge_name = next((r["judge"]["judge"] for r in ok if r.get("judge", {}).get("judge")), str(suite.judge))
+        protocol["judge"] = f"{judge_name}, rubric in mmtok.eval.judge.RUBRIC, mean 1-5 over scored items"
+
+
+SUITE_METRICS = {"images": _image_metrics, "speech": _speech_metrics, "qa": _qa_metrics}  # by Suite.kind
