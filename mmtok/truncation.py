@@ -584,16 +584,19 @@ def truncate_many(
         import mmtok
 
         critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
-    batched = (
-        method == "mi" and seqs and all(_scores_on_grid(s, critic) and not _foreign_tokens(s, critic) for s in seqs)
-    )
-    if not batched:
-        kwargs = {"critic": critic, "out_of_domain": out_of_domain} if method == "mi" else {}
+
+    def one_by_one(**kwargs: Any) -> list[tuple[Any, TruncationReport]]:
         return [
             truncate(s, context, method, threshold, k, keep_ratio, tokenizer=tokenizer, seed=seed + i,
                      min_keep=min_keep, **kwargs)
             for i, (s, k) in enumerate(zip(seqs, counts, strict=True))
         ]  # fmt: skip
+
+    batched = (
+        method == "mi" and seqs and all(_scores_on_grid(s, critic) and not _foreign_tokens(s, critic) for s in seqs)
+    )
+    if not batched:
+        return one_by_one(**({"critic": critic, "out_of_domain": out_of_domain} if method == "mi" else {}))
     if sum(v is not None for v in (threshold, keep, keep_ratio)) > 1:
         raise TruncationError("give only one of threshold, keep and keep_ratio")
     if threshold is None and keep is None and keep_ratio is None:
@@ -603,12 +606,39 @@ def truncate_many(
         similarity = context_similarity(context_emb, critic)
         far = None if similarity is None else _far_from_known(context, similarity, critic)
         if far and out_of_domain != "mi":  # every sequence takes the fallback (truncate's own path, one by one)
-            return [
-                truncate(s, context, "mi", threshold, k, keep_ratio, critic=critic, tokenizer=tokenizer,
-                         seed=seed + i, min_keep=min_keep, out_of_domain=out_of_domain)
-                for i, (s, k) in enumerate(zip(seqs, counts, strict=True))
-            ]  # fmt: skip
+            return one_by_one(critic=critic, out_of_domain=out_of_domain)
         all_scores = mi_scores_on_grids(seqs, critic, context_emb, tokenizer)
+    domain = _Domain(context, similarity, far, critic)
+    return _mi_selections(seqs, counts, all_scores, threshold, keep_ratio, min_keep, domain)
+
+
+@dataclass
+class _Domain:
+    """What ``truncate_many`` learnt of its context: its similarity to the critic's known contexts, and whether it
+    is far from them."""
+
+    context: Any
+    similarity: torch.Tensor | None
+    far: Any
+    critic: Any
+
+    def annotate(self, report: TruncationReport) -> None:
+        if self.similarity is not None and self.far is None:  # in domain: nothing to say
+            report.context_similarity = float(self.similarity.min())
+        elif self.similarity is not None:  # out of domain, and out_of_domain="mi" keeps the critic's choice
+            _attach_domain(report, self.context, self.similarity, self.critic)
+
+
+def _mi_selections(
+    seqs: list[Any],
+    counts: list[int | None],
+    all_scores: list[torch.Tensor],
+    threshold: float | None,
+    keep_ratio: float | None,
+    min_keep: int,
+    domain: _Domain,
+) -> list[tuple[Any, TruncationReport]]:
+    """Each sequence's MI selection from its scores, by the threshold or its budget."""
     notes: list[list[str]] = [[] for _ in seqs]
     ks = [
         None if threshold is not None else _budget(len(seq), count, keep_ratio)
@@ -621,9 +651,6 @@ def truncate_many(
     kept_rows = _mi_keep_rows(all_scores, threshold, ks, min_keep, notes)
     for seq, scores, (kept, info), note in zip(seqs, all_scores, kept_rows, notes, strict=True):
         report = TruncationReport("mi", len(seq), len(kept), kept, scores, threshold, info, note)
-        if similarity is not None and far is None:  # in domain: nothing to say
-            report.context_similarity = float(similarity.min())
-        elif similarity is not None:  # out of domain, and out_of_domain="mi" keeps the critic's choice
-            _attach_domain(report, context, similarity, critic)
+        domain.annotate(report)
         results.append((seq.select(kept, truncation="mi"), report))
     return results
