@@ -496,6 +496,47 @@ def _line_cost(
 def _quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Options, label: str) -> Quote:
     at = options.at or dt.date.today()
     card = rate_card(model, at, options.option)
+    counted, missing, warnings = _counted_parts(model, attachments, options)
+    input_tokens = sum(c.tokens for _, _, c, _ in counted)
+    tier = card.tier_for(input_tokens)
+    tier_text = f"tier > {tier.above_input_tokens:,} input tokens" if tier.above_input_tokens else ""
+    lines = []
+    for name, modality, count, quantity in counted:
+        try:
+            cost, rate = _line_cost(card, tier.rates, modality, count.tokens, quantity, tier_text)
+        except PriceError as e:
+            missing.append(f"{name}: {e}")
+            continue
+        lines.append(Line(name, modality, count.tokens, cost, count.working, rate, count.label))
+    if missing and not lines:
+        raise PriceError("; ".join(missing))  # nothing in the request can be priced: an error, not a zero
+    if options.output_tokens:
+        lines.append(_output_line(model, card, tier.rates, options, tier_text))
+    if card.request_fee:
+        lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
+    warnings += _model_warnings(model, card, at, input_tokens, tier.above_input_tokens)
+    return Quote(
+        label,
+        model.asked,
+        card.model_ref,
+        model.provider,
+        model.family.name if model.family else "",
+        tuple(lines),
+        card.source,
+        card.source_url,
+        card.as_of,
+        options.option,
+        tier_text,
+        tuple(missing),
+        tuple(warnings),
+    )
+
+
+def _counted_parts(
+    model: Model, attachments: Sequence[tuple[str, Any]], options: Options
+) -> tuple[list[tuple[str, str, F.TokenCount, float]], list[str], list[str]]:
+    """(name, modality, count, quantity) of each part of the request (media by the model's rules, then the token
+    counts given), the parts that cannot be counted, and the counting notes."""
     counted: list[tuple[str, str, F.TokenCount, float]] = []
     missing: list[str] = []
     warnings: list[str] = []
@@ -514,48 +555,21 @@ def _quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Option
             counted.append(
                 ("cache", kind, F.TokenCount(tokens, f"{tokens} {kind.replace('_', ' ')} tokens, as given"), 0)
             )
-    input_tokens = sum(c.tokens for _, _, c, _ in counted)
-    tier = card.tier_for(input_tokens)
-    tier_text = f"tier > {tier.above_input_tokens:,} input tokens" if tier.above_input_tokens else ""
-    lines = []
-    for name, modality, count, quantity in counted:
-        try:
-            cost, rate = _line_cost(card, tier.rates, modality, count.tokens, quantity, tier_text)
-        except PriceError as e:
-            missing.append(f"{name}: {e}")
-            continue
-        lines.append(Line(name, modality, count.tokens, cost, count.working, rate, count.label))
-    if missing and not lines:
-        raise PriceError("; ".join(missing))  # nothing in the request can be priced: an error, not a zero
-    if options.output_tokens:
-        lines.append(_output_line(model, card, tier.rates, options, tier_text))
-    if card.request_fee:
-        lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
+    return counted, missing, warnings
+
+
+def _model_warnings(model: Model, card: RateCard, at: dt.date, input_tokens: int, tier_above: int | None) -> list[str]:
+    """What a quote must say about the model and its rates: retired, deprecated, priced as another, long context."""
+    warnings = []
     if model.retired and model.retired <= at:
         warnings.append(f"{model.asked} was retired on {model.retired} (LiteLLM map); priced as if still served")
     if card.deprecated:
         warnings.append(f"genai-prices marks {card.model_ref} as deprecated")
     if model.entry is None and model.row is None and card.model_ref.split(":")[-1] != model.name:
         warnings.append(f"{model.asked} is not in the model catalog: genai-prices prices it as {card.model_ref}")
-    if tier.above_input_tokens:
-        warnings.append(
-            f"{input_tokens:,} input tokens: the long-context rates above {tier.above_input_tokens:,} apply"
-        )
-    return Quote(
-        label,
-        model.asked,
-        card.model_ref,
-        model.provider,
-        model.family.name if model.family else "",
-        tuple(lines),
-        card.source,
-        card.source_url,
-        card.as_of,
-        options.option,
-        tier_text,
-        tuple(missing),
-        tuple(warnings),
-    )
+    if tier_above:
+        warnings.append(f"{input_tokens:,} input tokens: the long-context rates above {tier_above:,} apply")
+    return warnings
 
 
 def _output_line(model: Model, card: RateCard, rates: dict[str, Decimal], options: Options, tier: str) -> Line:

@@ -168,6 +168,21 @@ def progress_bar(total: int | None, description: str, min_items: int | None = No
         yield lambda n=1: bar.advance(task, n)
 
 
+@contextmanager
+def progress_counter(description: str) -> Iterator[Callable[[int, int], None]]:
+    """``update(done, total)`` for a transient bar on stderr whose total is learnt as the job runs (drawn only on a
+    terminal)."""
+    if not stderr_is_terminal():
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err_console(), transient=True) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
 def progress(
     items: Iterable[T], description: str, total: int | None = None, min_items: int | None = None
 ) -> Iterator[T]:

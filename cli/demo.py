@@ -157,10 +157,8 @@ def _usd(value: str) -> str:
 def _tokenize_step(media: list, out: Path, show: bool) -> dict[str, Any]:
     """Every image through vq-clip-tiny (tokens, reconstruction PSNR); speech and video through av-tiny."""
     import torch
-    from rich.table import Table
 
     import mmtok
-    from mmtok.eval.metrics import psnr
     from mmtok.media import Audio, Image, Video
 
     vq = mmtok.get_tokenizer("vq-clip-tiny").eval()
@@ -170,55 +168,69 @@ def _tokenize_step(media: list, out: Path, show: bool) -> dict[str, Any]:
     with torch.no_grad():
         for item in media:
             if isinstance(item, Image):
-                seq = vq.encode(item)
-                original, _ = vq.preprocess(item)
-                recon, _ = vq.preprocess(vq.decode(seq))
-                target = seq.save(out / f"{item.path.stem}.safetensors")
-                records.append(
-                    {
-                        "sample": item.path.name,
-                        "tokenizer": vq.name,
-                        "stream": "image",
-                        "tokens": len(seq),
-                        "grid": list(seq.grid),
-                        "codebook_size": vq.codebook_size,
-                        "psnr_db": round(float(psnr(original[None], recon[None])), 2),
-                        "image_size": int(original.shape[-1]),
-                        "file": str(target),
-                    }
-                )
+                records.append(_image_record(vq, item, out))
             elif isinstance(item, (Audio, Video)):
-                streams = av.encode_streams(item)
-                target = mmtok.save_sequences(out / f"{item.path.name}.safetensors", streams)  # a key per stream
-                for stream, seq in streams.items():
-                    levels = seq.ids.shape[1] if seq.ids is not None and seq.ids.ndim == 2 else 1
-                    records.append(
-                        {
-                            "sample": item.path.name,
-                            "tokenizer": av.name,
-                            "stream": stream,
-                            "tokens": len(seq),
-                            "tokens_per_second": seq.meta["tokens_per_second"],
-                            "codebook_levels": levels,
-                            "file": str(target),
-                        }
-                    )
+                records += _av_records(av, item, out)
     if show:
-        table = Table(show_edge=False, header_style="bold")
-        for column in ("sample", "tokenizer", "tokens", "detail"):
-            table.add_column(column, justify="right" if column == "tokens" else "left")
-        for r in records:
-            if r["stream"] == "image":
-                detail = (
-                    f"grid {r['grid'][0]}x{r['grid'][1]} of {r['codebook_size']} codes; "
-                    f"reconstruction PSNR {r['psnr_db']:.1f} dB at {r['image_size']} px"
-                )
-            else:
-                detail = f"{r['stream']}: {r['tokens_per_second']:g} tokens/s, {r['codebook_levels']} codebook levels"
-            table.add_row(r["sample"], r["tokenizer"], str(r["tokens"]), detail)
-        console().print(table)
-        console().print(f"[dim]token files: {out}/ (mmtok detokenize turns image and audio tokens back into media)[/]")
+        _show_records(records, out)
     return {"out": str(out), "sequences": records}
+
+
+def _image_record(vq: Any, image: Any, out: Path) -> dict[str, Any]:
+    from mmtok.eval.metrics import psnr
+
+    seq = vq.encode(image)
+    original, _ = vq.preprocess(image)
+    recon, _ = vq.preprocess(vq.decode(seq))
+    return {
+        "sample": image.path.name,
+        "tokenizer": vq.name,
+        "stream": "image",
+        "tokens": len(seq),
+        "grid": list(seq.grid),
+        "codebook_size": vq.codebook_size,
+        "psnr_db": round(float(psnr(original[None], recon[None])), 2),
+        "image_size": int(original.shape[-1]),
+        "file": str(seq.save(out / f"{image.path.stem}.safetensors")),
+    }
+
+
+def _av_records(av: Any, item: Any, out: Path) -> list[dict[str, Any]]:
+    import mmtok
+
+    streams = av.encode_streams(item)
+    target = mmtok.save_sequences(out / f"{item.path.name}.safetensors", streams)  # a key per stream
+    return [
+        {
+            "sample": item.path.name,
+            "tokenizer": av.name,
+            "stream": stream,
+            "tokens": len(seq),
+            "tokens_per_second": seq.meta["tokens_per_second"],
+            "codebook_levels": seq.ids.shape[1] if seq.ids is not None and seq.ids.ndim == 2 else 1,
+            "file": str(target),
+        }
+        for stream, seq in streams.items()
+    ]
+
+
+def _show_records(records: list[dict[str, Any]], out: Path) -> None:
+    from rich.table import Table
+
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("sample", "tokenizer", "tokens", "detail"):
+        table.add_column(column, justify="right" if column == "tokens" else "left")
+    for r in records:
+        if r["stream"] == "image":
+            detail = (
+                f"grid {r['grid'][0]}x{r['grid'][1]} of {r['codebook_size']} codes; "
+                f"reconstruction PSNR {r['psnr_db']:.1f} dB at {r['image_size']} px"
+            )
+        else:
+            detail = f"{r['stream']}: {r['tokens_per_second']:g} tokens/s, {r['codebook_levels']} codebook levels"
+        table.add_row(r["sample"], r["tokenizer"], str(r["tokens"]), detail)
+    console().print(table)
+    console().print(f"[dim]token files: {out}/ (mmtok detokenize turns image and audio tokens back into media)[/]")
 
 
 def _ask_step(show: bool, count: int = 8) -> dict[str, Any]:

@@ -38,22 +38,11 @@ def eval_run(
 ) -> None:
     """Evaluate a suite's items, one result line each; bad items are recorded, not fatal. Exit code 1 when an
     item failed or was not run, 2 for a bad suite or a refused resume."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from mmtok.cli.common import err_console
+    from mmtok.cli.common import progress_counter
     from mmtok.eval.runner import run
 
     try:
-        with Progress(
-            TextColumn("eval"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err_console(),
-            transient=True,
-            disable=not err_console().is_terminal,
-        ) as bar:
-            task = bar.add_task("eval", total=None)
+        with progress_counter("eval") as update:
             summary = run(
                 suite,
                 out,
@@ -61,7 +50,7 @@ def eval_run(
                 rerun_changed=rerun_changed,
                 retry_errors=retry_errors,
                 workers=workers,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
+                progress=update,
             )
     except ConfigError as e:  # a bad suite or manifest, a refused resume, a run folder in use: nothing ran
         print_error(e)

@@ -108,25 +108,13 @@ def tokenize(
     two inputs that would still share a name keep their full names (photo.jpg.safetensors), so none is
     overwritten. --truncate applies to every stream; a method that does not apply to a stream's tokens (mi on
     audio) is that input's error."""
-    from mmtok.cli.truncate import apply_truncation, load_context, truncation_options
-
     check_device(device)
     check_out_folder(out)
-    options = truncation_options(truncate, threshold, None, keep_ratio, context, method_flag="--truncate")
+    shorten = _shortener(truncate, threshold, keep_ratio, context)
     limit = resolve_max_pixels(max_pixels)
     toks = _Tokenizers(tokenizer, av_tokenizer, device)
     toks.av_levels = codebook_levels
     _check_image_size(toks, image_size)
-    warned: set[str] = set()
-    try:
-        context_value = load_context(context)
-    except MmtokError as e:
-        print_error(e)
-        raise typer.Exit(2) from None
-
-    def shorten(seq: Any) -> Any:
-        return apply_truncation(seq, options, context_value, warned) if options else seq
-
     run = _Run(toks, limit, image_size, tokens_per_second, continuous, json_out, shorten)
     run.folder_options = {"batch_size": batch_size, "workers": workers, "shard_size": shard_size, "resume": resume}
     plan = _plan(paths, out, limit)
@@ -141,6 +129,25 @@ def tokenize(
                 print_error(e)
     if failures:
         raise typer.Exit(1)
+
+
+def _shortener(method: str | None, threshold: float | None, keep_ratio: float | None, context: str | None) -> Any:
+    """``--truncate``'s method as a function of a token sequence (the identity without one); a context that cannot
+    be read is a usage error."""
+    from mmtok.cli.truncate import apply_truncation, load_context, truncation_options
+
+    options = truncation_options(method, threshold, None, keep_ratio, context, method_flag="--truncate")
+    try:
+        context_value = load_context(context)
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(2) from None
+    warned: set[str] = set()
+
+    def shorten(seq: Any) -> Any:
+        return apply_truncation(seq, options, context_value, warned) if options else seq
+
+    return shorten
 
 
 @dataclass
