@@ -102,3 +102,24 @@ def test_evals_library_imports_no_benchmark_or_tool():
                 offenders.append(f"{relative}:{line} imports {name}")
     assert not offenders, "library code imports a benchmark or a tool:\n" + "\n".join(offenders)
     assert (ROOT / "eval" / "bench" / "pricing.py").is_file() and (ROOT / "eval" / "tools" / "corpus.py").is_file()
+
+
+MAX_FUNCTION_LINES = 60  # STYLE.md's "about 60 lines": a longer function is split where its steps are
+
+
+def test_no_library_function_is_longer_than_about_sixty_lines():
+    """Library code: every package folder except the benchmark and tool scripts (eval/bench, eval/tools), whose
+    ``main`` functions print their reports step by step. A function's length runs from its ``def`` (decorators
+    left out) to its last line, signature and docstring included."""
+    folders = package_dirs()
+    long = []
+    for path in library_files(folders):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(("eval/bench/", "eval/tools/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{relative}:{node.lineno} {node.name}: {lines} lines")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
