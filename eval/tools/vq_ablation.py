@@ -118,7 +118,11 @@ def main() -> None:
             rows.append(row)
     print(table(rows))
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    protocol = {"eval": ["python -m mmtok.eval.vq_eval", *EVAL_ARGS], "threads": 1, "configs": str(CONFIGS)}
+    protocol = {
+        "eval": ["python -m mmtok.eval.vq_eval", *EVAL_ARGS],
+        "threads": 1,
+        "configs": str(CONFIGS.relative_to(ROOT)),
+    }
     args.json.write_text(json.dumps({"protocol": protocol, "arms": rows}, indent=2) + "\n", encoding="utf-8")
 
 
