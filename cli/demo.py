@@ -180,6 +180,7 @@ def _image_record(vq: Any, image: Any, out: Path) -> dict[str, Any]:
     from mmtok.eval.metrics import psnr
 
     seq = vq.encode(image)
+    target = seq.save(out / f"{image.path.stem}.safetensors")
     original, _ = vq.preprocess(image)
     recon, _ = vq.preprocess(vq.decode(seq))
     return {
@@ -191,7 +192,7 @@ def _image_record(vq: Any, image: Any, out: Path) -> dict[str, Any]:
         "codebook_size": vq.codebook_size,
         "psnr_db": round(float(psnr(original[None], recon[None])), 2),
         "image_size": int(original.shape[-1]),
-        "file": str(seq.save(out / f"{image.path.stem}.safetensors")),
+        "file": str(target),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +115,8 @@ def tokenize(
     toks = _Tokenizers(tokenizer, av_tokenizer, device)
     toks.av_levels = codebook_levels
     _check_image_size(toks, image_size)
-    run = _Run(toks, limit, image_size, tokens_per_second, continuous, json_out, shorten)
-    run.folder_options = {"batch_size": batch_size, "workers": workers, "shard_size": shard_size, "resume": resume}
+    folder_options = {"batch_size": batch_size, "workers": workers, "shard_size": shard_size, "resume": resume}
+    run = _Run(toks, limit, image_size, tokens_per_second, continuous, json_out, shorten, folder_options)
     plan = _plan(paths, out, limit)
     total = sum(len(e.images) if isinstance(e, _Folder) else 1 for e in plan if not isinstance(e, MmtokError))
     failures = 0
@@ -161,7 +161,7 @@ class _Run:
     continuous: bool
     json_out: bool
     shorten: Any  # TokenSequence -> TokenSequence (the --truncate method, or none)
-    folder_options: dict[str, Any] = field(default_factory=dict)
+    folder_options: dict[str, Any]  # tokenize_folder's batch_size, workers, shard_size, resume
 
     def entry(self, entry: Any, advance: Any) -> int:
         """Tokenize one planned input (raising its MmtokError); returns how many of its images failed."""

@@ -585,7 +585,7 @@ def truncate_many(
 
         critic = mmtok.get_model(DEFAULT_CRITIC, kind="critic")
 
-    def one_by_one(**kwargs: Any) -> list[tuple[Any, TruncationReport]]:
+    def one_by_one(threshold: float | None, **kwargs: Any) -> list[tuple[Any, TruncationReport]]:
         return [
             truncate(s, context, method, threshold, k, keep_ratio, tokenizer=tokenizer, seed=seed + i,
                      min_keep=min_keep, **kwargs)
@@ -596,7 +596,7 @@ def truncate_many(
         method == "mi" and seqs and all(_scores_on_grid(s, critic) and not _foreign_tokens(s, critic) for s in seqs)
     )
     if not batched:
-        return one_by_one(**({"critic": critic, "out_of_domain": out_of_domain} if method == "mi" else {}))
+        return one_by_one(threshold, **({"critic": critic, "out_of_domain": out_of_domain} if method == "mi" else {}))
     if sum(v is not None for v in (threshold, keep, keep_ratio)) > 1:
         raise TruncationError("give only one of threshold, keep and keep_ratio")
     if threshold is None and keep is None and keep_ratio is None:
@@ -606,7 +606,7 @@ def truncate_many(
         similarity = context_similarity(context_emb, critic)
         far = None if similarity is None else _far_from_known(context, similarity, critic)
         if far and out_of_domain != "mi":  # every sequence takes the fallback (truncate's own path, one by one)
-            return one_by_one(critic=critic, out_of_domain=out_of_domain)
+            return one_by_one(threshold, critic=critic, out_of_domain=out_of_domain)
         all_scores = mi_scores_on_grids(seqs, critic, context_emb, tokenizer)
     domain = _Domain(context, similarity, far, critic)
     return _mi_selections(seqs, counts, all_scores, threshold, keep_ratio, min_keep, domain)

@@ -244,9 +244,11 @@ class _NonrefSkipper:
 
 def between_samples(t: float, shown: float, step: float) -> bool:
     """No grid time ``k * step`` falls while a frame is on screen, from ``t`` for ``shown`` seconds (within the
-    sampler's 1e-9 s)."""
-    first = math.ceil((t - 1e-9) / step)  # the first grid time the sampler could give this frame
-    return first * step >= t + shown - 1e-9
+    sampler's ``EPSILON_S``)."""
+    from mmtok.media.sampling import EPSILON_S
+
+    first = math.ceil((t - EPSILON_S) / step)  # the first grid time the sampler could give this frame
+    return first * step >= t + shown - EPSILON_S
 
 
 def video_features_from_frames(

@@ -32,7 +32,7 @@ import dataclasses
 import math
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -167,14 +167,19 @@ class CriticSteps:
     digit_captions: torch.Tensor  # (10, T, Dc)
     plain_captions: torch.Tensor  # (T', Dc)
     rng: random.Random
+    side: int = field(init=False)  # the token grid's side
+    half: int = field(init=False)  # digit canvases per step
+    joint: torch.Tensor = field(init=False)  # (b*k, b): token i is paired with image j
+    bank: torch.Tensor = field(init=False)  # (10 T + T', Dc): every caption once
+    label: str = field(init=False)  # the logged bound's name
 
     def __post_init__(self) -> None:
         b, k = self.train.images_per_step, self.train.tokens_per_image
         self.side = self.train.image_size // self.tok.config.downsample
-        self.half = b - round(b * self.train.photo_share)  # digit canvases per step
+        self.half = b - round(b * self.train.photo_share)
         self.joint = torch.zeros(b * k, b, dtype=torch.bool)
         self.joint[torch.arange(b * k), torch.arange(b).repeat_interleave(k)] = True
-        self.bank = torch.cat([self.digit_captions.flatten(0, 1), self.plain_captions])  # each caption once
+        self.bank = torch.cat([self.digit_captions.flatten(0, 1), self.plain_captions])
         self.label = train_estimator_label(self.critic.config)
 
     def __call__(self, index: int) -> dict[str, torch.Tensor]:

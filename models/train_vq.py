@@ -338,12 +338,14 @@ def train_vq(
         optimizer = torch.optim.AdamW(split_decay(tok), lr=train.lr, weight_decay=train.weight_decay, betas=(0.9, 0.95))
         parts = {"model": Part(tok, optimizer)}
         effnet = EfficientNetPerceptual(train.effnet_stages).to(dev) if train.effnet_weight > 0 else None
-        disc = discriminator_part(train, dev)
-        if disc is not None:
-            parts["discriminator"] = disc
+        disc_part = discriminator_part(train, dev)
+        if disc_part is not None:
+            parts["discriminator"] = disc_part
         batches = make_loader(vq_cfg, train, ctx.rank, ctx.world_size)
         counts = torch.zeros(tok.codebook_size, dtype=torch.long)
-        step = VQSteps(tok, frozen, train, _images(batches), dev, counts, effnet, disc.module if disc else None)
+        step = VQSteps(
+            tok, frozen, train, _images(batches), dev, counts, effnet, disc_part.module if disc_part else None
+        )
         loop = Loop(
             train,
             parts,

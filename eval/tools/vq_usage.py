@@ -1,7 +1,7 @@
 """Codebook usage against the number of held-out tokens it is counted on.
 
 Usage (the share of codes that at least one token picks) grows with the sample: vq_eval counts it on its held-out
-protocol (64 crops of each of the six held-out photos + 1,000 held-out digits, 354,816 tokens at 128 px for 4,096
+protocol (64 crops of each of the six held-out photos + 1,000 held-out digits, 354,304 tokens at 128 px for 4,096
 codes), LlamaGen on ImageNet's 50,000 validation images. This measures, for one tokenizer, usage on held-out photo
 crops alone at 16 to 256 crops per photo (fresh crops, another seed than vq_eval's), on the held-out digits alone, on
 vq_eval's protocol set, on that set plus the larger crop sample, and on procedural images (dead-leaves and
