@@ -646,7 +646,9 @@ class TrainLog:
         if not enabled:
             return
         out.mkdir(parents=True, exist_ok=True)
-        self.log = (out / "train_log.jsonl").open("a", encoding="utf-8")
+        # a resumed run goes on with its log (cut back to its checkpoint); a run from step 0 starts a new one, so
+        # the log of an earlier run in the same folder is never mixed into this one's
+        self.log = (out / "train_log.jsonl").open("a" if start_step > 0 else "w", encoding="utf-8")
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.bar = Progress(

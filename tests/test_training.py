@@ -180,6 +180,14 @@ def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights_and_log(kind, ti
         assert (resumed / "discriminator_state.safetensors").is_file()
 
 
+def test_a_new_run_in_a_used_folder_starts_a_new_log(tiny, tmp_path):
+    out = tmp_path / "run"
+    train("av", tiny_config("av", out, tiny))
+    first = log_of(out)
+    train("av", tiny_config("av", out, tiny))  # the same folder again, from step 0 (no --resume)
+    assert log_of(out) == first and [r["step"] for r in first][:6] == [1, 2, 3, 4, 5, 6]
+
+
 def test_batches_come_in_dataloaders_and_distributed_samplers_order_from_any_batch():
     data = TensorDataset(torch.arange(23))
 
