@@ -707,6 +707,11 @@ def _qa_metrics(suite: Suite, ok: list[dict[str, Any]], out_dir: Path, m: dict, 
         m["judge"] = sum(scores) / len(scores) if scores else None
         m["judge_unparseable"] = statuses.count("unparseable")
         m["judge_skipped"] = statuses.count("skipped")
+        if "accuracy" in suite.metrics:  # whether the judge tells right answers from wrong ones
+            for name, right in (("judge_when_right", 1), ("judge_when_wrong", 0)):
+                part = [r["metrics"]["judge"] for r in ok if r["metrics"].get("judge") is not None
+                        and r["metrics"]["accuracy"] == right]  # fmt: skip
+                m[name] = sum(part) / len(part) if part else None
         judge_name = next((r["judge"]["judge"] for r in ok if r.get("judge", {}).get("judge")), str(suite.judge))
         protocol["judge"] = f"{judge_name}, rubric in mmtok.eval.judge.RUBRIC, mean 1-5 over scored items"
 

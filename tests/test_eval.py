@@ -363,3 +363,22 @@ names = ["accuracy"]
     two = run(suite, tmp_path / "two", workers=2)
     assert one["metrics"] == two["metrics"]
     assert {r["worker"] for r in read_results(tmp_path / "two").values()} == {0, 1}
+
+
+def test_the_qa_summary_says_how_the_judge_scores_right_and_wrong_answers(tmp_path):
+    from types import SimpleNamespace
+
+    from mmtok.eval.runner import _qa_metrics
+
+    suite = SimpleNamespace(metrics=["accuracy", "judge"], judge="local")
+    ok = [
+        {"metrics": {"accuracy": 1, "judge": 5.0}},
+        {"metrics": {"accuracy": 1, "judge": 4.0}},
+        {"metrics": {"accuracy": 0, "judge": 2.0}},
+        {"metrics": {"accuracy": 0, "judge": None}, "judge": {"status": "unparseable"}},
+    ]
+    metrics, protocol = {}, {}
+    _qa_metrics(suite, ok, tmp_path, metrics, protocol)
+    assert metrics["accuracy"] == 0.5 and metrics["judge"] == 11 / 3
+    assert (metrics["judge_when_right"], metrics["judge_when_wrong"]) == (4.5, 2.0)
+    assert metrics["judge_unparseable"] == 1
