@@ -116,7 +116,7 @@ def truncate(
     context: str | None = typer.Option(None, help="Context: text, or a token file of text tokens."),
     method: str = typer.Option("mi", help="mi, random, uniform, norm, divprune or tome."),
     threshold: float | None = typer.Option(
-        None, help="mi: keep tokens whose pmi with the context exceeds this (nats; default 0.18)."
+        None, help="mi: keep tokens whose pmi with the context exceeds this (nats; default -0.15, calibrated)."
     ),
     keep: int | None = typer.Option(None, min=1, help="Keep this many tokens."),
     keep_ratio: float | None = typer.Option(None, help="Keep this fraction of the tokens, in (0, 1]."),

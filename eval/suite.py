@@ -8,7 +8,7 @@
     [pipeline]
     tokenizer = "vq-clip-tiny"
     image_size = 64
-    truncation = { method = "mi", threshold = 0.18 }
+    truncation = { method = "mi", threshold = -0.15 }
     [metrics]
     names = ["psnr", "ssim", "fd"]
     fd_extractor = "efficientnet-lite0"

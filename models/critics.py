@@ -6,8 +6,9 @@
 ``fit_critic`` trains a critic with any bound of ``mmtok.mi`` on paired samples. ``TokenCritic`` is the shipped
 relevance critic: a separable critic between a visual token (its code and its neighbours' codes, or its
 teacher-aligned feature) and a context text's teacher embedding, whose output estimates pmi(token; context) in
-nats — the quantity the design seed thresholds at 0.18. Trained with the SMILE/Jensen-Shannon objective its logit
-is the log density ratio itself; trained with NWJ, f - 1 is.
+nats — the quantity the design seed thresholds at 0.18 (mmtok's default, calibrated on validation canvases:
+``mmtok.truncation.DEFAULT_THRESHOLD_NATS``). Trained with the SMILE/Jensen-Shannon objective its logit is the log
+density ratio itself; trained with NWJ, f - 1 is.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ stroke ink first (each token's mean stroke opacity over its 8 x 8 pixels, from t
 critic's order for the rest. If the oracle also falls short of the full sequence's accuracy, what is missing is
 not in the critic's choice but in how the backbone reads a shortened input.
 
-Run: ``python -m mmtok.eval.tools.truncation_oracle [--thresholds -1,-0.5,0,0.18,0.5] --json
-eval/results/truncation_oracle.json`` (same 1,000 held-out canvases, backbone and critic as bench_truncation).
+Run: ``python -m mmtok.eval.tools.truncation_oracle [--thresholds -1,-0.5,-0.15,0,0.18,0.5] [--backbone NAME|FOLDER]
+[--seed 1] --json eval/results/truncation_oracle.json`` (seed 1: the same 1,000 held-out canvases, backbone and critic
+as bench_truncation; seed 2: the validation canvases the default threshold was chosen on, with
+``--json eval/results/truncation_threshold_validation.json``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import torch
 STROKE_TOKEN = 0.1  # a token with at least this mean stroke opacity is a stroke token (as the critic's check)
 
 
-def measure(thresholds: list[float], examples: int = 1000) -> dict[str, Any]:
+def measure(
+    thresholds: list[float], examples: int = 1000, backbone: str = "backbone-tiny", seed: int = 1
+) -> dict[str, Any]:
     import mmtok
     from mmtok.models.data import digit_canvases
     from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT, accuracy, task_tokens
@@ -30,10 +34,10 @@ def measure(thresholds: list[float], examples: int = 1000) -> dict[str, Any]:
     from mmtok.truncation import truncate_many
 
     tok = mmtok.get_tokenizer("vq-clip-tiny").eval()
-    model = mmtok.get_model("backbone-tiny", kind="backbone").eval()
+    model = mmtok.get_model(backbone, kind="backbone").eval()
     critic = mmtok.get_model("critic-vq-text", kind="critic").eval()
-    data = task_tokens(tok, "heldout", examples, 128, 1)  # bench_truncation's canvases
-    _, labels, _, opacity = digit_canvases("heldout", examples, 128, 1, strokes=True)
+    data = task_tokens(tok, "heldout", examples, 128, seed)  # seed 1: bench_truncation's canvases
+    _, labels, _, opacity = digit_canvases("heldout", examples, 128, seed, strokes=True)
     if not torch.equal(labels, data["labels"]):
         raise RuntimeError("the canvas generator no longer matches the cached held-out tokens")
     ink = torch.nn.functional.avg_pool2d(opacity[:, None], 128 // 16).flatten(1)  # (n, 256) per token
@@ -69,12 +73,14 @@ def measure(thresholds: list[float], examples: int = 1000) -> dict[str, Any]:
             }
         )
     return {
+        "backbone": model.name,
         "full_accuracy": full_accuracy,
         "examples": examples,
+        "canvas_seed": seed,
         "rows": rows,
         "protocol": (
-            "backbone-tiny, critic-vq-text, vq-clip-tiny at 128 px (256 tokens), held-out digits-on-photos canvases "
-            f"(task_tokens heldout, seed 1); oracle: stroke-ink tokens first, then the critic's order, at MI's "
+            f"{model.name}, critic-vq-text, vq-clip-tiny at 128 px (256 tokens), held-out digits-on-photos canvases "
+            f"(task_tokens heldout, seed {seed}); oracle: stroke-ink tokens first, then the critic's order, at MI's "
             f"per-image counts; stroke token: mean opacity >= {STROKE_TOKEN}"
         ),
     }
@@ -82,12 +88,16 @@ def measure(thresholds: list[float], examples: int = 1000) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--thresholds", default="-1,-0.5,0,0.18,0.5")
+    parser.add_argument("--thresholds", default="-1,-0.5,-0.15,0,0.18,0.5")
     parser.add_argument("--examples", type=int, default=1000)
+    parser.add_argument("--backbone", default="backbone-tiny", help="a registered backbone or a trained folder")
+    parser.add_argument(
+        "--seed", type=int, default=1, help="held-out canvases: 1 is bench_truncation's set, others a validation set"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    result = measure([float(t) for t in args.thresholds.split(",")], args.examples)
+    result = measure([float(t) for t in args.thresholds.split(",")], args.examples, args.backbone, args.seed)
     print(f"full sequence: {result['full_accuracy']:.1%}")
     print("threshold  tokens  removed  MI acc (of full)  oracle acc (of full)  MI stroke recall")
     for r in result["rows"]:
