@@ -55,6 +55,27 @@ def test_select_keeps_positions_and_times():
     assert again.meta == {"truncation": "test"}
 
 
+def test_select_without_revalidating_equals_a_validated_sequence_and_leaves_the_original_alone():
+    seq = full_sequence()
+    kept = seq.select(torch.tensor([5, 0, 9]), truncation="mi")
+    built = TokenSequence(  # what the constructor, with every check, makes of the same rows
+        "image", ids=seq.ids[[5, 0, 9]], embeddings=seq.embeddings[[5, 0, 9]], positions=torch.tensor([5, 0, 9]),
+        grid=(4, 4), tokenizer=seq.tokenizer, meta={**seq.meta, "truncation": "mi"},
+    )  # fmt: skip
+    for name in ("ids", "embeddings", "positions"):
+        assert torch.equal(getattr(kept, name), getattr(built, name)), name
+    assert (kept.grid, kept.tokenizer, kept.meta, len(kept)) == (built.grid, built.tokenizer, built.meta, 3)
+    assert len(seq) == 16 and seq.positions is None and "truncation" not in seq.meta
+    with pytest.raises(IndexError):
+        seq.select(torch.tensor([16]))
+
+
+def test_select_repeating_rows_past_the_grid_is_still_refused():
+    seq = TokenSequence("image", ids=torch.arange(4), grid=(2, 2))
+    with pytest.raises(TokenError, match="do not fit a 2x2 grid"):
+        seq.select(torch.zeros(5, dtype=torch.long))
+
+
 def test_shard_holds_many_sequences(tmp_path):
     seqs = {"a/b.png": full_sequence(), "c.png": TokenSequence("image", ids=torch.arange(3), grid=(1, 3))}
     loaded = load_sequences(save_sequences(tmp_path / "shard.safetensors", seqs))
