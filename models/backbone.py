@@ -346,8 +346,20 @@ class Backbone(checkpoint.Pretrained, nn.Module):
         if not examples:
             raise TokenError("empty batch: no examples")
         cls = self.modality_embedding.weight[0][None]
-        images = self._batched_image_rows(examples)
-        rows = [torch.cat([cls, *[self.embed(seq, images.get(id(seq))) for seq in example]]) for example in examples]
+        embedded = self._batched_image_rows(examples)  # id(seq) -> rows; every sequence is alive, so ids are unique
+        shared = not torch.is_grad_enabled()  # in inference a sequence in several examples (a prompt) is embedded
+        # once; training embeds each use, so its gradients sum as they always have (bit for bit)
+
+        def rows_of(seq: Any) -> torch.Tensor:
+            found = embedded.get(id(seq))
+            if found is not None:
+                return found
+            rows = self.embed(seq)
+            if shared:
+                embedded[id(seq)] = rows
+            return rows
+
+        rows = [torch.cat([cls, *[rows_of(seq) for seq in example]]) for example in examples]
         packed = Packed.plan([len(r) for r in rows])
         return torch.cat([rows[i] for i in packed.order.tolist()]), packed
 

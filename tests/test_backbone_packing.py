@@ -131,3 +131,19 @@ def test_an_unknown_stem_site_mode_is_a_config_error():
 
     with pytest.raises(ConfigError, match="stem_sites"):
         Backbone(BackboneConfig(stem_sites="sparse"))
+
+
+def test_a_prompt_shared_by_the_examples_is_embedded_once_with_the_same_result(monkeypatch):
+    model = code_backbone()
+    prompt = TokenSequence("text", ids=torch.tensor([3, 5, 8, 13]))
+    seqs = images(6)
+    copies = [[TokenSequence("text", ids=prompt.ids.clone()), s] for s in seqs]
+    calls = []
+    embed = model.embed
+    monkeypatch.setattr(model, "embed", lambda seq, rows=None: (calls.append(seq.modality), embed(seq, rows))[1])
+    with torch.no_grad():
+        shared = model([[prompt, s] for s in seqs])["logits"]
+        assert calls.count("text") == 1
+        separate = model(copies)["logits"]
+        assert calls.count("text") == 1 + len(seqs)
+    assert torch.equal(shared, separate)

@@ -101,11 +101,16 @@ def cpu_peak_memory(batch: list[TokenSequence], tmp: Path, threads: int) -> floa
 
 
 def interleaved(cases: dict[str, Callable[[], Any]], repeats: int) -> dict[str, tuple[float, float]]:
-    """Median (wall, CPU) seconds per case, the cases round-robin in each repeat."""
+    """Median (wall, CPU) seconds per case, the cases round-robin in each repeat, the order rotated by one from
+    repeat to repeat, so that no case always runs right after the same other one (a large batch leaves the
+    allocator and the caches in another state for whatever runs next)."""
     wall: dict[str, list[float]] = {name: [] for name in cases}
     cpu: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(repeats):
-        for name, fn in cases.items():
+    names = list(cases)
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            fn = cases[name]
             start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             wall[name].append(time.perf_counter() - start)
