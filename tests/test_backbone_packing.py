@@ -57,10 +57,14 @@ def test_buckets_pad_at_most_an_eighth_and_equal_lengths_share_one_bucket():
         assert padded - sum(packed.lengths[a:b]) <= bb.MAX_BUCKET_PADDING * padded
 
 
-def test_packed_attention_equals_attention_within_each_example_alone():
+@pytest.mark.parametrize("padding", [0.0, 0.125])  # the default (equal lengths only) and masked buckets
+def test_packed_attention_equals_attention_within_each_example_alone(monkeypatch, padding):
+    monkeypatch.setattr(bb, "MAX_BUCKET_PADDING", padding)
     torch.manual_seed(0)
     lengths = [7, 30, 29, 30, 1, 12, 11]
     packed = Packed.plan(lengths)
+    masked = [packed.lengths[a] != packed.lengths[b - 1] for a, b in packed.buckets]
+    assert any(masked) == (padding > 0)
     qkv = torch.randn(sum(lengths), 3 * 8)
     out = packed_attention(qkv, packed, heads=2)
     for i, n in enumerate(packed.lengths):
