@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mmtok.errors import MediaError, TokenError
+from mmtok.media.sampling import EPSILON_S
 from mmtok.models import checkpoint
 from mmtok.tokens import check_ids
 
@@ -245,8 +246,6 @@ class _NonrefSkipper:
 def between_samples(t: float, shown: float, step: float) -> bool:
     """No grid time ``k * step`` falls while a frame is on screen, from ``t`` for ``shown`` seconds (within the
     sampler's ``EPSILON_S``)."""
-    from mmtok.media.sampling import EPSILON_S
-
     first = math.ceil((t - EPSILON_S) / step)  # the first grid time the sampler could give this frame
     return first * step >= t + shown - EPSILON_S
 
