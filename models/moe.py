@@ -209,6 +209,8 @@ def route(
     cfg = router.cfg
     E = cfg.num_experts
     routing = router(x_TD)
+    if not torch.isfinite(routing.logits).all():  # a NaN or infinity in x reaches every logit of its token
+        raise TokenError("MoE input contains NaN or infinite values (or values whose router logits overflow)")
     dropped = x_TD.new_zeros((), dtype=torch.long)
     if training and cfg.capacity_factor > 0:
         routing, dropped = apply_capacity(routing, cfg.capacity_factor, totals)
@@ -457,8 +459,6 @@ class MoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (..., D) -> (output (..., D), auxiliary loss); routing statistics in ``last_stats``."""
-        if not torch.isfinite(x).all():
-            raise TokenError("MoE input contains NaN or infinite values")
         shape = x.shape
         x_TD = x.reshape(-1, shape[-1])
         if x_TD.shape[0] == 0:

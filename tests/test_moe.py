@@ -156,6 +156,11 @@ def test_bad_inputs():
     moe = layer()
     with pytest.raises(TokenError, match="NaN"):
         moe(torch.full((3, 32), float("nan")))
+    for bad in (float("inf"), float("-inf"), float("nan")):  # one element of one token is enough
+        x = torch.randn(3, 32)
+        x[1, 7] = bad
+        with pytest.raises(TokenError, match="NaN or infinite"):
+            moe(x)
     empty, aux = moe(torch.zeros(0, 32))
     assert empty.shape == (0, 32) and float(aux) == 0
     with pytest.raises(ConfigError, match="k must be in"):
