@@ -48,7 +48,7 @@ def test_every_gradient_equals_autograd_through_the_loop(kw, training):
 
 
 def test_experts_run_in_pieces_give_the_same_outputs_and_gradients(monkeypatch):
-    """An expert's rows go through in pieces (L2-sized); its weight gradients accumulate over them."""
+    """An expert's rows go through in pieces (a few MB each); its weight gradients accumulate over them."""
     import mmtok.models.moe as moe_module
 
     monkeypatch.setattr(moe_module, "_rows_per_piece", lambda hidden_dim: 16)
