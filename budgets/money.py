@@ -45,7 +45,25 @@ GENAI_PROVIDERS = {
     "xai": "x-ai",
     "mistral": "mistral",
 }
-CARD_FORMAT = 3  # bump when RateCard's stored form changes
+CARD_FORMAT = 4  # bump when RateCard's stored form changes
+# Each token rate and the genai-prices price that sets it; a rate without its own price takes its parent's (as
+# calc_price bills it: audio tokens as input tokens when there is no audio rate), and one with neither is absent
+# (never a zero: a request that needs it cannot be priced).
+GENAI_RATE_KEYS = {
+    "input": ("input_mtok", None),
+    "cache_read": ("cache_read_mtok", "input"),
+    "cache_write": ("cache_write_mtok", "input"),
+    "input_audio": ("input_audio_mtok", "input"),
+    "input_image": ("input_image_mtok", "input"),
+    "input_video": ("input_video_mtok", "input"),
+    "output": ("output_mtok", None),
+    "output_audio": ("output_audio_mtok", "output"),
+}
+# Rates whose parent's price is a guess rather than the provider's rule: providers bill image and video tokens as
+# input tokens, but audio tokens mostly at their own (higher) rates, so an audio rate taken from the text rate is
+# flagged (``RateCard.inherited``) and replaced by an explicit one from LiteLLM's map where that has it.
+DOUBTFUL_INHERITED = ("input_audio", "output_audio")
+AUDIO_TIME_PRICES = ("audio_hours", "input_audio_hours")  # genai-prices' per-hour audio prices (billed by duration)
 
 
 @dataclass(frozen=True)
@@ -66,6 +84,8 @@ class RateCard:
     per_item: dict[str, Decimal] = field(default_factory=dict)  # sheets: image_per_image, audio/video_per_second
     deprecated: bool = False
     context_window: int | None = None
+    inherited: tuple[str, ...] = ()  # DOUBTFUL_INHERITED rates that are the text rate, for want of their own
+    rate_sources: dict[str, str] = field(default_factory=dict)  # rate -> its source, where not ``source``
 
     def tier_for(self, input_tokens: int) -> Tier:
         """The tier a request of ``input_tokens`` is billed in: the highest one it exceeds ("cliff" pricing)."""
@@ -86,6 +106,9 @@ class RateCard:
             "request_fee": str(self.request_fee),
             "deprecated": self.deprecated,
             "context_window": self.context_window,
+            "per_item": {k: str(v) for k, v in self.per_item.items()},
+            "inherited": list(self.inherited),
+            "rate_sources": dict(self.rate_sources),
         }
 
     @classmethod
@@ -98,8 +121,11 @@ class RateCard:
             data["option"],
             tuple(Tier(int(above), {k: Decimal(v) for k, v in rates.items()}) for above, rates in data["tiers"]),
             Decimal(data["request_fee"]),
+            per_item={k: Decimal(v) for k, v in data["per_item"].items()},
             deprecated=bool(data["deprecated"]),
             context_window=data["context_window"],
+            inherited=tuple(data["inherited"]),
+            rate_sources={str(k): str(v) for k, v in data["rate_sources"].items()},
         )
 
 
@@ -179,6 +205,8 @@ def genai_card(name: str, at: dt.date, option: str) -> RateCard | None:
     def cost(**usage: int) -> Any:
         return prices.calc_price(Usage(**usage))
 
+    explicit = {k for k, v in vars(prices).items() if v is not None}
+    rates = _rates_with_prices(explicit)
     tiers = []
     for index, above in enumerate([0, *starts]):
         n = above + 1 if index else (starts[0] if starts else 1_000_000)  # a request inside this tier
@@ -192,8 +220,12 @@ def genai_card(name: str, at: dt.date, option: str) -> RateCard | None:
             "output": cost(input_tokens=n, output_tokens=n)["output_price"],
             "output_audio": cost(input_tokens=n, output_tokens=n, output_audio_tokens=n)["output_price"],
         }
-        tiers.append(Tier(above, {rate: plain(value * MILLION / n) for rate, value in probes.items()}))
+        tiers.append(Tier(above, {rate: plain(probes[rate] * MILLION / n) for rate in rates}))
     fee = cost()["total_price"]
+    per_item = {}
+    if explicit & set(AUDIO_TIME_PRICES):  # billed by duration: one hour of input audio, less the request fee
+        hour = Decimal(cost(audio_seconds=3600, input_audio_seconds=3600)["total_price"]) - Decimal(fee)
+        per_item["audio_input_per_second"] = hour / 3600
     urls = provider.pricing_urls or []
     return RateCard(
         "genai-prices",
@@ -203,9 +235,24 @@ def genai_card(name: str, at: dt.date, option: str) -> RateCard | None:
         option,
         tuple(tiers),
         plain(Decimal(fee)),
+        per_item=per_item,
         deprecated=bool(model.deprecated),
         context_window=model.context_window,
+        inherited=tuple(
+            r
+            for r in DOUBTFUL_INHERITED
+            if r in rates and GENAI_RATE_KEYS[r][0] not in explicit and not (r == "input_audio" and per_item)
+        ),
     )
+
+
+def _rates_with_prices(explicit: set[str]) -> list[str]:
+    """The token rates a model has: its own price, or its parent's (GENAI_RATE_KEYS)."""
+    have: list[str] = []
+    for rate, (key, parent) in GENAI_RATE_KEYS.items():
+        if key in explicit or (parent in have):
+            have.append(rate)
+    return have
 
 
 def _has_variant(model: Any, context: dict[str, str], when: dt.datetime) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 
 from mmtok.budgets import formulas as F
 from mmtok.budgets.catalog import Catalog, CatalogEntry, catalog, dashed_date, split_name
-from mmtok.budgets.money import CARDS, MILLION, OPTIONS, RateCard, Tier, litellm_card
+from mmtok.budgets.money import CARDS, MILLION, OPTIONS, RateCard, Tier, litellm_card, plain
 from mmtok.budgets.sheets import Family, ModelRow, families, sheets
 from mmtok.errors import MediaError, MmtokError, PriceError
 from mmtok.media import Audio, Image, Text, Video, iter_files, load
@@ -37,6 +37,7 @@ from mmtok.media import Audio, Image, Text, Video, iter_files, load
 PriceSheets = Sequence[str | os.PathLike[str]]
 DETAIL_LEVELS = ("low", "medium", "high", "ultra_high", "original", "auto")
 INPUT_RATES = {"text": "input", "image": "input_image", "audio": "input_audio", "video": "input_video"}
+AUDIO_RATE_WORDS = {"input_audio": "audio input", "output_audio": "audio output"}  # money.DOUBTFUL_INHERITED
 
 
 @dataclass(frozen=True)
@@ -250,10 +251,30 @@ def rate_card(model: Model, at: dt.date | None = None, option: str = "standard")
         return _sheet_card(model.row, option)
     card = CARDS.get(_genai_name(model), at, option)
     if card is not None:
-        return card
+        return _explicit_rates(card, model.entry, option)
     if model.entry is not None:
         return litellm_card(model.entry, at, option, catalog().litellm_version)
     raise PriceError(f"unknown model {model.asked!r}{_closest(model.name, model.prices)} (see `mmtok models`)")
+
+
+def _explicit_rates(card: RateCard, entry: CatalogEntry | None, option: str) -> RateCard:
+    """``card`` with each rate it only has from the text rate (``card.inherited``: an audio rate genai-prices does
+    not give) taken from LiteLLM's map where that gives the model an explicit one."""
+    if not card.inherited or entry is None:
+        return card
+    variant = "" if option == "standard" else option
+    found = {rate: entry.cost_per_mtok(rate, variant) for rate in card.inherited}
+    found = {rate: plain(value) for rate, value in found.items() if value is not None}
+    if not found:
+        return card
+    tiers = tuple(Tier(t.above_input_tokens, {**t.rates, **found}) for t in card.tiers)
+    source = f"LiteLLM map {catalog().litellm_version} {entry.litellm_key}"
+    return dataclasses.replace(
+        card,
+        tiers=tiers,
+        inherited=tuple(r for r in card.inherited if r not in found),
+        rate_sources={**card.rate_sources, **dict.fromkeys(found, source)},
+    )
 
 
 def _genai_name(model: Model) -> str:
@@ -352,8 +373,12 @@ def _openai_patch(model: Model, params: dict[str, Any], width: int, height: int,
     return dataclasses.replace(count, working=f"detail={level}: {count.working}")
 
 
-def _audio_count(model: Model, duration_s: float, what: str = "audio") -> F.TokenCount:
+def _audio_count(model: Model, duration_s: float, what: str = "audio", by_duration: bool = False) -> F.TokenCount:
+    """The audio's tokens by the model's rule; with no rule but a price per second (``by_duration``), no tokens:
+    the bill is the duration's."""
     params = model.formulas.get("audio")
+    if params is None and by_duration and model.accepts("audio"):
+        return F.TokenCount(0, f"{what}: {duration_s:.3f} s, billed by duration (no token rule)", "exact")
     if params is None or not model.accepts("audio"):
         raise PriceError(f"{model.asked} does not take audio")
     return F.per_second(duration_s, params["tokens_per_second"], what, params.get("label", "exact"))
@@ -397,8 +422,11 @@ def _video_counts(model: Model, video: Video, detail: str | None) -> tuple[list[
     return parts, ""
 
 
-def _counts(model: Model, item: Any, detail: str | None) -> tuple[list[tuple[str, F.TokenCount, float]], str]:
-    """(modality, count, quantity) parts of one attachment; quantity is images or seconds, for per-item rates."""
+def _counts(
+    model: Model, item: Any, detail: str | None, by_duration: bool = False
+) -> tuple[list[tuple[str, F.TokenCount, float]], str]:
+    """(modality, count, quantity) parts of one attachment; quantity is images or seconds, for per-item rates
+    (``by_duration``: the model bills audio per second)."""
     if _is_token_sequence(item):
         if not (model.family and model.family.name == "mmtok-semantic"):
             raise PriceError(f"token sequences are priced on mmtok's own models (mmtok-*), not {model.asked}")
@@ -407,7 +435,7 @@ def _counts(model: Model, item: Any, detail: str | None) -> tuple[list[tuple[str
     if isinstance(item, Image):
         return [("image", _image_count(model, item.width, item.height, detail), 1.0)], ""
     if isinstance(item, Audio):
-        return [("audio", _audio_count(model, item.duration_s), item.duration_s)], ""
+        return [("audio", _audio_count(model, item.duration_s, by_duration=by_duration), item.duration_s)], ""
     if isinstance(item, Video):
         parts, note = _video_counts(model, item, detail)
         seconds = {"video": item.duration_s, "audio": item.audio.duration_s if item.audio else 0.0}
@@ -466,8 +494,10 @@ class Options:
         return cls(at=at, option="batch" if batch else (tier or "standard"), **fields)
 
 
-def _rate_text(card: RateCard, rate: Decimal, what: str, tier: str) -> str:
-    where = f"{card.source} {card.model_ref}"
+def _rate_text(card: RateCard, rate: Decimal, what: str, tier: str, rate_name: str = "") -> str:
+    where = card.rate_sources.get(rate_name) or f"{card.source} {card.model_ref}"
+    if rate_name in card.inherited:
+        where += f": its text rate, for want of an {AUDIO_RATE_WORDS[rate_name]} rate"
     option = "" if card.option == "standard" else f", {card.option}"
     return f"${rate}/1M {what} ({where}{option}{', ' + tier if tier else ''})"
 
@@ -481,22 +511,25 @@ def _line_cost(
         )
     )
     if item_rate is not None:
-        unit = "image" if modality == "image" else "second"
-        return item_rate * Decimal(str(round(quantity, 6))), f"${item_rate}/{unit} ({card.source})"
+        cost = item_rate * Decimal(str(round(quantity, 6)))
+        if modality == "image":
+            return cost, f"${item_rate}/image ({card.source})"
+        where = f"{card.source} {card.model_ref}"
+        return cost, f"${plain(item_rate * 60)}/minute of {modality}, billed by duration ({where})"
     rate_name = INPUT_RATES.get(modality, modality)
     rate = rates.get(rate_name)
     if rate is None:
         raise PriceError(f"{card.source}: {card.model_ref} has no {rate_name.replace('_', ' ')} rate")
     what = {"input": "input tokens", "cache_read": "cached input tokens", "cache_write": "cache-write tokens"}
     return tokens * rate / MILLION, _rate_text(
-        card, rate, what.get(rate_name, f"{rate_name.replace('_', ' ')} tokens"), tier
+        card, rate, what.get(rate_name, f"{rate_name.replace('_', ' ')} tokens"), tier, rate_name
     )
 
 
 def _quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Options, label: str) -> Quote:
     at = options.at or dt.date.today()
     card = rate_card(model, at, options.option)
-    counted, missing, warnings = _counted_parts(model, attachments, options)
+    counted, missing, warnings = _counted_parts(model, attachments, options, "audio_input_per_second" in card.per_item)
     input_tokens = sum(c.tokens for _, _, c, _ in counted)
     tier = card.tier_for(input_tokens)
     tier_text = f"tier > {tier.above_input_tokens:,} input tokens" if tier.above_input_tokens else ""
@@ -515,6 +548,7 @@ def _quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Option
     if card.request_fee:
         lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
     warnings += _model_warnings(model, card, at, input_tokens, tier.above_input_tokens)
+    warnings += _inherited_warnings(card, lines)
     return Quote(
         label,
         model.asked,
@@ -533,7 +567,7 @@ def _quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Option
 
 
 def _counted_parts(
-    model: Model, attachments: Sequence[tuple[str, Any]], options: Options
+    model: Model, attachments: Sequence[tuple[str, Any]], options: Options, by_duration: bool = False
 ) -> tuple[list[tuple[str, str, F.TokenCount, float]], list[str], list[str]]:
     """(name, modality, count, quantity) of each part of the request (media by the model's rules, then the token
     counts given), the parts that cannot be counted, and the counting notes."""
@@ -542,7 +576,7 @@ def _counted_parts(
     warnings: list[str] = []
     for name, item in attachments:
         try:
-            parts, note = _counts(model, item, options.detail)
+            parts, note = _counts(model, item, options.detail, by_duration)
         except PriceError as e:
             missing.append(f"{name}: {e}")
             continue
@@ -572,6 +606,18 @@ def _model_warnings(model: Model, card: RateCard, at: dt.date, input_tokens: int
     return warnings
 
 
+def _inherited_warnings(card: RateCard, lines: Sequence[Line]) -> list[str]:
+    """A line priced at the text rate for want of an audio rate: the provider may charge audio more."""
+    used = sorted({INPUT_RATES.get(line.modality, line.modality) for line in lines} & set(card.inherited))
+    words = AUDIO_RATE_WORDS
+    return [
+        f"{card.source} gives {card.model_ref} no {words[r]} rate: its {words[r]} tokens are priced at the text "
+        f"rate, which may be below the provider's (check {card.source_url or 'the provider page'}, or give a "
+        "price sheet)"
+        for r in used
+    ]
+
+
 def _output_line(model: Model, card: RateCard, rates: dict[str, Decimal], options: Options, tier: str) -> Line:
     audio = options.output_audio or model.output_modalities == ("audio",)
     if audio and "audio" not in model.output_modalities and model.entry is not None:
@@ -588,7 +634,7 @@ def _output_line(model: Model, card: RateCard, rates: dict[str, Decimal], option
         tokens,
         tokens * rate / MILLION,
         f"{tokens} {what}, as given",
-        _rate_text(card, rate, what, tier),
+        _rate_text(card, rate, what, tier, rate_name),
     )
 
 

@@ -208,6 +208,60 @@ def test_audio_output_models_bill_output_at_the_audio_output_rate():
         price(model="gpt-4o", text="hi", output_tokens=10, output_audio=True)
 
 
+# Provider pages read 2026-12-01: developers.openai.com/api/docs/models/gpt-live-1 ("$0.05 per minute, billed per
+# second"), .../gpt-realtime-whisper ("$0.017 per minute", by audio duration), .../gpt-4o-audio-preview (text
+# $2.50 / $10, audio $40 / $80 per 1M tokens; genai-prices gives it the text rates only).
+@pytest.mark.parametrize("model", ["gpt-live-1", "gpt-realtime-whisper", "gpt-transcribe", "voxtral-mini-latest"])
+def test_models_billed_by_audio_duration_are_priced_by_the_second(model, samples):
+    quote = price(samples / "speech.wav", model=model, at=TODAY)
+    seconds = mmtok.load(samples / "speech.wav").duration_s
+    when = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+    provider = resolve(model).provider
+    per_hour = calc_price(
+        Usage(audio_seconds=3600, input_audio_seconds=3600), model, provider_id=provider, genai_request_timestamp=when
+    ).total_price
+    assert per_hour > 0 and quote.complete
+    assert quote.total_cost == per_hour / 3600 * Decimal(str(round(seconds, 6)))
+    assert "billed by duration" in quote.lines[0].rate
+
+
+def test_gpt_live_1_costs_five_cents_a_minute(samples):
+    quote = price(samples / "speech.wav", model="gpt-live-1", at=TODAY)
+    seconds = Decimal(str(round(mmtok.load(samples / "speech.wav").duration_s, 6)))
+    assert "$0.05/minute" in quote.lines[0].rate
+    assert abs(quote.total_cost - Decimal("0.05") / 60 * seconds) < Decimal("1e-12")
+
+
+def test_a_model_priced_only_by_duration_has_no_text_price_never_a_zero():
+    with pytest.raises(PriceError, match="has no input rate"):
+        price(text="hello there", model="gpt-transcribe", output_tokens=100, at=TODAY)
+
+
+def test_audio_at_the_text_rate_for_want_of_an_audio_rate_is_said(samples):
+    quote = price(samples / "speech.wav", model="gpt-4o-audio-preview", at=TODAY)
+    assert any("no audio input rate" in w and "text rate" in w for w in quote.warnings)
+    assert "its text rate, for want of an audio input rate" in quote.lines[0].rate
+
+
+def test_an_audio_rate_genai_prices_lacks_is_taken_from_litellms_map_where_it_has_one(samples):
+    quote = price(samples / "speech.wav", model="gpt-4o-audio-preview-2025-06-03", at=TODAY, output_tokens=100,
+                  output_audio=True)  # fmt: skip
+    audio, out = quote.lines
+    assert audio.cost == audio.tokens * Decimal(40) / Decimal(1_000_000)  # $40 / 1M audio input (OpenAI's page)
+    assert out.cost == 100 * Decimal(80) / Decimal(1_000_000)  # $80 / 1M audio output
+    assert "LiteLLM map" in audio.rate and "LiteLLM map" in out.rate
+    assert not any("text rate" in w for w in quote.warnings)
+
+
+def test_stored_rate_cards_keep_duration_prices_and_where_each_rate_came_from():
+    from mmtok.budgets.money import RateCard
+    from mmtok.budgets.pricing import rate_card
+
+    for model in ("gpt-live-1", "gpt-4o-audio-preview-2025-06-03", "gpt-4o-audio-preview"):
+        card = rate_card(resolve(model), TODAY)
+        assert RateCard.from_json(json.loads(json.dumps(card.to_json()))) == card
+
+
 def test_models_genai_prices_does_not_know_are_priced_from_litellms_map():
     entry = catalog().get("mistral/mistral-medium-3.5")
     assert entry is not None
