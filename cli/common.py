@@ -205,9 +205,14 @@ def check_device(device: str) -> str:
 
 
 def check_out_folder(out: Path) -> None:
-    """--out names a folder: an existing file there is a usage error, before any work."""
+    """--out names a folder that can be made: an existing file there, or a folder that cannot be created, is a
+    usage error before any work (the folder is created here)."""
     if out.exists() and not out.is_dir():
         raise typer.BadParameter(f"{out} is a file, not a folder", param_hint="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise typer.BadParameter(f"cannot create {out}: {e.strerror or e}", param_hint="--out") from None
 
 
 def check_out_file(out: Path, suffixes: Sequence[str] = ()) -> None:

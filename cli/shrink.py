@@ -147,6 +147,10 @@ def _out_problem(out: Path, paths: list[Path]) -> str | None:
     """Why ``out`` cannot take the outputs: a file, or inside (or equal to) a folder being read."""
     if out.exists() and not out.is_dir():
         return f"--out {out}: is a file, not a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"--out {out}: cannot create it: {e.strerror or e}"
     target = Path(os.path.realpath(out))
     for path in paths:
         if path.is_dir():

@@ -50,10 +50,25 @@ class _Tokenizers:
             except ConfigError as e:
                 raise typer.BadParameter(str(e).removeprefix("--device "), param_hint="--device") from None
             try:
-                self.loaded[which] = mmtok.get_tokenizer(self.names[which]).to(device).eval()
+                tok = mmtok.get_tokenizer(self.names[which])
             except (ConfigError, CheckpointError) as e:
                 raise typer.BadParameter(str(e), param_hint=FLAGS[which]) from None
+            if not _tokenizes(tok, which):
+                kind = "an audio/video" if which == "av" else "an image"
+                raise typer.BadParameter(
+                    f"{self.names[which]} tokenizes {getattr(tok, 'modality', 'something else')}: this option needs "
+                    f"{kind} tokenizer",
+                    param_hint=FLAGS[which],
+                )
+            self.loaded[which] = tok.to(device).eval()
         return self.loaded[which]
+
+
+def _tokenizes(tok: Any, which: str) -> bool:
+    """Whether ``tok`` does the --tokenizer (images) or --av-tokenizer (audio and video) job."""
+    if which == "av":
+        return callable(getattr(tok, "encode_streams", None))
+    return getattr(tok, "modality", None) == "image" and callable(getattr(tok, "encode_batch", None))
 
 
 class _PixelLimited:
@@ -172,21 +187,29 @@ class _Run:
         if isinstance(entry, MmtokError):
             raise entry
         if isinstance(entry, _File):
-            _tokenize_file(
-                entry, self.toks, self.image_size, self.tokens_per_second, self.continuous, self.json_out, self.shorten
-            )
+            try:
+                _tokenize_file(
+                    entry, self.toks, self.image_size, self.tokens_per_second, self.continuous, self.json_out,
+                    self.shorten,
+                )  # fmt: skip
+            except OSError as e:  # the output could not be written: this input's error, the batch goes on
+                raise MmtokError(f"{entry.path}: cannot write {entry.target}: {e.strerror or e}") from None
             advance(1)
             return 0
-        report = tokenize_folder(
-            entry.images,
-            _PixelLimited(self.toks.get("image"), self.max_pixels),
-            entry.target,
-            **self.folder_options,
-            image_size=self.image_size,
-            on_error=print_error,
-            progress=advance,
-            postprocess=self.shorten,
-        )
+        tokenizer = _PixelLimited(self.toks.get("image"), self.max_pixels)
+        try:
+            report = tokenize_folder(
+                entry.images,
+                tokenizer,
+                entry.target,
+                **self.folder_options,
+                image_size=self.image_size,
+                on_error=print_error,
+                progress=advance,
+                postprocess=self.shorten,
+            )
+        except OSError as e:
+            raise MmtokError(f"{entry.target}: cannot write the shards: {e.strerror or e}") from None
         _report_folder(entry, report, self.json_out)
         return len(report.failed)
 

@@ -236,12 +236,7 @@ class TokenSequence:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write a safetensors file (tensors + JSON header); returns the path."""
-        from safetensors.torch import save_file
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_file(self._tensors(), str(path), metadata={"mmtok": json.dumps(self._header())})
-        return path
+        return _write_safetensors(path, self._tensors(), {"mmtok": json.dumps(self._header())})
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> TokenSequence:
@@ -254,17 +249,22 @@ class TokenSequence:
 
 def save_sequences(path: str | os.PathLike[str], sequences: Mapping[str, TokenSequence]) -> Path:
     """Write many sequences into one safetensors shard, keyed by name (e.g. the source file's relative path)."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
     tensors: dict[str, torch.Tensor] = {}
     headers: dict[str, Any] = {}
     for key, seq in sequences.items():
         tensors.update(seq._tensors(prefix=f"{key}/"))
         headers[key] = seq._header()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(path), metadata={"mmtok": json.dumps({"format": FORMAT + "s", "sequences": headers})})
-    return path
+    return _write_safetensors(path, tensors, {"mmtok": json.dumps({"format": FORMAT + "s", "sequences": headers})})
+
+
+def _write_safetensors(path: str | os.PathLike[str], tensors: dict[str, torch.Tensor], metadata: dict) -> Path:
+    """Serialise in memory, then write atomically (``write_atomic``): a failed write is an ``OSError`` and never
+    leaves half a file."""
+    from safetensors.torch import save
+
+    from mmtok.files import write_atomic
+
+    return write_atomic(path, save(tensors, metadata=metadata))
 
 
 def load_sequences(path: str | os.PathLike[str]) -> dict[str, TokenSequence]:

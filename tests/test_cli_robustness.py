@@ -245,6 +245,11 @@ def _errors(result) -> list[str]:
         (["tokenize", "{chelsea}", "--truncate", "bogus", "--keep-ratio", "0.5", "--out", "{tmp}/t"], 2, "--truncate"),
         (["tokenize", "{chelsea}", "--tokenizer", "no-such-tokenizer", "--out", "{tmp}/t"], 2, "--tokenizer"),
         (["tokenize", "{chelsea}", "--max-pixels", "0", "--out", "{tmp}/t"], 2, "--max-pixels"),
+        (["tokenize", "{chelsea}", "--out", "{chelsea}/sub"], 2, "--out"),  # cannot be created
+        (["tokenize", "{chelsea}", "--tokenizer", "text-bytes", "--out", "{tmp}/t"], 2, "--tokenizer"),
+        (["tokenize", "{chelsea}", "--tokenizer", "av-tiny", "--out", "{tmp}/t"], 2, "--tokenizer"),
+        (["tokenize", "{clip}", "--av-tokenizer", "vq-clip-tiny", "--out", "{tmp}/t"], 2, "--av-tokenizer"),
+        (["shrink", "{chelsea}", "-m", "gpt-4o", "--out", "{chelsea}/sub"], 2, "--out"),
         (["tokenize", "{chelsea}", "--max-pixels", "1000", "--out", "{tmp}/t"], 1, "--max-pixels"),
         (["inspect", "--kind", "picture", "{chelsea}"], 2, "--kind"),
         (["inspect", "--max-pixels", "1000", "{chelsea}"], 1, "--max-pixels"),
@@ -264,7 +269,7 @@ def _errors(result) -> list[str]:
     ],
 )
 def test_a_bad_option_value_exits_as_documented_naming_the_flag(args, code, flag, samples, tokens, isolated):
-    values = {"chelsea": samples / "chelsea.jpg", "tmp": isolated, **tokens}
+    values = {"chelsea": samples / "chelsea.jpg", "clip": samples / "clip.mp4", "tmp": isolated, **tokens}
     result = runner.invoke(app, [a.format(**values) for a in args])
     _ok(result, codes=(code,))
     assert flag in result.output
@@ -351,3 +356,13 @@ def test_prices_list_json_csv_and_a_table_that_fits_80_columns():
 def test_prices_list_cites_no_file_outside_the_package():
     rows = [json.loads(line) for line in runner.invoke(app, ["prices", "list", "--json"]).stdout.splitlines()]
     assert not [r["model"] for r in rows if "../" in r["source"]]
+
+
+def test_an_output_that_cannot_be_written_is_that_inputs_error_and_the_batch_goes_on(samples, isolated):
+    out = isolated / "t"
+    (out / "chelsea.safetensors").mkdir(parents=True)  # a folder where chelsea's tokens would go
+    result = runner.invoke(app, ["tokenize", str(samples / "chelsea.jpg"), str(samples / "speech.wav"), "-o", str(out)])
+    _ok(result, codes=(1,))
+    errors = _errors(result)
+    assert len(errors) == 1 and "chelsea.jpg" in errors[0] and "cannot write" in errors[0]
+    assert (out / "speech.safetensors").is_file()
