@@ -144,13 +144,10 @@ def _error(error: object, json_out: bool, row: dict) -> None:
 
 
 def _out_problem(out: Path, paths: list[Path]) -> str | None:
-    """Why ``out`` cannot take the outputs: a file, or inside (or equal to) a folder being read."""
+    """Why ``out`` cannot take the outputs: a file, inside (or equal to) a folder being read, or a folder that
+    cannot be created (else it is created here)."""
     if out.exists() and not out.is_dir():
         return f"--out {out}: is a file, not a folder"
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return f"--out {out}: cannot create it: {e.strerror or e}"
     target = Path(os.path.realpath(out))
     for path in paths:
         if path.is_dir():
@@ -160,6 +157,10 @@ def _out_problem(out: Path, paths: list[Path]) -> str | None:
                     f"--out {out} is inside the input folder {path}: choose a folder outside it "
                     "(inputs are never overwritten)"
                 )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"--out {out}: cannot create it: {e.strerror or e}"
     return None
 
 
