@@ -44,3 +44,9 @@ class TruncationError(MmtokError, ValueError):
 
 class EvalError(MmtokError, RuntimeError):
     """A metric, ASR backend or judge that cannot produce a score for an item."""
+
+
+def ffmpeg_reason(error: BaseException) -> str:
+    """An FFmpeg error as a reason a person reads: its message (``Invalid data found when processing input``), not
+    PyAV's ``[Errno 1094995529] ...: 'avcodec_send_packet()'``."""
+    return getattr(error, "strerror", None) or str(error)

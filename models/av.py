@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmtok.errors import MediaError, TokenError
+from mmtok.errors import MediaError, TokenError, ffmpeg_reason
 from mmtok.media.sampling import EPSILON_S
 from mmtok.models import checkpoint
 from mmtok.tokens import check_ids
@@ -180,7 +180,7 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
     import numpy as np
     from av.video.reformatter import VideoReformatter
 
-    from mmtok.media.sampling import PresentationTimes
+    from mmtok.media.sampling import PresentationTimes, check_not_cut_short
 
     sampler = PresentationTimes(rate, video.fps)
     reformatter = VideoReformatter()
@@ -212,11 +212,15 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
                     yield from take(*sampler.push(frame))
             yield from take(*sampler.finish())
     except av.FFmpegError as e:
-        raise MediaError(video.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {e}") from None
-    if filled:
-        yield torch.from_numpy(chunk[:filled])
+        raise MediaError(
+            video.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {ffmpeg_reason(e)}"
+        ) from None
     if sampler.emitted == 0:
         raise MediaError(video.path, "video stream contains no decodable frames")
+    if video.duration_from_stream:
+        check_not_cut_short(video.path, "video", sampler.shown_until(), video.duration_s)
+    if filled:
+        yield torch.from_numpy(chunk[:filled])
 
 
 class _NonrefSkipper:

@@ -19,10 +19,12 @@ def write_video(
     codec: str = "libx264",
     audio_rate: int | None = None,
     audio_seconds: float | None = None,
+    options: dict[str, str] | None = None,
 ) -> Path:
-    """Encode frames whose brightness is 8 * their index, shown at ``times_s`` (ms-resolution timestamps)."""
+    """Encode frames whose brightness is 8 * their index, shown at ``times_s`` (ms-resolution timestamps);
+    ``options`` go to the muxer (``{"movflags": "faststart"}``: an MP4 with its index first)."""
     width, height = size
-    with av.open(str(path), "w", format=fmt) as container:
+    with av.open(str(path), "w", format=fmt, options=options or {}) as container:
         stream = container.add_stream(codec, rate=1000, options={"qp": "0", "preset": "ultrafast"})
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p"

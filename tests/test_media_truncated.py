@@ -229,3 +229,48 @@ def test_price_reports_a_truncated_file_in_one_line_and_exits_1(samples, tmp_pat
     assert result.exit_code == 1, result.output
     errors = [line for line in result.stderr.splitlines() if line]
     assert len(errors) == 1 and "cut.webp: truncated: WebP RIFF header declares" in errors[0]
+
+
+# ------------------------------------------------------------------------------------------ containers cut short
+@pytest.fixture(scope="module")
+def faststart(tmp_path_factory) -> tuple[Path, Path]:
+    """A 10 s MP4 with its index first (what web encoders write), and the same file cut to its first third: the
+    index still declares 10 s, the data stops after ~3 s."""
+    from tests.makers import write_video
+
+    root = tmp_path_factory.mktemp("faststart")
+    whole = write_video(
+        root / "whole.mp4", [i / 24 for i in range(240)], fmt="mp4", audio_rate=16000, audio_seconds=10.0,
+        options={"movflags": "faststart"},
+    )  # fmt: skip
+    cut = root / "cut.mp4"
+    data = whole.read_bytes()
+    cut.write_bytes(data[: len(data) // 3])
+    return whole, cut
+
+
+def test_a_container_cut_short_is_refused_when_decoded_not_tokenized_in_part(faststart, tmp_path):
+    whole, cut = faststart
+    assert mmtok.load(cut).duration_s == pytest.approx(10.0, abs=0.1)  # the header still says 10 s
+    with pytest.raises(
+        MediaError, match=r"video stream is cut short: it ends at \d+\.\d+ s of the 9\.\d+ s its header"
+    ):
+        for _ in mmtok.load(cut).frames(fps=4):
+            pass
+    with pytest.raises(MediaError, match=r"audio stream is (cut short|corrupt)"):  # AAC stops mid-packet here
+        for _ in mmtok.load(cut).audio.blocks(5.0):
+            pass
+    result = CliRunner().invoke(app, ["tokenize", str(whole), str(cut), "--out", str(tmp_path / "t")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cut.mp4" in errors[0] and "cut short" in errors[0]
+    assert (tmp_path / "t" / "whole.safetensors").is_file() and not (tmp_path / "t" / "cut.safetensors").exists()
+
+
+def test_a_video_shorter_than_its_sound_track_is_not_taken_for_a_cut_file(tmp_path):
+    from tests.makers import write_video
+
+    for fmt, name in (("mp4", "v.mp4"), ("matroska", "v.mkv")):
+        path = write_video(tmp_path / name, [i / 24 for i in range(48)], fmt=fmt, audio_rate=16000, audio_seconds=6.0)
+        streams = mmtok.get_tokenizer("av-tiny").encode_streams(path)
+        assert len(streams["video"]) >= 30 and len(streams["audio"]) >= 90  # 2 s of frames, 6 s of sound at 16/s

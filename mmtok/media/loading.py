@@ -12,7 +12,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmtok.errors import MediaError
+from mmtok.errors import MediaError, ffmpeg_reason
 from mmtok.headers import (
     HEAD_BYTES,
     HeaderError,
@@ -241,7 +241,7 @@ def _load_av(path: Path, fmt: str, size_bytes: int) -> Audio | Video:
             if videos:
                 return _av_video_meta(path, fmt, container, videos[0], audio, size_bytes)
     except av.FFmpegError as e:
-        raise MediaError(path, f"corrupt or unsupported {fmt} container: {e}") from None
+        raise MediaError(path, f"corrupt or unsupported {fmt} container: {ffmpeg_reason(e)}") from None
     if audio is None:
         raise MediaError(path, f"{fmt} container has no audio or video stream")
     return audio
@@ -260,12 +260,23 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Aud
         raise MediaError(path, "audio stream uses a codec FFmpeg does not know")
     rate = int(ctx.sample_rate or 0)
     channels = int(ctx.channels or 0)
-    duration = _seconds(stream.duration, stream.time_base) or (container.duration or 0) / 1_000_000
+    own = _seconds(stream.duration, stream.time_base)
+    duration = own or (container.duration or 0) / 1_000_000
     if rate <= 0 or channels <= 0:
         raise MediaError(path, f"audio stream gives {rate} Hz and {channels} channels")
     if duration <= 0:
         raise MediaError(path, "audio stream has no duration (zero-length or unreadable)")
-    return Audio(path, fmt, ctx.name, rate, channels, round(duration * rate), size_bytes, stream.index)
+    return Audio(
+        path,
+        fmt,
+        ctx.name,
+        rate,
+        channels,
+        round(duration * rate),
+        size_bytes,
+        stream.index,
+        length_from_stream=bool(own),
+    )
 
 
 def _av_video_meta(path: Path, fmt: str, container: Any, stream: Any, audio: Audio | None, size_bytes: int) -> Video:
@@ -274,15 +285,17 @@ def _av_video_meta(path: Path, fmt: str, container: Any, stream: Any, audio: Aud
         raise MediaError(path, "video stream uses a codec FFmpeg does not know")
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
     fps = float(rate) if rate else 0.0
-    duration = _seconds(stream.duration, stream.time_base) or (container.duration or 0) / 1_000_000
+    own = _seconds(stream.duration, stream.time_base)
+    duration = own or (container.duration or 0) / 1_000_000
     frames = int(stream.frames or 0) or round(duration * fps)
     if not ctx.width or not ctx.height:
         raise MediaError(path, "video stream has no frame size")
     if frames <= 0 or duration <= 0:
         raise MediaError(path, "video stream has no frames")
     return Video(
-        path, fmt, ctx.name, int(ctx.width), int(ctx.height), fps, frames, duration, size_bytes, stream.index, audio
-    )
+        path, fmt, ctx.name, int(ctx.width), int(ctx.height), fps, frames, duration, size_bytes, stream.index, audio,
+        duration_from_stream=bool(own),
+    )  # fmt: skip
 
 
 def _not_regular(mode: int) -> str:

@@ -12,6 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 EPSILON_S = 1e-9  # output times within this of a frame's end still take the next frame
+# A stream whose decoded media ends before this share of the duration its header declares, and more than
+# CUT_SHORT_MIN_S before it, is a file cut short (a faststart MP4 keeps its index of the whole; the data stops).
+CUT_SHORT_FRACTION = 0.9
+CUT_SHORT_MIN_S = 0.5
+
+
+def check_not_cut_short(path: Any, what: str, ended_s: float, declared_s: float) -> None:
+    """Raise the input's ``MediaError`` when its ``what`` stream ended well before its declared duration."""
+    if declared_s > 0 and ended_s < CUT_SHORT_FRACTION * declared_s and declared_s - ended_s > CUT_SHORT_MIN_S:
+        from mmtok.errors import MediaError
+
+        raise MediaError(
+            path,
+            f"{what} stream is cut short: it ends at {ended_s:.2f} s of the {declared_s:.2f} s its header declares",
+        )
 
 
 class PresentationTimes:
@@ -40,6 +55,10 @@ class PresentationTimes:
         if self._held is None:
             return None, 0
         return self._cover_until(self._held[0] + self.native_step)
+
+    def shown_until(self) -> float:
+        """Where the frames decoded so far end: the last one's time plus one frame period (0 before any)."""
+        return 0.0 if self._held is None else self._held[0] + self.native_step
 
     def times(self, count: int) -> list[float]:
         """The last ``count`` output times given a frame."""

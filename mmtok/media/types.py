@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
 
-from mmtok.errors import MediaError
+from mmtok.errors import MediaError, ffmpeg_reason
 
 if TYPE_CHECKING:
     import numpy as np
@@ -130,6 +130,7 @@ class Audio:
     size_bytes: int | None = None
     stream_index: int | None = None  # PyAV stream index when decoded through PyAV
     data: torch.Tensor | None = field(default=None, repr=False, compare=False)  # float32 [C, T] when in memory
+    length_from_stream: bool = False  # num_samples is the stream's own declared duration (checked when decoded)
 
     @property
     def duration_s(self) -> float:
@@ -219,7 +220,11 @@ class Audio:
                         sent += wave.shape[1]
                         yield wave
         except av.FFmpegError as e:
-            raise MediaError(self.path, f"audio stream is corrupt: {e}") from None
+            raise MediaError(self.path, f"audio stream is corrupt: {ffmpeg_reason(e)}") from None
+        if declared is not None and self.length_from_stream:
+            from mmtok.media.sampling import check_not_cut_short
+
+            check_not_cut_short(self.path, "audio", sent / rate, declared / rate)
 
     def _soundfile_blocks(self, block: int, mono: bool) -> Iterator[torch.Tensor]:
         import soundfile as sf
@@ -321,7 +326,7 @@ def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: i
             pieces.extend(_planar(path, out, channels) for out in resampler.resample(None))
     except av.FFmpegError as e:
         if not pieces:
-            raise MediaError(path, f"cannot decode {fmt} audio: {e}") from None
+            raise MediaError(path, f"cannot decode {fmt} audio: {ffmpeg_reason(e)}") from None
         raise MediaError(
             path, f"audio stream is corrupt after {sum(p.shape[1] for p in pieces)} samples: {e}"
         ) from None
@@ -361,6 +366,7 @@ class Video:
     size_bytes: int | None = None
     stream_index: int = 0
     audio: Audio | None = None
+    duration_from_stream: bool = False  # duration_s is the video stream's own (checked against the frames decoded)
 
     def frames(
         self,
@@ -377,7 +383,7 @@ class Video:
         import av
         from av.video.reformatter import VideoReformatter
 
-        from mmtok.media.sampling import PresentationTimes
+        from mmtok.media.sampling import PresentationTimes, check_not_cut_short
 
         rate = float(fps) if fps else (self.fps or 25.0)
         if rate <= 0 or chunk_frames <= 0:
@@ -407,12 +413,14 @@ class Video:
                 yield from take(*sampler.finish())
         except av.FFmpegError as e:
             raise MediaError(
-                self.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {e}"
+                self.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {ffmpeg_reason(e)}"
             ) from None
-        if arrays:
-            yield _video_chunk(times, arrays)
         if sampler.emitted == 0:
             raise MediaError(self.path, "video stream contains no decodable frames")
+        if self.duration_from_stream:
+            check_not_cut_short(self.path, "video", sampler.shown_until(), self.duration_s)
+        if arrays:
+            yield _video_chunk(times, arrays)
 
     def info(self) -> dict[str, Any]:
         out = _info(
