@@ -21,12 +21,11 @@ def test_readme_has_examples():
     assert any(lang == "console" for lang, _ in BLOCKS)
 
 
-def test_python_blocks_run(monkeypatch):
+@pytest.mark.parametrize("code", [code for lang, code in BLOCKS if lang == "python"])
+def test_python_blocks_run_each_on_its_own(code, monkeypatch):
+    """Each Python example is run alone, in a fresh namespace, as a user pastes it."""
     monkeypatch.chdir(ROOT)
-    namespace: dict = {}
-    for lang, code in BLOCKS:
-        if lang == "python":
-            exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "README.md", "exec"), {})
 
 
 @pytest.mark.parametrize(

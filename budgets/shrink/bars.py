@@ -49,7 +49,8 @@ def parse_bar(text: str) -> Bar:
     :class:`ConfigError` naming what is accepted."""
     match = _BAR.match(text.lower()) if isinstance(text, str) else None
     if match is None:
-        raise ConfigError(f"--keep {text!r}: write a bar as METRIC>=VALUE or wer<=VALUE, e.g. ocr>=0.98")
+        hint = " (quoted in the shell, or > and < redirect: --keep 'ocr>=0.98')" if text in METRICS else ""
+        raise ConfigError(f"--keep {text!r}: write a bar as METRIC>=VALUE or wer<=VALUE, e.g. ocr>=0.98{hint}")
     metric, op, raw = match.groups()
     if metric not in METRICS:
         raise ConfigError(f"--keep {text!r}: unknown metric {metric!r}; use {', '.join(METRICS)}")
