@@ -68,7 +68,7 @@ BREAKPOINTS = "breakpoints"  # image_size option: each provider model's own size
 MAX_BREAKPOINTS = 8  # sizes per provider model at most, spread over its ladder
 PROVIDER_DETAIL = "high"  # the detail every provider image is priced (and its breakpoints found) at
 AUDIO_CODEBOOK_LEVELS = 8  # av-tiny's residual codebook levels
-MAX_AUDIO_TOKENS_PER_SECOND = 400.0
+MAX_AUDIO_TOKENS_PER_SECOND = 250.0  # av-tiny's fastest rate (models.av.MelSpec.for_rate: a 16-sample hop)
 FAILED_OBJECTIVE = 1e30  # what pymoo sees for a setting whose measurement failed
 
 

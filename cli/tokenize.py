@@ -126,6 +126,8 @@ def tokenize(
     overwritten. --truncate applies to every stream; a method that does not apply to a stream's tokens (mi on
     audio) is that input's error."""
     check_device(device)
+    if tokens_per_second is not None and not tokens_per_second > 0:
+        raise typer.BadParameter(f"must be above 0, got {tokens_per_second:g}", param_hint="--tokens-per-second")
     check_out_folder(out)
     shorten = _shortener(truncate, threshold, keep_ratio, context)
     limit = resolve_max_pixels(max_pixels)

@@ -64,6 +64,9 @@ class AVConfig:
         return self.video_side**2 + 3 * self.appearance_grid**2
 
 
+MIN_HOP = 16  # samples between mel frames, at least
+
+
 @dataclass(frozen=True)
 class MelSpec:
     """STFT / mel settings for one token rate."""
@@ -74,9 +77,12 @@ class MelSpec:
 
     @classmethod
     def for_rate(cls, cfg: AVConfig, rate: float) -> MelSpec:
-        if rate <= 0:
-            raise TokenError(f"tokens_per_second must be positive, got {rate}")
-        hop = max(16, round(cfg.sample_rate_hz / (rate * cfg.frames_per_token)))
+        """The settings for ``rate`` tokens per second; a rate whose hop would be under 16 samples (250/s at 16 kHz
+        and 4 frames per token) is refused rather than run at another rate."""
+        fastest = cfg.sample_rate_hz / (MIN_HOP * cfg.frames_per_token)
+        if not 0 < rate <= fastest:
+            raise TokenError(f"tokens_per_second must be above 0 and at most {fastest:g}, got {rate:g}")
+        hop = round(cfg.sample_rate_hz / (rate * cfg.frames_per_token))
         n_fft = max(256, 2 ** math.ceil(math.log2(4 * hop)))
         return cls(hop, n_fft, min(n_fft, 4 * hop))
 
@@ -378,8 +384,8 @@ class AVTokenizer(checkpoint.Pretrained, nn.Module):
         Inference (eval mode, no gradient) searches the codes itself (``residual_nearest_codes``: the same ids and
         codes as the library's forward, a third of its time); training goes through vector-quantize-pytorch for its
         EMA updates, dead-code expiry and losses."""
-        if levels is not None and levels < 1:
-            raise TokenError(f"codebook levels must be at least 1, got {levels}")
+        if levels is not None and not 1 <= levels <= self.config.num_quantizers:
+            raise TokenError(f"codebook levels must be 1 to {self.config.num_quantizers}, got {levels}")
         if self._can_search_codes(content):
             codebooks = self._codebooks_for_search()
             used = len(codebooks) if levels is None else min(levels, len(codebooks))
@@ -487,7 +493,7 @@ class AVTokenizer(checkpoint.Pretrained, nn.Module):
         import mmtok
         from mmtok.media import Audio, Video
 
-        rate = float(tokens_per_second or self.config.tokens_per_second)
+        rate = float(self.config.tokens_per_second if tokens_per_second is None else tokens_per_second)
         MelSpec.for_rate(self.config, rate)  # validates the rate
         if isinstance(media, (str, os.PathLike)):
             media = mmtok.load(media)

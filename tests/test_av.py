@@ -217,3 +217,16 @@ def test_cli_tokenize_video_and_detokenize_its_sound(tok, tmp_path, samples):
     )
     assert both.exit_code == 0, both.output
     assert sorted(p.name for p in (tmp_path / "t2" / "mixed").iterdir()) == ["clip.safetensors", "speech.safetensors"]
+
+
+def test_a_rate_or_level_count_the_tokenizer_cannot_give_is_refused_never_replaced(tok, samples):
+    """0 tokens/s once fell back to the default, 500/s ran at ~166/s (the mel hop was clamped at 16 samples) with
+    500/s in its times, and 9 codebook levels gave 8."""
+    speech = samples / "speech.wav"
+    for rate in (0, -1, 251, 500):
+        with pytest.raises(TokenError, match="tokens_per_second must be above 0 and at most 250"):
+            tok.encode(speech, tokens_per_second=rate)
+    assert len(tok.encode(speech, tokens_per_second=250)) == pytest.approx(250 * 3.4375, abs=2)
+    for levels in (0, 9):
+        with pytest.raises(TokenError, match="codebook levels must be 1 to 8"):
+            tok.encode(speech, codebook_levels=levels)

@@ -246,6 +246,8 @@ def _errors(result) -> list[str]:
         (["tokenize", "{chelsea}", "--tokenizer", "no-such-tokenizer", "--out", "{tmp}/t"], 2, "--tokenizer"),
         (["tokenize", "{chelsea}", "--max-pixels", "0", "--out", "{tmp}/t"], 2, "--max-pixels"),
         (["tokenize", "{chelsea}", "--out", "{chelsea}/sub"], 2, "--out"),  # cannot be created
+        (["tokenize", "{clip}", "--tokens-per-second", "0", "--out", "{tmp}/t"], 2, "--tokens-per-second"),
+        (["tokenize", "{clip}", "--codebook-levels", "9", "--out", "{tmp}/t"], 1, "codebook levels must be 1 to 8"),
         (["tokenize", "{chelsea}", "--tokenizer", "text-bytes", "--out", "{tmp}/t"], 2, "--tokenizer"),
         (["tokenize", "{chelsea}", "--tokenizer", "av-tiny", "--out", "{tmp}/t"], 2, "--tokenizer"),
         (["tokenize", "{clip}", "--av-tokenizer", "vq-clip-tiny", "--out", "{tmp}/t"], 2, "--av-tokenizer"),
