@@ -266,9 +266,10 @@ def _plan(paths: list[Path], out: Path, max_pixels: int) -> list[_Folder | _File
     ``b/photo.safetensors``. Inputs that would still share a name (``photo.jpg`` and ``photo.png`` side by side,
     compared ignoring case) are named in full instead (``photo.jpg.safetensors``), and so is a file whose name
     could be taken for one of a folder's shards. A file given twice, directly or inside a folder, is tokenized
-    once. So no output is written twice in a run.
+    once. So no output is written twice in a run. Inputs that do not exist take no part in the common folder: a
+    mistyped path does not move the others' outputs.
     """
-    anchors = [Path(os.path.abspath(p)).parent for p in paths]
+    anchors = [Path(os.path.abspath(p)).parent for p in paths if os.path.lexists(p)]
     common = Path(os.path.commonpath(anchors)) if anchors else Path.cwd()
     entries: list[_Folder | _File | MmtokError | None] = []  # None: a file, named once all names are known
     files: list[tuple[int, Path, Any, Path]] = []  # (position in entries, input, its media, output folder)

@@ -368,3 +368,10 @@ def test_an_output_that_cannot_be_written_is_that_inputs_error_and_the_batch_goe
     errors = _errors(result)
     assert len(errors) == 1 and "chelsea.jpg" in errors[0] and "cannot write" in errors[0]
     assert (out / "speech.safetensors").is_file()
+
+
+def test_a_missing_input_does_not_move_the_other_outputs(samples, isolated):
+    out = isolated / "t"
+    result = runner.invoke(app, ["tokenize", str(samples / "chelsea.jpg"), "/no/such/dir/x.jpg", "-o", str(out)])
+    _ok(result, codes=(1,))
+    assert (out / "chelsea.safetensors").is_file() and len(_errors(result)) == 1
