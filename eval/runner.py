@@ -491,6 +491,7 @@ def run(
     resume = resume or rerun_changed or retry_errors
     flags = {"resume": resume, "rerun_changed": rerun_changed, "retry_errors": retry_errors}
     suite = load_suite(suite_spec)
+    check_pipeline(suite)
     out_dir = Path(out)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     threads = max(1, (os.cpu_count() or 1) // max(workers, world))
@@ -523,7 +524,38 @@ def run(
 def _make_folder(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir}: --out must be a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{out_dir}: cannot create the run folder: {e.strerror or e}") from None
+
+
+def check_pipeline(suite: Suite) -> None:
+    """A suite's pipeline settings that cannot work for any item are the suite's error (exit 2), found before any
+    item runs: an unknown tokenizer, an image size its tokenizer cannot take, a token rate or codebook level count
+    the audio tokenizer cannot give."""
+    p = suite.pipeline
+    where = f"{suite.path or suite.name}: [pipeline]"
+    try:
+        tok = Context(suite, Path()).get("tokenizer")
+    except MmtokError as e:
+        raise ConfigError(f"{where} tokenizer: {e}") from None
+    size = p.get("image_size")
+    if size is not None:
+        step = getattr(getattr(tok, "config", None), "downsample", None)
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or (step and size % step):
+            raise ConfigError(f"{where} image_size must be a positive multiple of {step or 1}, got {size!r}")
+    if suite.kind == "speech":
+        from mmtok.models.av import MelSpec
+
+        rate, levels = p.get("tokens_per_second"), p.get("codebook_levels")
+        try:
+            if rate is not None:
+                MelSpec.for_rate(tok.config, float(rate))
+            if levels is not None and not 1 <= int(levels) <= tok.config.num_quantizers:
+                raise ConfigError(f"codebook_levels must be 1 to {tok.config.num_quantizers}, got {levels!r}")
+        except (MmtokError, TypeError, ValueError) as e:
+            raise ConfigError(f"{where} {e}") from None
 
 
 def _run_distributed(

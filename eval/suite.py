@@ -3,7 +3,7 @@
     name = "images-heldout"
     [dataset]
     kind = "images"                  # images | speech | qa
-    source = "builtin:heldout-photos"  # or a folder, or a .jsonl manifest ({"id", "path", "text"/"question"/...})
+    source = "builtin:heldout-photos"  # or a folder or .jsonl manifest ({"id", "path", ...}), relative to this file
     limit = 0                        # 0: every item
     [pipeline]
     tokenizer = "vq-clip-tiny"
@@ -122,10 +122,13 @@ def load_suite(spec: str | Path) -> Suite:
     limit = dataset.get("limit", 0)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ConfigError(f"{path}: [dataset] limit must be a whole number >= 0 (0: every item), got {limit!r}")
+    source = dataset["source"]
+    if not source.startswith("builtin:") and not Path(source).expanduser().is_absolute():
+        source = str(path.parent / source)  # relative to the suite file, as plan specs are to theirs
     return Suite(
         name=data.get("name", path.stem),
         kind=kind,
-        source=str(dataset["source"]),
+        source=source,
         limit=limit,
         pipeline=data.get("pipeline", {}),
         metrics=list(names),

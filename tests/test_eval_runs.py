@@ -337,3 +337,41 @@ def test_torchrun_ranks_share_one_locked_run_and_a_refusal_reaches_every_rank(tm
     assert refused.returncode != 0 and "error: " in refused.stderr and "exitcode  : 2" in refused.stderr
     assert "dataset.limit: 4 -> 6" in refused.stderr and "rank 0 did not" not in refused.stderr
     assert "eval/runner.py" not in refused.stderr and len(lines(out)) == 4  # (torchrun prints its own traceback)
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "says"),
+    [
+        ('tokenizer = "vq-clip-tin"', "did you mean vq-clip-tiny"),
+        ('tokenizer = "vq-clip-tiny"\nimage_size = 60', "image_size must be a positive multiple of 8, got 60"),
+        ('tokenizer = "vq-clip-tiny"\nimage_size = -8', "image_size must be a positive multiple of 8"),
+    ],
+)
+def test_a_pipeline_no_item_can_run_is_the_suites_error_before_any_item(pipeline, says, tmp_path):
+    suite = write(
+        tmp_path / "bad.toml",
+        f'[dataset]\nkind = "images"\nsource = "builtin:heldout-photos"\nlimit = 2\n[pipeline]\n{pipeline}\n',
+    )
+    result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_a_speech_suites_rate_and_levels_are_checked_before_any_item(tmp_path):
+    for line, says in (("tokens_per_second = 400", "at most 250"), ("codebook_levels = 9", "1 to 8")):
+        suite = write(
+            tmp_path / "s.toml", f'[dataset]\nkind = "speech"\nsource = "builtin:heldout-speech"\n[pipeline]\n{line}\n'
+        )
+        result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(tmp_path / "run")])
+        assert result.exit_code == 2 and says in result.output
+
+
+def test_a_relative_dataset_source_is_read_from_the_suite_files_folder(tmp_path, samples, monkeypatch):
+    folder = tmp_path / "project"
+    folder.mkdir()
+    image_manifest(folder, samples, [{"id": "c", "path": str(samples / "chelsea.jpg")}])
+    suite = image_suite(folder, "images.jsonl", limit=1)
+    monkeypatch.chdir(tmp_path)  # not the suite's folder
+    assert load_suite(suite).source == str(folder / "images.jsonl")
+    result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
