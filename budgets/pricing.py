@@ -314,6 +314,10 @@ def _relabel(count: F.TokenCount, floor: str) -> F.TokenCount:
 
 def _image_count(model: Model, width: int, height: int, detail: str | None) -> F.TokenCount:
     params = model.formulas.get("image")
+    if params is None and model.family is None and model.entry is None and model.row is None:
+        # a name nothing here knows (no catalog entry, sheet row or family rule): most likely a typo
+        closest = _closest(model.name, model.prices)
+        raise PriceError(f"unknown model {model.asked!r} (no catalog entry, sheet row or token rule){closest}")
     if params is None or not model.accepts("image"):
         raise PriceError(f"{model.asked} does not take images")
     formula, floor = params["formula"], params.get("label", "exact")

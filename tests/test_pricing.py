@@ -427,3 +427,10 @@ def test_token_files_are_priced_like_media(tmp_path):
     assert quote.tokens("image") == 64 and quote.lines[0].item == str(path)
     with pytest.raises(PriceError, match="priced on mmtok's own models"):
         price(path, model="gpt-4o")
+
+
+def test_a_mistyped_model_in_image_tokens_is_unknown_with_the_closest_names_not_imageless():
+    with pytest.raises(PriceError, match=r"unknown model 'gtp-4o' .*closest: gpt-4o"):
+        mmtok.image_tokens(1024, 1024, "gtp-4o")
+    with pytest.raises(PriceError, match="gpt-live-1 does not take images"):  # a real model without images
+        mmtok.image_tokens(1024, 1024, "gpt-live-1")
