@@ -78,4 +78,4 @@ def count_text(text: str, rule: str) -> TokenCount:
         tokens = len(encoding(method).encode(text, disallowed_special=()))
         return TokenCount(tokens, f"estimate: {method} count = {tokens} (tokenizer not public)", "estimate")
     tokens = len(encoding(rule).encode(text, disallowed_special=()))
-    return TokenCount(tokens, f"{rule}: {tokens} tokens")
+    return TokenCount(tokens, f"{rule}: {tokens} token{'' if tokens == 1 else 's'}")

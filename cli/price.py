@@ -277,7 +277,7 @@ def _print_table(quotes: list[Quote], models: list[str]) -> None:
     for q in quotes:
         cells = [fmt_num(q.tokens(m)) if q.tokens(m) else "" for m in MODALITY_COLUMNS]
         cost = money(q.total_cost) + LABEL_MARKS[q.label] + ("" if q.complete else " !")
-        working = "; ".join(ln.working for ln in q.lines if ln.modality in MODALITY_COLUMNS)
+        working = "; ".join(ln.working for ln in q.lines)  # cached tokens, the output and a request fee too
         rows.append([_escape(short_path(q.item)), q.model, *cells, cost, _escape(working)])
         workings.append((short_path(q.item), q.model, working))
         totals[q.model] = totals.get(q.model, Decimal(0)) + q.total_cost
