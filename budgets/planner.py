@@ -359,10 +359,10 @@ def _check_backends(spec: Spec, where: str) -> None:
         )
     if "judge" in spec.objectives:
         _need_modules(where, "the judge objective", "transformers", "transformers")
-        from mmtok.eval.judge import get_judge
+        from mmtok.eval.judge import judge_from_file
 
         try:
-            get_judge(spec.judge)
+            judge_from_file(spec.judge, where)
         except EvalError as e:
             raise ConfigError(f"{where}: [calibration] judge: {e}") from None
     if "wer" in spec.objectives:
@@ -740,9 +740,9 @@ class CalibrationEvaluator:
 
                 self._models[name] = get_asr(self.spec.asr)
             elif name == "judge":
-                from mmtok.eval.judge import get_judge
+                from mmtok.eval.judge import judge_from_file
 
-                self._models[name] = get_judge(self.spec.judge)
+                self._models[name] = judge_from_file(self.spec.judge, "the plan spec's [calibration] judge")
         return self._models[name]
 
     # -- components

@@ -385,8 +385,38 @@ class LocalJudge:
         return JudgeResult(round(value, 4), "ok", raw, self.name)
 
 
+# What a judge named in a file (a suite, a plan spec) may set. The file never chooses which secret is sent, nor
+# where it goes, nor where replies are written: the key is $MMTOK_JUDGE_API_KEY, the endpoint is the user's
+# $MMTOK_JUDGE_BASE_URL (a file's base_url must match its origin), replies go to the user cache.
+FILE_JUDGE_KEYS = {"kind", "base_url", "model", "timeout_s", "retries", "backoff_s", "deadline_s"}
+FILE_JUDGE_KEY_ENV = "MMTOK_JUDGE_API_KEY"
+FILE_JUDGE_URL_ENV = "MMTOK_JUDGE_BASE_URL"
+
+
+def judge_from_file(spec: str | dict[str, Any], where: str) -> Judge:
+    """The judge a file (``where``) names, with only what a file may choose (``FILE_JUDGE_KEYS``)."""
+    if not isinstance(spec, dict) or spec.get("kind") != "http":
+        return get_judge(spec)
+    refused = sorted(set(spec) - FILE_JUDGE_KEYS)
+    if refused:
+        raise EvalError(
+            f"{where}: judge key(s) {', '.join(refused)} cannot be set in a file (the API key is read from "
+            f"${FILE_JUDGE_KEY_ENV}, replies are cached in mmtok's cache); allowed: "
+            + ", ".join(sorted(FILE_JUDGE_KEYS))
+        )
+    chosen = os.environ.get(FILE_JUDGE_URL_ENV, "")
+    named = spec.get("base_url") or chosen
+    if not chosen or not isinstance(named, str) or _origin(named) != _origin(chosen):
+        raise EvalError(
+            f"{where}: an http judge from a file goes only to the endpoint you chose: set ${FILE_JUDGE_URL_ENV}"
+            + (f" to {named} (the file names it)" if isinstance(named, str) and named else "")
+        )
+    return get_judge({**spec, "base_url": named, "api_key_env": FILE_JUDGE_KEY_ENV})
+
+
 def get_judge(spec: str | dict[str, Any]) -> Judge:
-    """``"local"``, or ``{"kind": "http", "base_url": ..., "model": ..., "api_key_env": ...}``."""
+    """``"local"``, or ``{"kind": "http", "base_url": ..., "model": ..., "api_key_env": ...}`` (from Python; a
+    file's judge goes through :func:`judge_from_file`)."""
     if spec == "local" or (isinstance(spec, dict) and spec.get("kind") == "local"):
         return LocalJudge()
     if isinstance(spec, dict) and spec.get("kind") == "http":

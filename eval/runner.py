@@ -150,9 +150,9 @@ class Context:
 
             return get_asr(self.suite.asr)
         if key == "judge":
-            from mmtok.eval.judge import get_judge
+            from mmtok.eval.judge import judge_from_file
 
-            return get_judge(self.suite.judge)
+            return judge_from_file(self.suite.judge, str(self.suite.path or self.suite.name))
         if key == "backbone":
             return mmtok.get_model(p.get("backbone", "backbone-tiny"), kind="backbone").eval()
         if key == "photos":
@@ -531,10 +531,17 @@ def _make_folder(out_dir: Path) -> None:
 
 
 def check_pipeline(suite: Suite) -> None:
-    """A suite's pipeline settings that cannot work for any item are the suite's error (exit 2), found before any
-    item runs: an unknown tokenizer, an image size its tokenizer cannot take, a token rate or codebook level count
-    the audio tokenizer cannot give."""
+    """A suite's settings that cannot work for any item are the suite's error (exit 2), found before any item
+    runs: a judge a file may not set up (see ``judge_from_file``), an unknown tokenizer, an image size its
+    tokenizer cannot take, a token rate or codebook level count the audio tokenizer cannot give."""
     p = suite.pipeline
+    if "judge" in suite.metrics:
+        from mmtok.eval.judge import judge_from_file
+
+        try:
+            judge_from_file(suite.judge, f"{suite.path or suite.name}: [metrics] judge")
+        except MmtokError as e:
+            raise ConfigError(str(e)) from None
     where = f"{suite.path or suite.name}: [pipeline]"
     try:
         tok = Context(suite, Path()).get("tokenizer")

@@ -252,7 +252,8 @@ def test_suite_files_are_checked(tmp_path):
         load_suite("no-such-suite")
 
 
-def test_unreachable_judge_is_skipped_with_its_reason_when_asked(tmp_path):
+def test_unreachable_judge_is_skipped_with_its_reason_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMTOK_JUDGE_BASE_URL", "http://127.0.0.1:9/v1")
     suite = write_suite(
         tmp_path,
         """

@@ -255,8 +255,10 @@ def test_the_default_cache_is_mmtoks_user_cache_folder(monkeypatch, tmp_path, se
     assert len(list((tmp_path / "mmtok-cache" / "judge").glob("*.json"))) == 1
 
 
-def test_a_bad_judge_reply_in_a_run_is_that_items_error(serve, tmp_path):
+def test_a_bad_judge_reply_in_a_run_is_that_items_error(serve, tmp_path, monkeypatch):
     server = serve(answer(b'{"choices": [{"message": {"content": "\xff"}}]}'))
+    monkeypatch.setenv("MMTOK_JUDGE_BASE_URL", server.url)
+    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
     suite = tmp_path / "qa.toml"
     suite.write_text(
         f"""
@@ -266,7 +268,7 @@ source = "builtin:digits-qa"
 limit = 2
 [metrics]
 names = ["accuracy", "judge"]
-judge = {{ kind = "http", base_url = "{server.url}", model = "m", cache_dir = "{tmp_path / "cache"}" }}
+judge = {{ kind = "http", base_url = "{server.url}", model = "m" }}
 """
     )
     out = tmp_path / "run"
@@ -283,3 +285,50 @@ def test_a_key_that_cannot_be_sent_is_one_line_that_does_not_show_it(serve, tmp_
     with pytest.raises(EvalError, match=r"cannot send the request \(ValueError\); check base_url and the value") as e:
         judge(serve(answer(completion("5"))), tmp_path).score("a", "b")
     assert "sk-secret" not in str(e.value)
+
+
+def _qa_suite(tmp_path, judge: str) -> Path:
+    suite = tmp_path / "qa.toml"
+    suite.write_text(
+        f'[dataset]\nkind = "qa"\nsource = "builtin:digits-qa"\nlimit = 1\n[metrics]\nnames = ["judge"]\n'
+        f"judge = {judge}\n"
+    )
+    return suite
+
+
+def test_a_file_cannot_choose_which_secret_is_sent_where_nor_where_replies_are_written(serve, tmp_path, monkeypatch):
+    """A suite naming its own endpoint, an environment variable and a cache folder once sent that variable's value
+    to that endpoint and wrote there."""
+    seen: list[str] = []
+
+    def record(handler):
+        seen.append(handler.headers.get("Authorization", ""))
+        answer(completion("5"))(handler)
+
+    server = serve(record)
+    monkeypatch.setenv("FAKE_SECRET", "hunter2")
+    monkeypatch.setenv("MMTOK_JUDGE_API_KEY", "sk-judge")
+    monkeypatch.delenv("MMTOK_JUDGE_BASE_URL", raising=False)
+    for judge, says in (
+        (
+            f'{{ kind = "http", base_url = "{server.url}", model = "m", api_key_env = "FAKE_SECRET" }}',
+            "api_key_env cannot be set in a file",
+        ),
+        (
+            f'{{ kind = "http", base_url = "{server.url}", model = "m", cache_dir = "{tmp_path / "chosen"}" }}',
+            "cache_dir cannot be set in a file",
+        ),
+        (
+            f'{{ kind = "http", base_url = "{server.url}", model = "m" }}',
+            f"set $MMTOK_JUDGE_BASE_URL to {server.url}",
+        ),
+    ):
+        result = CliRunner().invoke(app, ["eval", "run", str(_qa_suite(tmp_path, judge)), "-o", str(tmp_path / "r")])
+        assert result.exit_code == 2 and says in result.output, result.output  # the suite's error: nothing ran
+    assert seen == [] and not (tmp_path / "chosen").exists()
+    monkeypatch.setenv("MMTOK_JUDGE_BASE_URL", server.url)  # the user's choice: now the key goes there, and only it
+    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
+    suite = _qa_suite(tmp_path, f'{{ kind = "http", base_url = "{server.url}", model = "m" }}')
+    result = CliRunner().invoke(app, ["eval", "run", str(suite), "-o", str(tmp_path / "ok")])
+    assert result.exit_code == 0, result.output
+    assert seen and set(seen) == {"Bearer sk-judge"}
