@@ -542,6 +542,14 @@ def check_pipeline(suite: Suite) -> None:
             judge_from_file(suite.judge, f"{suite.path or suite.name}: [metrics] judge")
         except MmtokError as e:
             raise ConfigError(str(e)) from None
+    spec = suite.fd_extractor.split(":", 1)[-1] if "fd" in suite.metrics else ""
+    if spec.startswith("open_clip:"):  # a weights tag or a safetensors file, never a pickle path
+        from mmtok.models.teacher import _open_clip_weights
+
+        try:
+            _open_clip_weights(spec[len("open_clip:") :])
+        except MmtokError as e:
+            raise ConfigError(f"{suite.path or suite.name}: [metrics] fd_extractor: {e}") from None
     where = f"{suite.path or suite.name}: [pipeline]"
     try:
         tok = Context(suite, Path()).get("tokenizer")

@@ -12,6 +12,7 @@ out l2-normalised; ``tokens=True`` also returns the patch tokens projected into 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,12 +118,7 @@ class Teacher(checkpoint.Pretrained, nn.Module):
             model = open_clip.create_model(spec)
             config = TeacherConfig(open_clip_model=spec)
         else:
-            arch, _, pretrained = spec[len("open_clip:") :].partition("/")
-            arch, _, local = arch.partition("@")
-            if local:
-                if not local.endswith(".safetensors"):
-                    raise CheckpointError(f"{local}: only safetensors checkpoints are loaded (pickle can run code)")
-                pretrained = local
+            arch, pretrained = _open_clip_weights(spec[len("open_clip:") :])
             model = open_clip.create_model(arch, pretrained=pretrained or None)
             config = TeacherConfig(open_clip_model=arch, open_clip_pretrained=pretrained)
         config.embed_dim = int(model.text_projection.shape[1]) if hasattr(model, "text_projection") else 0
@@ -178,3 +174,24 @@ class Teacher(checkpoint.Pretrained, nn.Module):
             prompts = [t.format(name) for t in templates]
             weights.append(F.normalize(self.encode_text(prompts).mean(0), dim=-1))
         return torch.stack(weights)
+
+
+PRETRAINED_TAG = re.compile(r"[A-Za-z0-9_.-]+")  # open_clip's pretrained tags (laion2b_s34b_b79k, openai, ...)
+
+
+def _open_clip_weights(rest: str) -> tuple[str, str]:
+    """``ARCH``, ``ARCH/TAG`` (open_clip's download by tag) or ``ARCH@/path/weights.safetensors`` -> (arch, what
+    open_clip's ``pretrained`` gets). A tag is a tag, never a path: open_clip would ``torch.load`` a path, and pickle
+    can run code, so local weights are taken only as safetensors after ``@``."""
+    if "@" in rest:
+        arch, _, local = rest.partition("@")
+        if not local.endswith(".safetensors"):
+            raise CheckpointError(f"{local}: only safetensors checkpoints are loaded (pickle can run code)")
+        return arch, local
+    arch, _, tag = rest.partition("/")
+    if tag and not PRETRAINED_TAG.fullmatch(tag):
+        raise CheckpointError(
+            f"open_clip:{rest}: {tag!r} is not a pretrained tag; local weights are named as "
+            "open_clip:ARCH@/path/weights.safetensors (safetensors only: pickle can run code)"
+        )
+    return arch, tag

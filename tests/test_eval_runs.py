@@ -375,3 +375,13 @@ def test_a_relative_dataset_source_is_read_from_the_suite_files_folder(tmp_path,
     assert load_suite(suite).source == str(folder / "images.jsonl")
     result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
+
+
+def test_a_suites_fd_extractor_cannot_name_a_pickle(tmp_path):
+    suite = write(
+        tmp_path / "s.toml",
+        '[dataset]\nkind = "images"\nsource = "builtin:heldout-photos"\nlimit = 1\n[metrics]\nnames = ["fd"]\n'
+        'fd_extractor = "teacher:open_clip:RN50//tmp/evil.pt"\n',
+    )
+    result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "pickle can run code" in result.output

@@ -173,3 +173,16 @@ def test_safetensors_header_length_lie_is_a_token_error(tmp_path):
     path.write_bytes(struct.pack("<Q", 10**12) + b"{}")
     with pytest.raises(TokenError, match="not a safetensors file"):
         mmtok.load_sequences(path)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["open_clip:RN50//tmp/evil.pt", "open_clip:RN50/../evil.pt", "open_clip:RN50@/tmp/evil.pt", "open_clip:RN50/a b"],
+)
+def test_a_teacher_spec_never_hands_open_clip_a_pickle_path(spec, tmp_path):
+    """open_clip would torch.load a path given as its pretrained tag; a spec from a suite's fd_extractor reached it."""
+    from mmtok.errors import CheckpointError
+    from mmtok.models.teacher import Teacher
+
+    with pytest.raises(CheckpointError, match="pickle can run code"):
+        Teacher.from_pretrained(spec)
