@@ -10,6 +10,7 @@ import csv
 import functools
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -58,9 +59,19 @@ def stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (``\\n``, ``\\x1b``): a file named ``a\\nerror: b.png ok`` or one
+    carrying a terminal escape cannot split a message line or forge another one."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def _to_stderr(line: str) -> None:
     """On a terminal through rich's console, so a live progress bar is redrawn below the line instead of being
-    tangled with it; otherwise as plain text."""
+    tangled with it; otherwise as plain text. Always one line: control characters are escaped."""
+    line = printable(line)
     _lines.flush()
     if stderr_is_terminal():
         err_console().print(line, markup=False, highlight=False, soft_wrap=True)
@@ -73,6 +84,12 @@ def print_error(error: MmtokError | str) -> None:
     _to_stderr(f"error: {error}")
 
 
+def about(item: object, error: object) -> str:
+    """``error``'s message naming ``item`` first (unless it already does)."""
+    text, name = str(error), str(item)
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
 def print_warning(message: str) -> None:
     _to_stderr(f"warning: {message}")
 
@@ -82,8 +99,9 @@ def print_note(message: str) -> None:
 
 
 def say(text: str) -> None:
-    """A plain line on stdout: never wrapped (a pipe reads it whole), no markup read in file names."""
-    console().print(text, markup=False, highlight=False, soft_wrap=True)
+    """A plain line on stdout: never wrapped (a pipe reads it whole), no markup read in file names, control
+    characters escaped."""
+    console().print(printable(text), markup=False, highlight=False, soft_wrap=True)
 
 
 _json = json.JSONEncoder(default=str)  # built once: json.dumps(..., default=) builds an encoder per call

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import click
 import typer
 
+from mmtok.cli.common import print_error
 from mmtok.cli.demo import demo
 from mmtok.cli.eval_cmd import eval_app
 from mmtok.cli.inspect import inspect
@@ -14,6 +21,7 @@ from mmtok.cli.shrink import shrink
 from mmtok.cli.tokenize import detokenize, tokenize
 from mmtok.cli.train import train_app
 from mmtok.cli.truncate import truncate
+from mmtok.errors import MmtokError
 
 app = typer.Typer(
     name="mmtok",
@@ -40,6 +48,14 @@ def main(
     ),
 ) -> None:
     """Count, price, shrink and plan the tokens of images, audio, video and text."""
+    warnings.showwarning = _one_line_warning
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+    """A library's warning (Pillow's DecompressionBombWarning, ...) as one ``warning:`` line, not Python's two."""
+    from mmtok.cli.common import print_warning
+
+    print_warning(f"{category.__name__}: {message}")
 
 
 app.command()(inspect)
@@ -62,6 +78,31 @@ def version() -> None:
     import mmtok
 
     typer.echo(mmtok.__version__)
+
+
+def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` that ends in one ``error:`` line and exit 1 on anything it did not handle: never a traceback.
+    Usage errors and exits pass through as they are."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
+            raise
+        except MmtokError as e:
+            print_error(e)
+            raise typer.Exit(1) from None
+        except Exception as e:  # the last line of defence
+            print_error(f"unexpected {type(e).__name__}: {e} (a bug in mmtok: please report it)")
+            raise typer.Exit(1) from None
+
+    return run
+
+
+for _typer in (app, prices_app, train_app, eval_app):
+    for _info in _typer.registered_commands:
+        _info.callback = _guarded(_info.callback)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from mmtok.cli.common import (
+    about,
     check_device,
     check_out_file,
     check_out_folder,
@@ -145,7 +146,12 @@ def tokenize(
                 failures += run.entry(entry, advance)
             except MmtokError as e:
                 failures += 1
-                print_error(e)
+                print_error(e if isinstance(e, MediaError) else about(getattr(entry, "path", ""), e))
+            except typer.BadParameter:  # a tokenizer of the wrong kind, found on first use: a usage error
+                raise
+            except Exception as e:  # a bug on this input: its line, and the batch goes on
+                failures += 1
+                print_error(about(getattr(entry, "path", ""), f"unexpected {type(e).__name__}: {e}"))
     if failures:
         raise typer.Exit(1)
 
@@ -441,7 +447,7 @@ def detokenize(
     try:
         count, key, seq = _decodable_sequence(tokens, key)
     except MmtokError as e:
-        print_error(e)
+        print_error(about(tokens, e))
         raise typer.Exit(1) from None
     wanted = OUT_SUFFIXES[seq.modality]
     if out.suffix.lower() not in wanted:
@@ -454,6 +460,13 @@ def detokenize(
             tok = get_registered(seq.tokenizer, "tokenizer", f"{tokens}", mmtok.TokenError)
         media = tok.to(select_device(device)).eval().decode(seq)
         notes = list(getattr(media, "notes", ()))
+    except MmtokError as e:
+        print_error(about(tokens, e))
+        raise typer.Exit(1) from None
+    except (ValueError, TypeError, RuntimeError, ArithmeticError) as e:  # header values the decoder cannot use
+        print_error(about(tokens, f"cannot decode: {type(e).__name__}: {e}"))
+        raise typer.Exit(1) from None
+    try:
         _write_media(media, out)
     except MmtokError as e:
         print_error(e)

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from mmtok.cli.common import (
+    about,
     check_out_file,
     flushes_json_lines,
     print_error,
@@ -150,7 +151,7 @@ def truncate(
         short, report = mmtok.truncate(seq, context=load_context(context), **options)
         short.save(out)
     except MmtokError as e:
-        print_error(e)
+        print_error(about(tokens, e))
         raise typer.Exit(1) from None
     except OSError as e:
         print_error(f"{out}: cannot write: {e.strerror or e}")

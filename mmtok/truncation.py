@@ -288,11 +288,16 @@ def _select(features: torch.Tensor, method: str, k: int, seed: int) -> torch.Ten
     raise TruncationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
 
 
+MAX_TOME_TOKENS = 16384  # ToMe scores every pair across its two halves: (N/2)^2 similarities (256 MiB here)
+
+
 def tome_merge(features: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Bipartite soft matching (Bolya et al. 2023) until ``k`` tokens remain.
 
     Returns merged features ``[k, D]`` (size-weighted means), the index of each survivor in the input, and sizes.
     """
+    if len(features) > MAX_TOME_TOKENS:
+        raise TruncationError(f"tome on {len(features):,} tokens: at most {MAX_TOME_TOKENS:,} (it compares every pair)")
     feats = features.clone()
     index = torch.arange(len(features))
     size = torch.ones(len(features))

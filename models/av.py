@@ -65,6 +65,9 @@ class AVConfig:
 
 
 MIN_HOP = 16  # samples between mel frames, at least
+MIN_TOKENS_PER_SECOND = 1.0  # slower rates give mel windows of seconds
+MAX_MEDIA_SECONDS = 4 * 3600.0  # per input, encoded or decoded: 230,400 tokens at 16/s; longer files are split first
+SEARCH_ROWS = 16384  # rows of the nearest-code search at once (a 16,384 x 1,024 distance block: 64 MiB)
 
 
 @dataclass(frozen=True)
@@ -80,8 +83,8 @@ class MelSpec:
         """The settings for ``rate`` tokens per second; a rate whose hop would be under 16 samples (250/s at 16 kHz
         and 4 frames per token) is refused rather than run at another rate."""
         fastest = cfg.sample_rate_hz / (MIN_HOP * cfg.frames_per_token)
-        if not 0 < rate <= fastest:
-            raise TokenError(f"tokens_per_second must be above 0 and at most {fastest:g}, got {rate:g}")
+        if not MIN_TOKENS_PER_SECOND <= rate <= fastest:
+            raise TokenError(f"tokens_per_second must be from {MIN_TOKENS_PER_SECOND:g} to {fastest:g}, got {rate!r}")
         hop = round(cfg.sample_rate_hz / (rate * cfg.frames_per_token))
         n_fft = max(256, 2 ** math.ceil(math.log2(4 * hop)))
         return cls(hop, n_fft, min(n_fft, 4 * hop))
@@ -389,7 +392,8 @@ class AVTokenizer(checkpoint.Pretrained, nn.Module):
         if self._can_search_codes(content):
             codebooks = self._codebooks_for_search()
             used = len(codebooks) if levels is None else min(levels, len(codebooks))
-            codes, ids = residual_nearest_codes(codebooks[:used], content)
+            parts = [residual_nearest_codes(codebooks[:used], rows) for rows in content.split(SEARCH_ROWS)]
+            codes, ids = torch.cat([c for c, _ in parts]), torch.cat([i for _, i in parts])
             if used < len(codebooks):
                 codes = self.codebook.get_output_from_indices(ids[None])[0]  # as the library sums a prefix
             return codes, ids, content.new_zeros(())
@@ -500,6 +504,11 @@ class AVTokenizer(checkpoint.Pretrained, nn.Module):
         if not isinstance(media, (Audio, Video)):
             raise TokenError(f"the audio/video tokenizer takes audio or video, not {getattr(media, 'kind', media)}")
         source = {"source": str(media.path) if media.path else "<memory>"}
+        if media.duration_s > MAX_MEDIA_SECONDS:
+            raise TokenError(
+                f"{source['source']}: declares {media.duration_s:,.0f} s; at most {MAX_MEDIA_SECONDS:,.0f} s "
+                "(4 h) per input are tokenized: split it first"
+            )
         streams = {}
         if isinstance(media, Video):
             streams["video"] = self.sequence_from_features(
@@ -564,8 +573,15 @@ class AVTokenizer(checkpoint.Pretrained, nn.Module):
         if seq.tokenizer and seq.tokenizer != self.name:
             raise TokenError(f"tokens were made by {seq.tokenizer!r}, not {self.name!r}")
         cfg = self.config
-        rate = float(seq.meta.get("tokens_per_second", cfg.tokens_per_second))
-        spec = MelSpec.for_rate(cfg, rate)
+        rate = seq.meta.get("tokens_per_second", cfg.tokens_per_second)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+            raise TokenError(f"meta tokens_per_second must be a number, got {rate!r}")
+        spec = MelSpec.for_rate(cfg, float(rate))
+        if len(seq) / rate > MAX_MEDIA_SECONDS:
+            raise TokenError(
+                f"{len(seq):,} tokens at {rate:g}/s are {len(seq) / rate:,.0f} s of sound: at most "
+                f"{MAX_MEDIA_SECONDS:,.0f} s are decoded"
+            )
         features = self.decode_features(seq).float().cpu()  # (N, A)
         log_mel = features.reshape(len(seq), cfg.frames_per_token, cfg.n_mels).reshape(-1, cfg.n_mels).T
         mel = (log_mel.exp() - LOG_FLOOR).clamp(min=0)  # (n_mels, frames)

@@ -28,6 +28,8 @@ from mmtok.models.imaging import resize_to_square, to_uint8
 from mmtok.tokens import check_ids
 
 CLASS_PATH = "mmtok.models.vq:VQTokenizer"
+MAX_DECODE_CELLS = 256 * 256  # grids decoded to pixels: 2,048 px at 8x (the decoder's activations stay ~1-2 GB)
+MAX_FEATURE_TOKENS = 8192  # tokens the alignment head attends over at once (4 heads x N^2 scores: ~1 GB)
 QUANTIZERS = ("vq", "fsq", "rvq")
 
 
@@ -369,6 +371,11 @@ class VQTokenizer(checkpoint.Pretrained, nn.Module):
         if seq.tokenizer and seq.tokenizer != self.name:
             raise TokenError(f"tokens were made by {seq.tokenizer!r}, not {self.name!r}")
         h, w = seq.grid
+        if h * w > MAX_DECODE_CELLS:
+            raise TokenError(
+                f"a {h}x{w} grid would decode to {h * self.config.downsample} px a side: grids of at most "
+                f"{MAX_DECODE_CELLS:,} cells are decoded"
+            )
         if len(seq) != h * w:
             raise TokenError(
                 f"decode needs all {h * w} tokens of the grid, got {len(seq)} (truncated sequences "
@@ -399,6 +406,10 @@ class VQTokenizer(checkpoint.Pretrained, nn.Module):
         l2-normalised unless ``normalized`` is False."""
         if seq.ids is None or seq.grid is None:
             raise TokenError("features need a sequence with ids and a grid")
+        if len(seq) > MAX_FEATURE_TOKENS:
+            raise TokenError(
+                f"features of {len(seq):,} tokens: at most {MAX_FEATURE_TOKENS:,} are attended over at once"
+            )
         ids = seq.ids.to(self._device)
         check_ids(ids, self.codebook_size)
         codes = self.codes_from_ids(ids[None, :, None])[0, :, :, 0].T  # (N, c)

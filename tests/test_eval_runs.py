@@ -358,7 +358,7 @@ def test_a_pipeline_no_item_can_run_is_the_suites_error_before_any_item(pipeline
 
 
 def test_a_speech_suites_rate_and_levels_are_checked_before_any_item(tmp_path):
-    for line, says in (("tokens_per_second = 400", "at most 250"), ("codebook_levels = 9", "1 to 8")):
+    for line, says in (("tokens_per_second = 400", "from 1 to 250"), ("codebook_levels = 9", "1 to 8")):
         suite = write(
             tmp_path / "s.toml", f'[dataset]\nkind = "speech"\nsource = "builtin:heldout-speech"\n[pipeline]\n{line}\n'
         )

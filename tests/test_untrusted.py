@@ -186,3 +186,69 @@ def test_a_teacher_spec_never_hands_open_clip_a_pickle_path(spec, tmp_path):
 
     with pytest.raises(CheckpointError, match="pickle can run code"):
         Teacher.from_pretrained(spec)
+
+
+# -------------------------------------------------------------- sizes from a file are checked before the work
+def _wav_header_only(path: Path, rate: int, data_bytes: int) -> Path:
+    """A PCM-16 mono WAV whose header says ``rate`` Hz over ``data_bytes`` of (silent) samples."""
+    body = b"\0" * data_bytes
+    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
+    path.write_bytes(
+        b"RIFF" + struct.pack("<I", 36 + len(body)) + b"WAVEfmt " + struct.pack("<I", 16) + fmt
+        + b"data" + struct.pack("<I", len(body)) + body
+    )  # fmt: skip
+    return path
+
+
+def test_a_small_file_declaring_hours_of_sound_is_refused_before_decoding(tmp_path):
+    """32 KB at a declared 1 Hz is 16,000 s: it gave 256,000 tokens and 6 GB; a FLAC's total_samples can say more."""
+    wav = _wav_header_only(tmp_path / "slow.wav", 1, 32_000)
+    assert mmtok.load(wav).duration_s == 16_000
+    with pytest.raises(mmtok.TokenError, match=r"declares 16,000 s; at most 14,400 s"):
+        mmtok.get_tokenizer("av-tiny").encode(wav)
+    with pytest.raises(mmtok.MediaError, match="at most 14,400 s are decoded whole"):
+        mmtok.load(wav).waveform()
+    result = runner.invoke(app, ["tokenize", str(wav), "--out", str(tmp_path / "t")])
+    assert result.exit_code == 1 and "declares 16,000 s" in result.output and "Traceback" not in result.output
+
+
+def test_token_files_whose_decode_or_features_would_not_fit_are_refused(tmp_path):
+    tok = mmtok.get_tokenizer("vq-clip-tiny")
+    big = mmtok.TokenSequence("image", ids=torch.zeros(512 * 512, dtype=torch.long), grid=(512, 512))
+    with pytest.raises(mmtok.TokenError, match="512x512 grid would decode to 4096 px a side"):
+        tok.decode(big)
+    with pytest.raises(mmtok.TokenError, match="at most 8,192 are attended over"):
+        tok.features(big)
+    av = mmtok.get_tokenizer("av-tiny")
+    for meta, says in (
+        ({"tokens_per_second": 1e-9}, "from 1 to 250"),
+        ({"tokens_per_second": "fast"}, "must be a number"),
+        ({"tokens_per_second": 1.0}, "at most 14,400 s are decoded"),
+    ):
+        n = 20_000 if meta["tokens_per_second"] == 1.0 else 16
+        seq = mmtok.TokenSequence("audio", embeddings=torch.zeros(n, 256), meta=meta, tokenizer="av-tiny")
+        with pytest.raises(mmtok.TokenError, match=says):
+            av.decode(seq)
+    from mmtok.truncation import tome_merge
+
+    with pytest.raises(mmtok.TruncationError, match="at most 16,384"):
+        tome_merge(torch.zeros(20_000, 4), 10)
+
+
+def test_a_file_name_cannot_split_or_forge_a_message_line(tmp_path):
+    evil = tmp_path / "evil\nerror: fake.png: all good \x1b[31m.jpg"
+    evil.write_bytes(b"not an image")
+    result = runner.invoke(app, ["inspect", str(evil)])
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "\\n" in lines[0] and "\\x1b" in lines[0] and "\x1b" not in result.output
+
+
+def test_anything_a_command_did_not_handle_is_one_error_line_not_a_traceback(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(mmtok, "iter_files", broken)
+    result = runner.invoke(app, ["inspect", str(tmp_path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "unexpected TypeError: a bug" in result.output

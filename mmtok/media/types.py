@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
 
 from mmtok.errors import MediaError, ffmpeg_reason
 
+MAX_DECODE_SECONDS = 4 * 3600.0  # a whole waveform decoded at once (waveform(), to_tensor): blocks() streams any length
+
 if TYPE_CHECKING:
     import numpy as np
     import PIL.Image
@@ -154,6 +156,10 @@ class Audio:
 
     def waveform(self, sample_rate_hz: int | None = None, mono: bool = False) -> torch.Tensor:
         """Decoded samples, float32 ``[C, T]`` in [-1, 1] (``[1, T]`` with ``mono``), resampled on request."""
+        if self.data is None and self.duration_s > MAX_DECODE_SECONDS:  # sized from the header: checked first
+            raise MediaError(
+                self.path, f"declares {self.duration_s:,.0f} s: at most {MAX_DECODE_SECONDS:,.0f} s are decoded whole"
+            )
         wave = self.data if self.data is not None else self._decode()
         if mono and wave.shape[0] > 1:
             wave = wave.mean(dim=0, keepdim=True)
