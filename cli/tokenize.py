@@ -224,10 +224,13 @@ class _Run:
 
 def _check_image_size(toks: Any, image_size: int | None) -> None:
     if image_size is not None:
-        step = toks.get("image").config.downsample
-        if image_size < step or image_size % step:
+        from mmtok.models.vq import VQ_LIMITS
+
+        step, largest = toks.get("image").config.downsample, VQ_LIMITS["image_size"][1]
+        if image_size < step or image_size % step or image_size > largest:
             raise typer.BadParameter(
-                f"must be a positive multiple of {step} (the tokenizer's downsampling), got {image_size}",
+                f"must be a multiple of {step} (the tokenizer's downsampling) from {step} to {largest}, got "
+                f"{image_size}",
                 param_hint="--image-size",
             )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ def truncation_options(
         raise typer.BadParameter(f"must be one of {', '.join(METHODS)}, got {method!r}", param_hint=method_flag)
     if keep_ratio is not None and not 0 < keep_ratio <= 1:
         raise typer.BadParameter(f"must be in (0, 1], got {keep_ratio}", param_hint="--keep-ratio")
+    if threshold is not None and not math.isfinite(threshold):
+        raise typer.BadParameter(f"must be a finite number of nats, got {threshold}", param_hint="--threshold")
     if sum(v is not None for v in (threshold, keep, keep_ratio)) > 1:
         raise typer.BadParameter("give only one of --threshold, --keep and --keep-ratio")
     if method == "mi" and context is None:

@@ -39,6 +39,21 @@ LOG_FLOOR = 1e-6
 DISTANCE_FLOOR = 1e-8  # vector-quantize-pytorch clamps squared code distances here before the root
 
 
+AV_LIMITS = {  # what a config may ask for (checked before anything is built)
+    "sample_rate_hz": (1000, 384_000),
+    "n_mels": (1, 512),
+    "frames_per_token": (1, 64),
+    "video_side": (2, 256),
+    "appearance_grid": (1, 64),
+    "d_model": (1, 8192),
+    "max_positions": (1, 1 << 20),
+    "codebook_size": (1, 1 << 20),
+    "num_quantizers": (1, 64),
+    "decoder_hidden": (1, 65536),
+    "griffin_lim_iters": (1, 1024),
+}
+
+
 @dataclass
 class AVConfig:
     sample_rate_hz: int = 16_000
@@ -54,6 +69,9 @@ class AVConfig:
     decoder_hidden: int = 512
     griffin_lim_iters: int = 48
     train_rates: list[float] = field(default_factory=lambda: [12.5, 16.0, 25.0, 50.0])
+
+    def __post_init__(self) -> None:
+        checkpoint.check_ranges(self, AV_LIMITS)
 
     @property
     def audio_dim(self) -> int:

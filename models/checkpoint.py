@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import nn
 
-from mmtok.errors import CheckpointError
+from mmtok.errors import CheckpointError, ConfigError
 from mmtok.files import read_json
 
 CONFIG_FILE = "config.json"
@@ -164,6 +164,18 @@ def weights_fingerprint(model: nn.Module) -> str:
     return digest.hexdigest()[:10]
 
 
+def check_ranges(config: Any, limits: dict[str, tuple[int, int]]) -> None:
+    """Each named field of ``config`` an integer (or a list of integers) within its (low, high): a config file
+    cannot ask for a billion layers (building even an empty skeleton of them takes minutes) or a size that
+    overflows. A ``ConfigError`` names the field."""
+    for name, (low, high) in limits.items():
+        value = getattr(config, name)
+        values = value if isinstance(value, list) else [value]
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high for v in values):
+            what = "a list of integers" if isinstance(value, list) else "an integer"
+            raise ConfigError(f"{name} must be {what} from {low} to {high}, got {value!r}")
+
+
 def build_checked(
     folder: str | os.PathLike[str], build: Callable[[], nn.Module], part: Callable[[nn.Module], nn.Module] = lambda m: m
 ) -> nn.Module:
@@ -174,7 +186,7 @@ def build_checked(
     try:
         with torch.device("meta"):
             skeleton = part(build())
-    except (TypeError, ValueError, RuntimeError, AssertionError, ZeroDivisionError) as e:
+    except (TypeError, ValueError, RuntimeError, AssertionError, ZeroDivisionError, IndexError, KeyError) as e:
         raise CheckpointError(f"{folder}: its config does not describe a model: {e}") from None
     check_shapes({k: tuple(v.shape) for k, v in skeleton.state_dict().items()}, expected, str(folder))
     return build()

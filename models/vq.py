@@ -33,6 +33,21 @@ MAX_FEATURE_TOKENS = 8192  # tokens the alignment head attends over at once (4 h
 QUANTIZERS = ("vq", "fsq", "rvq")
 
 
+VQ_LIMITS = {  # what a config may ask for (checked before anything is built)
+    "image_size": (8, 8192),
+    "channels": (1, 2048),
+    "channel_mult": (1, 64),
+    "num_res_blocks": (0, 32),
+    "code_dim": (1, 4096),
+    "codebook_size": (1, 1 << 20),
+    "num_quantizers": (1, 64),
+    "fsq_levels": (2, 1 << 16),
+    "teacher_dim": (1, 8192),
+    "align_width": (1, 8192),
+    "align_heads": (1, 128),
+}
+
+
 @dataclass
 class VQConfig:
     image_size: int = 64  # default input side; any multiple of 8 works (tokens = (S / 8)^2)
@@ -56,6 +71,9 @@ class VQConfig:
     teacher: str = "clip-tiny"  # the teacher these tokens are aligned to
 
     def __post_init__(self) -> None:
+        checkpoint.check_ranges(self, VQ_LIMITS)
+        if self.fit not in ("crop", "pad"):
+            raise ConfigError(f"fit must be crop or pad, got {self.fit!r}")
         if self.quantizer not in QUANTIZERS:
             raise ConfigError(f"quantizer must be one of {QUANTIZERS}, got {self.quantizer!r}")
         if self.image_size % self.downsample:

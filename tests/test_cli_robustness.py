@@ -239,6 +239,8 @@ def _errors(result) -> list[str]:
     [
         (["tokenize", "{chelsea}", "--image-size", "100", "--out", "{tmp}/t"], 2, "--image-size"),
         (["tokenize", "{chelsea}", "--image-size", "0", "--out", "{tmp}/t"], 2, "--image-size"),
+        (["tokenize", "{chelsea}", "--image-size", "8000000", "--out", "{tmp}/t"], 2, "--image-size"),
+        (["tokenize", "{chelsea}", "--truncate", "mi", "--threshold", "nan", "--out", "{tmp}/t"], 2, "--threshold"),
         (["tokenize", "{chelsea}"], 2, "--out"),
         (["tokenize", "{chelsea}", "--device", "gpu7", "--out", "{tmp}/t"], 2, "--device"),
         (["tokenize", "{chelsea}", "--out", "{chelsea}"], 2, "--out"),

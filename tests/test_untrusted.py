@@ -252,3 +252,24 @@ def test_anything_a_command_did_not_handle_is_one_error_line_not_a_traceback(tmp
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "unexpected TypeError: a bug" in result.output
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"num_res_blocks": 10**7}, "num_res_blocks must be an integer from 0 to 32"),
+        ({"channel_mult": []}, "channel_mult must be a list of integers"),
+        ({"image_size": 2**40}, "image_size must be an integer from 8 to 8192"),
+        ({"fit": "explode"}, "fit must be crop or pad"),
+    ],
+)
+def test_a_model_folders_config_cannot_ask_for_an_absurd_model(change, says, tmp_path, samples):
+    """A copy of vq-clip-tiny whose config.json asks for 10 million blocks was still building after a minute."""
+    folder = tmp_path / "mine"
+    shutil.copytree(Path(mmtok.registry.get_entry("vq-clip-tiny").weights), folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["config"].update(change)
+    (folder / "config.json").write_text(json.dumps(config))
+    args = ["tokenize", str(samples / "chelsea.jpg"), "--tokenizer", str(folder), "--out", str(tmp_path / "t")]
+    result = runner.invoke(app, args, env={"COLUMNS": "400"})  # the usage box on one line
+    assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
