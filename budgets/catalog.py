@@ -17,6 +17,7 @@ import argparse
 import datetime as dt
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -176,7 +177,8 @@ def _costs(entry: dict[str, Any]) -> dict[str, str]:
         for tier in ("", "_above_200k_tokens"):
             for variant in COST_VARIANTS.values():
                 value = entry.get(base + tier + variant)
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+                number = isinstance(value, (int, float)) and not isinstance(value, bool)
+                if number and math.isfinite(value) and value >= 0:
                     out[base + tier + variant] = format(Decimal(str(value)).normalize(), "f")
     return out
 

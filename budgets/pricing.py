@@ -434,6 +434,8 @@ def _counts(
     if _is_token_sequence(item):
         if not (model.family and model.family.name == "mmtok-semantic"):
             raise PriceError(f"token sequences are priced on mmtok's own models (mmtok-*), not {model.asked}")
+        if len(item) == 0:
+            raise PriceError("an empty token sequence: nothing to price")
         what = f"{len(item)} {item.modality} tokens from {item.tokenizer or 'a tokenizer'}"
         return [(item.modality, F.TokenCount(len(item), what), 1.0)], ""
     if isinstance(item, Image):
@@ -446,6 +448,9 @@ def _counts(
         return [(m, c, seconds[m]) for m, c in parts], note
     if isinstance(item, Text):
         from mmtok.budgets.text import count_text  # tiktoken loads only when there is text to count
+
+        if not item.text.strip():
+            raise PriceError("empty text (or only white space): nothing to price")
 
         return [("text", count_text(item.text, model.text_rule), 1.0)], ""
     raise PriceError(f"cannot price a {type(item).__name__}")
@@ -553,6 +558,11 @@ def _quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Option
         lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
     warnings += _model_warnings(model, card, at, input_tokens, tier.above_input_tokens)
     warnings += _inherited_warnings(card, lines)
+    warnings += [
+        f"{line.item}: {line.tokens:,} {line.modality} tokens priced at $0 ({line.rate})"
+        for line in lines
+        if line.tokens and not line.cost
+    ]
     return Quote(
         label,
         model.asked,

@@ -39,6 +39,7 @@ MTOK_KEYS = {
     "output_audio_per_mtok": "output_audio",
 }
 ITEM_KEYS = ("image_input_per_image", "audio_input_per_second", "video_input_per_second")
+MAX_RATE = Decimal(10**9)  # USD per million tokens, per item or per second: above any real price, far from overflow
 RELATIVE_KEYS = {f"{m}_relative": f"input_{m}" for m in ("image", "audio", "video")}
 RATE_KEYS = frozenset(MTOK_KEYS) | frozenset(ITEM_KEYS) | frozenset(RELATIVE_KEYS)
 ROW_KEYS = RATE_KEYS | {"source", "provider_page", "as_of", "notes", "image", "audio", "video", "text"}
@@ -199,6 +200,10 @@ def parse_rate(value: Any, where: str) -> Decimal:
         raise PriceError(f"{where}: price must be finite, got {value!r}")
     if rate < 0:
         raise PriceError(f"{where}: price must not be negative, got {value!r}")
+    if rate > MAX_RATE:
+        raise PriceError(f"{where}: price must be at most {MAX_RATE:,}, got {value!r}")
+    if where.endswith("_relative") and rate == 0:
+        raise PriceError(f"{where}: a multiple of the text rate must be above 0 (0 would make the modality free)")
     return rate
 
 

@@ -198,7 +198,7 @@ class _Output:
                 self.table.append(result)
 
     def finish(self, models: list[str]) -> None:
-        if not self.json_out and not self.writer:
+        if not self.json_out and not self.writer and self.table:  # nothing priced: the error lines say why
             _print_table(self.table, models)
 
 

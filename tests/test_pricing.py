@@ -434,3 +434,55 @@ def test_a_mistyped_model_in_image_tokens_is_unknown_with_the_closest_names_not_
         mmtok.image_tokens(1024, 1024, "gtp-4o")
     with pytest.raises(PriceError, match="gpt-live-1 does not take images"):  # a real model without images
         mmtok.image_tokens(1024, 1024, "gpt-live-1")
+
+
+def test_nothing_to_price_is_an_error_never_a_zero(tmp_path):
+    """A file holding only a UTF-8 byte-order mark, white space, or a token file with no tokens was priced $0."""
+    bom = tmp_path / "bom.txt"
+    bom.write_bytes(b"\xef\xbb\xbf")
+    (tmp_path / "blank.txt").write_text(" \n\t\n")
+    for path in (bom, tmp_path / "blank.txt"):
+        with pytest.raises(PriceError, match="empty text"):
+            price(path, model="gpt-4o", at=TODAY)
+    empty = TokenSequence("image", ids=torch.zeros(0, dtype=torch.long), tokenizer="vq-clip-tiny")
+    with pytest.raises(PriceError, match="empty token sequence"):
+        price(empty, model="mmtok-semantic", at=TODAY)
+
+
+@pytest.mark.parametrize(
+    ("rates", "says"),
+    [
+        ('input_per_mtok = "1"\n        image_relative = "0"', "must be above 0"),
+        ('input_per_mtok = "9e999999"', "at most 1,000,000,000"),
+    ],
+)
+def test_a_sheet_cannot_make_a_modality_free_or_overflow_the_arithmetic(tmp_path, rates, says):
+    sheet = write_sheet(
+        tmp_path,
+        f"""
+        provider = "me"
+        [models.big]
+        {rates}
+        output_per_mtok = "1"
+        source = "https://example.com"
+        as_of = 2026-12-01
+        """,
+    )
+    with pytest.raises(PriceError, match=says):
+        price(text="hello", model="big", prices=[sheet], at=TODAY)
+
+
+def test_a_zero_rate_is_said_in_the_quote(tmp_path):
+    sheet = write_sheet(
+        tmp_path,
+        """
+        provider = "me"
+        [models.free]
+        input_per_mtok = "0"
+        output_per_mtok = "0"
+        source = "https://example.com"
+        as_of = 2026-12-01
+        """,
+    )
+    quote = price(text="hello there", model="free", prices=[sheet], at=TODAY)
+    assert quote.total_cost == 0 and any("priced at $0" in w for w in quote.warnings)
