@@ -55,6 +55,8 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: objec
     """A library's warning (Pillow's DecompressionBombWarning, ...) as one ``warning:`` line, not Python's two."""
     from mmtok.cli.common import print_warning
 
+    if issubclass(category, (DeprecationWarning, PendingDeprecationWarning)):
+        return  # for developers of the libraries, not for the user of the command
     print_warning(f"{category.__name__}: {message}")
 
 
