@@ -68,6 +68,7 @@ BREAKPOINTS = "breakpoints"  # image_size option: each provider model's own size
 MAX_BREAKPOINTS = 8  # sizes per provider model at most, spread over its ladder
 PROVIDER_DETAIL = "high"  # the detail every provider image is priced (and its breakpoints found) at
 AUDIO_CODEBOOK_LEVELS = 8  # av-tiny's residual codebook levels
+MAX_REQUEST_IMAGES = 1000  # images in the request a plan models (each is priced and measured per setting)
 MAX_AUDIO_TOKENS_PER_SECOND = 250.0  # av-tiny's fastest rate (models.av.MelSpec.for_rate: a 16-sample hop)
 FAILED_OBJECTIVE = 1e30  # what pymoo sees for a setting whose measurement failed
 
@@ -134,8 +135,8 @@ def load_spec(path: str | os.PathLike[str], prices: Iterable[str | os.PathLike[s
     spec = Spec(
         name=read.string(None, "name", path.stem),
         path=path,
-        images=read.integer("request", "images", 2, minimum=0),
-        audio_seconds=read.number("request", "audio_seconds", 20.0, minimum=0),
+        images=read.integer("request", "images", 2, minimum=0, maximum=MAX_REQUEST_IMAGES),
+        audio_seconds=read.number("request", "audio_seconds", 20.0, minimum=0, maximum=4 * 3600),
         text_tokens=read.integer("request", "text_tokens", 200, minimum=0),
         output_tokens=read.integer("request", "output_tokens", 200, minimum=0),
         budget_tokens=read.integer("request", "budget_tokens", 10_000, minimum=1),
@@ -194,18 +195,24 @@ class _Reader:
     def _where(self, section: str | None, key: str) -> str:
         return f"{self.path}: {key}" if section is None else f"{self.path}: [{section}] {key}"
 
-    def integer(self, section: str | None, key: str, default: int, minimum: int) -> int:
+    def integer(self, section: str | None, key: str, default: int, minimum: int, maximum: int = 10**9) -> int:
         value = self._raw(section, key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigError(f"{self._where(section, key)} must be an integer >= {minimum}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise ConfigError(
+                f"{self._where(section, key)} must be an integer from {minimum} to {maximum:,}, got {value!r}"
+            )
         return value
 
-    def number(self, section: str | None, key: str, default: float, minimum: float | None = None) -> float:
+    def number(
+        self, section: str | None, key: str, default: float, minimum: float | None = None, maximum: float = math.inf
+    ) -> float:
         value = self._raw(section, key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            raise ConfigError(f"{self._where(section, key)} must be a number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{self._where(section, key)} must be a finite number, got {value!r}")
         if minimum is not None and value < minimum:
             raise ConfigError(f"{self._where(section, key)} must be >= {minimum:g}, got {value!r}")
+        if value > maximum:
+            raise ConfigError(f"{self._where(section, key)} must be at most {maximum:,g}, got {value!r}")
         return float(value)
 
     def optional_number(self, section: str, key: str, minimum: float) -> float | None:

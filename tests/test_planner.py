@@ -128,11 +128,15 @@ def test_an_unmet_bar_says_how_far_the_best_is(tmp_path, cache):
         ),
         (("[search]", "[searching]"), ConfigError, r"unknown key\(s\) searching"),
         (('"gpt-4o"]', '"gpt-4o-audio-preview"]'), ConfigError, "sends images, but model gpt-4o-audio-preview"),
-        (("images = 2", 'images = "two"'), ConfigError, r"\[request\] images must be an integer >= 0, got 'two'"),
-        (("population = 6", "population = 0"), ConfigError, r"\[search\] population must be an integer >= 4"),
+        (
+            ("images = 2", 'images = "two"'),
+            ConfigError,
+            r"\[request\] images must be an integer from 0 to 1,000, got 'two'",
+        ),
+        (("population = 6", "population = 0"), ConfigError, r"\[search\] population must be an integer from 4 to"),
         (("[32, 64, 128]", "[30, 64]"), ConfigError, r"\[variables\] image_size: an image size is a multiple of 8"),
         (('minimize = ["cost", "fd"]', 'minimize = "cost"'), ConfigError, r"\[objectives\] minimize must be a list"),
-        (("fd = 100.0", 'fd = "low"'), ConfigError, r"\[bars\] fd must be a number, got 'low'"),
+        (("fd = 100.0", 'fd = "low"'), ConfigError, r"\[bars\] fd must be a finite number, got 'low'"),
         (("photos = 8", "photos = 8\nphoto = 3"), ConfigError, r"unknown key\(s\) in \[calibration\]: photo"),
         (('"clip-tiny"', '"nosuch"'), ConfigError, r"\[calibration\] fd_extractor 'nosuch' is unknown"),
         (("[variables]", "[variables]\ncodebook_levels = [8]"), ConfigError, r"codebook_levels is set, but the req"),
@@ -284,8 +288,8 @@ def fake_fd(self, model: str, size: int) -> float:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (("images = 2", 'images = "two"'), "[request] images must be an integer >= 0, got 'two'"),
-        (("budget_tokens = 10000", "budget_tokens = -5"), "[request] budget_tokens must be an integer >= 1"),
+        (("images = 2", 'images = "two"'), "[request] images must be an integer from 0 to 1,000, got 'two'"),
+        (("budget_tokens = 10000", "budget_tokens = -5"), "[request] budget_tokens must be an integer from 1 to"),
         (("[search]", "[searching]"), "unknown key(s) searching"),
         (('"gpt-4o"]', '"gpt-4o-turbo-max"]'), "unknown model 'gpt-4o-turbo-max'"),
         (("name =", "name = = "), "invalid TOML"),
@@ -859,3 +863,21 @@ def test_trimming_the_shipped_sample_speech_as_it_is(cache):
     assert cost(short, True) < cost(short, False)
     trim = CalibrationEvaluator(short, cache).silence_trim()
     assert trim["recordings"] == 4 and 0.9 < trim["kept"] < 1.0
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("images = 400000000", r"images must be an integer from 0 to 1,000"),
+        ("audio_seconds = inf", r"audio_seconds must be a finite number"),
+        ("audio_seconds = 100000", r"audio_seconds must be at most 14,400"),
+    ],
+)
+def test_a_spec_cannot_ask_for_a_request_of_unbounded_size(line, says, tmp_path):
+    """images = 400,000,000 reached 9.5 GB building the request before anything was measured."""
+    key = line.split(" = ")[0]
+    spec = tmp_path / "s.toml"
+    spec.write_text(f'[request]\n{line}\n[variables]\nimage_size = [32, 64]\nmodel = ["gpt-4o"]\n')
+    with pytest.raises(ConfigError, match=says):
+        load_spec(spec)
+    assert key in says

@@ -486,3 +486,12 @@ def test_a_zero_rate_is_said_in_the_quote(tmp_path):
     )
     quote = price(text="hello there", model="free", prices=[sheet], at=TODAY)
     assert quote.total_cost == 0 and any("priced at $0" in w for w in quote.warnings)
+
+
+def test_a_text_file_over_64_mib_is_refused_before_it_is_read(tmp_path):
+    """A 150 MB .txt took 1.8 GB in mmtok price (read whole)."""
+    big = tmp_path / "big.txt"
+    with big.open("wb") as f:
+        f.truncate((64 << 20) + 1)  # sparse: nothing is written
+    with pytest.raises(PriceError, match=r"67,108,865 bytes of text: at most 67,108,864 are read"):
+        price(big, model="gpt-4o", at=TODAY)

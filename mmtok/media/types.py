@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
 
 from mmtok.errors import MediaError, ffmpeg_reason
 
+MAX_TEXT_BYTES = 64 << 20  # a text file read whole (as data files are, mmtok.files)
 MAX_DECODE_SECONDS = 4 * 3600.0  # a whole waveform decoded at once (waveform(), to_tensor): blocks() streams any length
 
 if TYPE_CHECKING:
@@ -465,6 +466,8 @@ class Text:
     def text(self) -> str:
         if self.data is not None:
             return self.data
+        if self.size_bytes > MAX_TEXT_BYTES:  # the stat size, checked before reading
+            raise MediaError(self.path, f"{self.size_bytes:,} bytes of text: at most {MAX_TEXT_BYTES:,} are read")
         try:
             return Path(self.path).read_bytes().decode("utf-8-sig")
         except UnicodeDecodeError as e:
