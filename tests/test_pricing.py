@@ -492,6 +492,8 @@ def test_a_text_file_over_64_mib_is_refused_before_it_is_read(tmp_path):
     """A 150 MB .txt took 1.8 GB in mmtok price (read whole)."""
     big = tmp_path / "big.txt"
     with big.open("wb") as f:
-        f.truncate((64 << 20) + 1)  # sparse: nothing is written
-    with pytest.raises(PriceError, match=r"67,108,865 bytes of text: at most 67,108,864 are read"):
+        f.write(b"words " * 4096)
+        f.seek(64 << 20)
+        f.write(b"words " * 4096)  # between the two, a sparse hole: little is written
+    with pytest.raises(mmtok.MediaError, match=r"67,133,440 bytes of text: at most 67,108,864 are read"):
         price(big, model="gpt-4o", at=TODAY)
