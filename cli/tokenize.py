@@ -127,8 +127,7 @@ def tokenize(
     overwritten. --truncate applies to every stream; a method that does not apply to a stream's tokens (mi on
     audio) is that input's error."""
     check_device(device)
-    if tokens_per_second is not None and not tokens_per_second > 0:
-        raise typer.BadParameter(f"must be above 0, got {tokens_per_second:g}", param_hint="--tokens-per-second")
+    _check_rate(tokens_per_second)
     check_out_folder(out)
     shorten = _shortener(truncate, threshold, keep_ratio, context)
     limit = resolve_max_pixels(max_pixels)
@@ -142,16 +141,7 @@ def tokenize(
     failures = 0
     with progress_bar(total, "tokenizing") as advance:
         for entry in plan:
-            try:
-                failures += run.entry(entry, advance)
-            except MmtokError as e:
-                failures += 1
-                print_error(e if isinstance(e, MediaError) else about(getattr(entry, "path", ""), e))
-            except typer.BadParameter:  # a tokenizer of the wrong kind, found on first use: a usage error
-                raise
-            except Exception as e:  # a bug on this input: its line, and the batch goes on
-                failures += 1
-                print_error(about(getattr(entry, "path", ""), f"unexpected {type(e).__name__}: {e}"))
+            failures += run.guarded(entry, advance)
     if failures:
         raise typer.Exit(1)
 
@@ -188,6 +178,18 @@ class _Run:
     shorten: Any  # TokenSequence -> TokenSequence (the --truncate method, or none)
     folder_options: dict[str, Any]  # tokenize_folder's batch_size, workers, shard_size, resume
 
+    def guarded(self, entry: Any, advance: Any) -> int:
+        """:meth:`entry`, with this input's error as its one line (the batch goes on); how many of it failed."""
+        try:
+            return self.entry(entry, advance)
+        except MmtokError as e:
+            print_error(e if isinstance(e, MediaError) else about(getattr(entry, "path", ""), e))
+        except typer.BadParameter:  # a tokenizer of the wrong kind, found on first use: a usage error
+            raise
+        except Exception as e:  # a bug on this input
+            print_error(about(getattr(entry, "path", ""), f"unexpected {type(e).__name__}: {e}"))
+        return 1
+
     def entry(self, entry: Any, advance: Any) -> int:
         """Tokenize one planned input (raising its MmtokError); returns how many of its images failed."""
         from mmtok.pipeline import tokenize_folder
@@ -220,6 +222,11 @@ class _Run:
             raise MmtokError(f"{entry.target}: cannot write the shards: {e.strerror or e}") from None
         _report_folder(entry, report, self.json_out)
         return len(report.failed)
+
+
+def _check_rate(tokens_per_second: float | None) -> None:
+    if tokens_per_second is not None and not tokens_per_second > 0:  # NaN too
+        raise typer.BadParameter(f"must be above 0, got {tokens_per_second:g}", param_hint="--tokens-per-second")
 
 
 def _check_image_size(toks: Any, image_size: int | None) -> None:

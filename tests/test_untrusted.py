@@ -96,7 +96,11 @@ def test_checkpoint_asking_for_a_huge_model_fails_before_allocating(tmp_path):
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"codebook_size = 1000000000.0 is not a int"):
         mmtok.get_tokenizer(folder)
-    config["config"]["codebook_size"] = 1_000_000_000  # an int: built on the meta device, compared with the file
+    config["config"]["codebook_size"] = 1_000_000_000  # an int past the bound: refused before anything is built
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="codebook_size must be an integer from 1 to 1048576"):
+        mmtok.get_tokenizer(folder)
+    config["config"]["codebook_size"] = 1 << 20  # within it: built on the meta device, compared with the file
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match="shape mismatch"):
         mmtok.get_tokenizer(folder)

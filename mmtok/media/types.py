@@ -173,10 +173,6 @@ class Audio:
     ) -> Iterator[torch.Tensor]:
         """Stream the samples in blocks of ``block_seconds`` (``[C, n]`` float32), so memory stays bounded for any
         length. Files are decoded and resampled by FFmpeg's stateful resampler, so block edges are seamless."""
-        import av
-        import numpy as np
-        import torch
-
         rate = sample_rate_hz or self.sample_rate_hz
         block = max(1, int(block_seconds * rate))
         if self.data is not None:
@@ -187,6 +183,14 @@ class Audio:
         if self.stream_index is None and rate == self.sample_rate_hz:  # libsndfile, no resampling: read blocks
             yield from self._soundfile_blocks(block, mono)
             return
+        yield from self._av_blocks(block, rate, mono)
+
+    def _av_blocks(self, block: int, rate: int, mono: bool) -> Iterator[torch.Tensor]:
+        """``blocks`` through FFmpeg: decoded and resampled at ``rate``, cut into ``block``-sample pieces."""
+        import av
+        import numpy as np
+        import torch
+
         channels = 1 if mono else self.channels
         pending: list[np.ndarray] = []
         held = 0
