@@ -473,7 +473,7 @@ def detokenize(
     except MmtokError as e:
         print_error(about(tokens, e))
         raise typer.Exit(1) from None
-    except (ValueError, TypeError, RuntimeError, ArithmeticError) as e:  # header values the decoder cannot use
+    except (ValueError, TypeError, RuntimeError, ArithmeticError, LookupError, AssertionError) as e:  # bad values
         print_error(about(tokens, f"cannot decode: {type(e).__name__}: {e}"))
         raise typer.Exit(1) from None
     try:

@@ -159,6 +159,9 @@ def truncate(
     except OSError as e:
         print_error(f"{out}: cannot write: {e.strerror or e}")
         raise typer.Exit(1) from None
+    except (ValueError, TypeError, RuntimeError, LookupError, AssertionError) as e:  # values the methods cannot use
+        print_error(about(tokens, f"cannot truncate: {type(e).__name__}: {e}"))
+        raise typer.Exit(1) from None
     for note in report.notes:
         say_note(report, note)
     if json_out:
