@@ -205,3 +205,8 @@ def test_decoded_audio_has_the_declared_length_in_one_piece_or_in_blocks(samples
     assert abs(at_16k - whole.shape[1] * 16_000 / audio.sample_rate_hz) <= 2
     if name == "clip.mp4":
         assert whole.shape[1] == audio.num_samples == 132_300
+
+
+def test_scan_of_one_path_as_a_string_is_that_path_not_its_letters(samples):
+    assert [m.kind for m in mmtok.scan(str(samples / "chelsea.jpg"))] == ["image"]
+    assert [m.kind for m in mmtok.scan(samples / "chelsea.jpg")] == ["image"]

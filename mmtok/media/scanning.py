@@ -28,8 +28,11 @@ def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path | Media
     Every problem is yielded as a :class:`MediaError` instead of raised, so a batch can report it and go on: a
     missing path, a folder with no files, a folder that cannot be listed ("cannot read folder: Permission denied",
     for the folder itself or any folder under it), and a FIFO, socket or device, which is refused without being
-    opened. Symbolic links to folders are not followed (a link loop would never end).
+    opened. Symbolic links to folders are not followed (a link loop would never end). One path (a string or a
+    ``Path``) is taken as one path, not as the characters of its name.
     """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
     for raw in paths:
         path = Path(raw)
         try:
