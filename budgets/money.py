@@ -63,7 +63,10 @@ GENAI_RATE_KEYS = {
 # input tokens, but audio tokens mostly at their own (higher) rates, so an audio rate taken from the text rate is
 # flagged (``RateCard.inherited``) and replaced by an explicit one from LiteLLM's map where that has it.
 DOUBTFUL_INHERITED = ("input_audio", "output_audio")
-AUDIO_TIME_PRICES = ("audio_hours", "input_audio_hours")  # genai-prices' per-hour audio prices (billed by duration)
+# genai-prices' per-hour audio prices: models billed by duration, not tokens. Provider pages read 2026-12-01:
+# developers.openai.com/api/docs/models/gpt-live-1 ("$0.05 per minute, billed per second", session time: the file's
+# duration is the least a session carrying it lasts), .../gpt-realtime-whisper ("$0.017 per minute" of audio).
+AUDIO_TIME_PRICES = ("audio_hours", "input_audio_hours")
 
 
 @dataclass(frozen=True)

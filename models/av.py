@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mmtok.errors import MediaError, TokenError, ffmpeg_reason
+from mmtok.errors import TokenError
 from mmtok.media.sampling import EPSILON_S
 from mmtok.models import checkpoint
 from mmtok.tokens import check_ids
@@ -207,7 +207,7 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
     import numpy as np
     from av.video.reformatter import VideoReformatter
 
-    from mmtok.media.sampling import PresentationTimes, check_not_cut_short
+    from mmtok.media.sampling import PresentationTimes, check_decoded, decode_error
 
     sampler = PresentationTimes(rate, video.fps)
     reformatter = VideoReformatter()
@@ -239,13 +239,8 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
                     yield from take(*sampler.push(frame))
             yield from take(*sampler.finish())
     except av.FFmpegError as e:
-        raise MediaError(
-            video.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {ffmpeg_reason(e)}"
-        ) from None
-    if sampler.emitted == 0:
-        raise MediaError(video.path, "video stream contains no decodable frames")
-    if video.duration_from_stream:
-        check_not_cut_short(video.path, "video", sampler.shown_until(), video.duration_s)
+        raise decode_error(video, sampler, e) from None
+    check_decoded(video, sampler)
     if filled:
         yield torch.from_numpy(chunk[:filled])
 

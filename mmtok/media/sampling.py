@@ -18,6 +18,26 @@ CUT_SHORT_FRACTION = 0.9
 CUT_SHORT_MIN_S = 0.5
 
 
+def decode_error(video: Any, sampler: PresentationTimes, error: BaseException) -> Exception:
+    """The video's ``MediaError`` for an FFmpeg error met while decoding, after how many samples."""
+    from mmtok.errors import MediaError, ffmpeg_reason
+
+    return MediaError(
+        video.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {ffmpeg_reason(error)}"
+    )
+
+
+def check_decoded(video: Any, sampler: PresentationTimes) -> None:
+    """After the last frame: a stream that gave none, or whose frames end well before the duration the stream
+    declares (a file cut short), is the video's ``MediaError``."""
+    if sampler.emitted == 0:
+        from mmtok.errors import MediaError
+
+        raise MediaError(video.path, "video stream contains no decodable frames")
+    if video.duration_from_stream:
+        check_not_cut_short(video.path, "video", sampler.shown_until(), video.duration_s)
+
+
 def check_not_cut_short(path: Any, what: str, ended_s: float, declared_s: float) -> None:
     """Raise the input's ``MediaError`` when its ``what`` stream ended well before its declared duration."""
     if declared_s > 0 and ended_s < CUT_SHORT_FRACTION * declared_s and declared_s - ended_s > CUT_SHORT_MIN_S:

@@ -394,7 +394,7 @@ class Video:
         import av
         from av.video.reformatter import VideoReformatter
 
-        from mmtok.media.sampling import PresentationTimes, check_not_cut_short
+        from mmtok.media.sampling import PresentationTimes, check_decoded, decode_error
 
         rate = float(fps) if fps else (self.fps or 25.0)
         if rate <= 0 or chunk_frames <= 0:
@@ -423,13 +423,8 @@ class Video:
                     yield from take(*sampler.push(frame))
                 yield from take(*sampler.finish())
         except av.FFmpegError as e:
-            raise MediaError(
-                self.path, f"video stream is corrupt after {sampler.emitted} sampled frames: {ffmpeg_reason(e)}"
-            ) from None
-        if sampler.emitted == 0:
-            raise MediaError(self.path, "video stream contains no decodable frames")
-        if self.duration_from_stream:
-            check_not_cut_short(self.path, "video", sampler.shown_until(), self.duration_s)
+            raise decode_error(self, sampler, e) from None
+        check_decoded(self, sampler)
         if arrays:
             yield _video_chunk(times, arrays)
 
