@@ -67,6 +67,18 @@ DOUBTFUL_INHERITED = ("input_audio", "output_audio")
 # developers.openai.com/api/docs/models/gpt-live-1 ("$0.05 per minute, billed per second", session time: the file's
 # duration is the least a session carrying it lasts), .../gpt-realtime-whisper ("$0.017 per minute" of audio).
 AUDIO_TIME_PRICES = ("audio_hours", "input_audio_hours")
+# How each rate is read from calc_price: the usage keys of a request that isolates it (n tokens of each), and the
+# side of the bill it lands on.
+RATE_PROBES = {
+    "input": (("input_tokens",), "input_price"),
+    "cache_read": (("input_tokens", "cache_read_tokens"), "input_price"),
+    "cache_write": (("input_tokens", "cache_write_tokens"), "input_price"),
+    "input_audio": (("input_tokens", "input_audio_tokens"), "input_price"),
+    "input_image": (("input_tokens", "input_image_tokens"), "input_price"),
+    "input_video": (("input_tokens", "input_video_tokens"), "input_price"),
+    "output": (("input_tokens", "output_tokens"), "output_price"),
+    "output_audio": (("input_tokens", "output_tokens", "output_audio_tokens"), "output_price"),
+}
 
 
 @dataclass(frozen=True)
@@ -213,17 +225,8 @@ def genai_card(name: str, at: dt.date, option: str) -> RateCard | None:
     tiers = []
     for index, above in enumerate([0, *starts]):
         n = above + 1 if index else (starts[0] if starts else 1_000_000)  # a request inside this tier
-        probes = {
-            "input": cost(input_tokens=n)["input_price"],
-            "cache_read": cost(input_tokens=n, cache_read_tokens=n)["input_price"],
-            "cache_write": cost(input_tokens=n, cache_write_tokens=n)["input_price"],
-            "input_audio": cost(input_tokens=n, input_audio_tokens=n)["input_price"],
-            "input_image": cost(input_tokens=n, input_image_tokens=n)["input_price"],
-            "input_video": cost(input_tokens=n, input_video_tokens=n)["input_price"],
-            "output": cost(input_tokens=n, output_tokens=n)["output_price"],
-            "output_audio": cost(input_tokens=n, output_tokens=n, output_audio_tokens=n)["output_price"],
-        }
-        tiers.append(Tier(above, {rate: plain(probes[rate] * MILLION / n) for rate in rates}))
+        probes = {rate: cost(**{k: n for k in RATE_PROBES[rate][0]})[RATE_PROBES[rate][1]] for rate in rates}
+        tiers.append(Tier(above, {rate: plain(value * MILLION / n) for rate, value in probes.items()}))
     fee = cost()["total_price"]
     per_item = {}
     if explicit & set(AUDIO_TIME_PRICES):  # billed by duration: one hour of input audio, less the request fee
