@@ -214,7 +214,8 @@ def build_quantizer(cfg: VQConfig) -> nn.Module:
         return VectorQuantize(**common)
     if cfg.quantizer == "rvq":  # fed (B, N, c) sequences: its image-map mode mixes up channels and width
         return ResidualVQ(num_quantizers=cfg.num_quantizers, **{**common, "accept_image_fmap": False})
-    return FSQ(levels=list(cfg.fsq_levels), dim=cfg.code_dim, channel_first=True)
+    with torch.device("cpu"):  # FSQ reads its codebook size with .item(): not on the meta device of build_checked
+        return FSQ(levels=list(cfg.fsq_levels), dim=cfg.code_dim, channel_first=True)
 
 
 def neighbourhoods(code_maps: torch.Tensor, radius: int = 1) -> torch.Tensor:

@@ -192,7 +192,7 @@ def test_unknown_tokenizer_name():
 
 
 @pytest.mark.parametrize("quantizer", ["fsq", "rvq"])
-def test_other_quantizers_round_trip(quantizer, samples):
+def test_other_quantizers_round_trip(quantizer, samples, tmp_path):
     tok = VQTokenizer(
         VQConfig(
             image_size=32,
@@ -212,6 +212,9 @@ def test_other_quantizers_round_trip(quantizer, samples):
     assert seq.ids.shape == ((16, 2) if quantizer == "rvq" else (16,))
     assert tok.decode(seq).width == 32
     assert tok.features(seq).shape == (32,)
+    folder = tok.save_pretrained(tmp_path / quantizer)
+    again = mmtok.get_tokenizer(folder).eval()  # FSQ once failed here: built on the meta device, it read .item()
+    assert torch.equal(again.encode(samples / "chelsea.jpg").ids, seq.ids)
 
 
 def test_training_runs_logs_codebook_stats_and_resumes(tiny_teacher, tmp_path):
