@@ -8,19 +8,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from mmtok.budgets.catalog import catalog
-from mmtok.budgets.pricing import Model, rate_card, resolve
+from mmtok.budgets.pricing import Model, model_image_count, rate_card, resolve
 from mmtok.budgets.sheets import sheets
 from mmtok.errors import PriceError
 
 SHOWN_RATES = ("input", "cache_read", "cache_write", "output", "input_audio", "output_audio")
 
 
-def _rule(params: dict[str, Any]) -> dict[str, Any]:
-    """A rule's formula, label and parameters. OpenAI's ``detail=auto`` is billed as high: an upper bound."""
+def _rule(model: Model, modality: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A rule's formula, label and parameters. The label is the rule's, and what a quote at the default detail
+    carries where that differs (OpenAI's ``detail=auto`` is billed as high: an upper bound; Gemini 2.5's default
+    pan & scan is an estimate), taken from a quote of a 1,024 x 1,024 image."""
     label = params.get("label", "exact")
+    if modality == "image":
+        default = model_image_count(model, 1024, 1024).label
+        label = label if default == label else f"{label}; default detail: {default}"
     return {
         "formula": params["formula"],
-        "label": f"{label}; auto: upper bound" if params["formula"] == "openai-tile" else label,
+        "label": label,
         "parameters": {k: v for k, v in params.items() if k not in ("formula", "label")},
     }
 
@@ -35,7 +40,7 @@ def describe(model: Model, at: dt.date | None = None) -> dict[str, Any]:
         "takes_source": model.takes_source,
         "outputs": list(model.output_modalities),
         "text": model.text_rule,
-        "rules": {m: _rule(p) for m, p in model.formulas.items() if model.accepts(m)},
+        "rules": {m: _rule(model, m, p) for m, p in model.formulas.items() if model.accepts(m)},
         "rule_source": model.family.source if model.family else "",
         "rule_read": model.family.read.isoformat() if model.family and model.family.read else None,
         "retired": model.retired.isoformat() if model.retired else None,

@@ -780,6 +780,11 @@ def image_token_count(
     return _image_count(resolve(model, prices), int(width), int(height), detail)
 
 
+def model_image_count(model: Model, width: int, height: int, detail: str | None = None) -> F.TokenCount:
+    """``image_token_count`` for a model already resolved."""
+    return _image_count(model, int(width), int(height), detail)
+
+
 def image_tokens(width: int, height: int, model: str, detail: str | None = None, prices: PriceSheets = ()) -> int:
     """Tokens of a ``width`` x ``height`` image on ``model`` (``detail``: OpenAI low / high / original / auto, or a
     Gemini media_resolution level)."""

@@ -293,3 +293,30 @@ def test_claude_5_5_returns_the_documented_high_resolution_tier_not_the_datasets
     (JOHNISKING/image-token-cost) reports 3,069 tokens for 3840x2160 on Claude Opus 5.5."""
     count = image_token_count(3840, 2160, "claude-opus-5-5")
     assert (count.tokens, count.label) == (4784, "documented") and count.tokens != 3069
+
+
+def test_the_label_mmtok_models_shows_is_the_one_a_quote_carries():
+    """`mmtok models` said 'tiles (exact)' for Grok while its quotes said estimate (xAI publishes no rule)."""
+    import fnmatch
+
+    from mmtok.budgets.catalog import catalog
+    from mmtok.budgets.listing import describe
+    from mmtok.budgets.pricing import image_token_count, resolve
+    from mmtok.budgets.sheets import families
+
+    checked = 0
+    for family in families():
+        if "image" not in family.formulas:
+            continue
+        name = next((n for n in sorted(catalog().rows) if any(fnmatch.fnmatch(n, p) for p in family.match)), None)
+        if name is None:
+            continue
+        model = resolve(name)
+        if model.family is None or model.family.name != family.name or not model.accepts("image"):
+            continue
+        shown = describe(model)["rules"]["image"]["label"]  # "exact; default detail: upper bound" for OpenAI's tiles
+        shown = shown.split("default detail: ")[-1]
+        quoted = image_token_count(451, 300, name).label  # the default detail
+        assert quoted == shown, (family.name, name, shown, quoted)
+        checked += 1
+    assert checked >= 8
