@@ -437,7 +437,8 @@ def detokenize(
         ...,
         "--out",
         "-o",
-        help="Output for the tokens' modality: image (.png/.jpg/.webp), audio (.wav/.flac), text (.txt).",
+        help=f"Output for the tokens' modality: image ({'/'.join(IMAGE_SUFFIXES)}), audio "
+        f"({'/'.join(AUDIO_SUFFIXES)}), text ({'/'.join(TEXT_SUFFIXES)}).",
     ),
     key: str | None = typer.Option(None, help="Which sequence of a multi-sequence file (e.g. audio, or a path)."),
     tokenizer: str | None = typer.Option(None, help="Tokenizer (default: the one named in the token file)."),
@@ -461,7 +462,7 @@ def detokenize(
         raise typer.Exit(1) from None
     wanted = OUT_SUFFIXES[seq.modality]
     if out.suffix.lower() not in wanted:
-        print_error(f"--out {out}: {seq.modality} tokens decode to {seq.modality}; name a {_either(wanted[:3])} file")
+        print_error(f"--out {out}: {seq.modality} tokens decode to {seq.modality}; name a {_either(wanted)} file")
         raise typer.Exit(2)
     try:
         if tokenizer is not None:  # the user's own choice: a name, config or folder

@@ -66,7 +66,9 @@ def load(source: str | os.PathLike[str], *, kind: str | None = None, max_pixels:
     except FileNotFoundError:
         raise MediaError(path, "no such file") from None
     except IsADirectoryError:
-        raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)") from None
+        raise MediaError(
+            path, "is a folder, not a file (folders are walked by scan() in Python, and as inputs on the command line)"
+        ) from None
     except PermissionError:
         raise MediaError(path, "permission denied: the file is not readable") from None
     except OSError as e:
@@ -311,6 +313,8 @@ def _not_regular(mode: int) -> str:
 
 def _check_regular(path: Path, mode: int) -> None:
     if stat.S_ISDIR(mode):
-        raise MediaError(path, "is a folder, not a file (use mmtok.scan() for folders)")
+        raise MediaError(
+            path, "is a folder, not a file (folders are walked by scan() in Python, and as inputs on the command line)"
+        )
     if not stat.S_ISREG(mode):
         raise MediaError(path, _not_regular(mode))
