@@ -186,9 +186,9 @@ def test_a_broken_status_line_is_retried_then_one_line(tmp_path):
         for _ in range(2):
             conn, _ = listener.accept()
             conn.recv(65536)
+            seen.append(1)  # before the reply: the client cannot have its answer before this is counted
             conn.sendall(b"HELLO THERE\r\n\r\n")  # http.client.BadStatusLine
             conn.close()
-            seen.append(1)
 
     threading.Thread(target=garbage, daemon=True).start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
