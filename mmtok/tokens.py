@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,26 @@ MODALITIES = ("image", "audio", "video", "text")
 MAX_GRID_CELLS = 1 << 20  # 1024 x 1024 tokens: an 8,192-px image at 8x downsampling; consumers allocate the grid
 _TENSOR_FIELDS = ("ids", "embeddings", "times", "positions")
 _HEADER_KEYS = {"format", "version", "modality", "grid", "tokenizer", "meta"}
+# meta keys mmtok itself reads back (decoders, inspect): positive finite numbers, or a box of four integers
+
+
+def _check_known_meta(meta: dict[str, Any]) -> None:
+    """The meta values mmtok computes with are of the kind it wrote: a file cannot hand a decoder ``inf`` seconds,
+    a list for a rate or a string for a box."""
+    for key in ("tokens_per_second", "duration_s"):
+        value = meta.get(key)
+        if value is not None and not _positive_number(value):
+            raise TokenError(f"meta {key} must be a positive finite number, got {value!r}")
+    box = meta.get("content_box")
+    if box is not None and not (
+        isinstance(box, list) and len(box) == 4 and all(isinstance(v, int) and not isinstance(v, bool) for v in box)
+        and box[0] >= 0 and box[1] >= 0 and box[2] > 0 and box[3] > 0
+    ):  # fmt: skip
+        raise TokenError(f"meta content_box must be [top, left, height, width] (whole numbers), got {box!r}")
+
+
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _is_integer(tensor: torch.Tensor) -> bool:
@@ -135,6 +156,7 @@ class TokenSequence:
             raise TokenError(f"tokenizer must be a name (a string), got {type(self.tokenizer).__name__}")
         if not isinstance(self.meta, dict):
             raise TokenError(f"meta must be a JSON object (a dict), got {type(self.meta).__name__}")
+        _check_known_meta(self.meta)
 
     def __len__(self) -> int:
         source = self.ids if self.ids is not None else self.embeddings

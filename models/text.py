@@ -40,7 +40,7 @@ class ByteTokenizer:
         return TokenSequence("text", ids=torch.tensor(ids, dtype=torch.long), tokenizer=self.name)
 
     def decode(self, seq: Any) -> str:
-        data = bytes(int(i) for i in seq.ids.tolist() if int(i) < 256)
+        data = bytes(int(i) for i in _text_ids(seq, self.vocab_size) if int(i) < 256)  # 256..258: special tokens
         return data.decode("utf-8", errors="replace")
 
     def to(self, *_: Any, **__: Any) -> ByteTokenizer:
@@ -77,10 +77,28 @@ class TiktokenTokenizer:
         return TokenSequence("text", ids=torch.tensor(ids, dtype=torch.long), tokenizer=self.name)
 
     def decode(self, seq: Any) -> str:
-        return self.encoding.decode(seq.ids.tolist())
+        from mmtok.errors import TokenError
+
+        try:
+            return self.encoding.decode(_text_ids(seq, self.vocab_size))
+        except KeyError as e:  # an id inside the range that the encoding leaves unassigned
+            raise TokenError(f"id {e.args[0] if e.args else ''} is not a token of {self.encoding.name}") from None
 
     def to(self, *_: Any, **__: Any) -> TiktokenTokenizer:
         return self
 
     def eval(self) -> TiktokenTokenizer:
         return self
+
+
+def _text_ids(seq: Any, vocab_size: int) -> list[int]:
+    """The ids of a text sequence, each a token of a ``vocab_size`` vocabulary (one id per token): else a
+    ``TokenError`` (an id past the vocabulary once wrote an empty file, or raised from tiktoken)."""
+    from mmtok.errors import TokenError
+
+    ids = getattr(seq, "ids", None)
+    if ids is None or ids.dim() != 1:
+        raise TokenError(f"text decodes from ids [N], got {None if ids is None else tuple(ids.shape)}")
+    if len(ids) and not 0 <= int(ids.min()) <= int(ids.max()) < vocab_size:
+        raise TokenError(f"text ids must be in [0, {vocab_size}), got {int(ids.min())}..{int(ids.max())}")
+    return ids.tolist()

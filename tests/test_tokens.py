@@ -8,6 +8,7 @@ from safetensors.torch import save_file
 
 from mmtok import TokenSequence, load_sequences, save_sequences
 from mmtok.errors import TokenError, TruncationError
+from mmtok.registry import get_tokenizer
 from mmtok.tokens import check_ids
 
 
@@ -165,3 +166,30 @@ def test_sequences_use_the_same_check():
     with pytest.raises(TokenError, match=r"ids must be an integer tensor \[N\] or \[N, C\], got torch.bool"):
         TokenSequence("text", ids=torch.tensor([True]))
     assert len(TokenSequence("text", ids=torch.zeros(0, dtype=torch.long))) == 0  # empty sequences stay valid
+
+
+@pytest.mark.parametrize(
+    ("meta", "says"),
+    [
+        ({"tokens_per_second": [16]}, "tokens_per_second must be a positive finite number"),
+        ({"tokens_per_second": "fast"}, "tokens_per_second must be a positive finite number"),
+        ({"duration_s": float("inf")}, "duration_s must be a positive finite number"),
+        ({"content_box": "abcd"}, "content_box must be"),
+        ({"content_box": [0.5, 0, 64, 64]}, "content_box must be"),
+        ({"content_box": [0, 0, -70, -70]}, "content_box must be"),
+    ],
+)
+def test_meta_values_mmtok_computes_with_are_checked(meta, says):
+    """A list for a rate stopped `mmtok inspect` of a whole folder with a TypeError."""
+    with pytest.raises(TokenError, match=says):
+        TokenSequence("audio", embeddings=torch.zeros(4, 8), meta=meta)
+
+
+@pytest.mark.parametrize("name", ["text-bytes", "text-o200k", "text-cl100k"])
+def test_text_ids_past_the_vocabulary_are_refused_never_an_empty_text(name):
+    tok = get_tokenizer(name)
+    for ids in (torch.tensor([2**62]), torch.tensor([tok.vocab_size])):
+        with pytest.raises(TokenError, match="text ids must be in"):
+            tok.decode(TokenSequence("text", ids=ids))
+    with pytest.raises(TokenError, match=r"text decodes from ids \[N\]"):
+        tok.decode(TokenSequence("text", embeddings=torch.zeros(3, 4)))
