@@ -557,9 +557,14 @@ def check_pipeline(suite: Suite) -> None:
         raise ConfigError(f"{where} tokenizer: {e}") from None
     size = p.get("image_size")
     if size is not None:
-        step = getattr(getattr(tok, "config", None), "downsample", None)
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0 or (step and size % step):
-            raise ConfigError(f"{where} image_size must be a positive multiple of {step or 1}, got {size!r}")
+        from mmtok.models.vq import VQ_LIMITS
+
+        step, largest = getattr(getattr(tok, "config", None), "downsample", None), VQ_LIMITS["image_size"][1]
+        bad = isinstance(size, bool) or not isinstance(size, int) or size <= 0 or size > largest
+        if bad or (step and size % step):
+            raise ConfigError(
+                f"{where} image_size must be a positive multiple of {step or 1}, at most {largest}, got {size!r}"
+            )
     if suite.kind == "speech":
         from mmtok.models.av import MelSpec
 

@@ -50,6 +50,8 @@ class _Preprocessed(Dataset):
             return str(self.paths[i]), x, meta
         except MmtokError as e:
             return str(self.paths[i]), None, str(e)
+        except (MemoryError, RuntimeError, ValueError, OSError) as e:  # a decode too big for this machine, ...
+            return str(self.paths[i]), None, f"{self.paths[i]}: cannot decode: {type(e).__name__}: {e}"
 
 
 def _collate(items: list) -> list:

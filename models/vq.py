@@ -34,7 +34,7 @@ QUANTIZERS = ("vq", "fsq", "rvq")
 
 
 VQ_LIMITS = {  # what a config may ask for (checked before anything is built)
-    "image_size": (8, 8192),
+    "image_size": (8, 2048),  # 65,536 tokens at 8x: what decode takes (MAX_DECODE_CELLS)
     "channels": (1, 2048),
     "channel_mult": (1, 64),
     "num_res_blocks": (0, 32),
@@ -344,8 +344,12 @@ class VQTokenizer(checkpoint.Pretrained, nn.Module):
         import mmtok
 
         size = image_size or self.config.image_size
-        if size <= 0 or size % self.config.downsample:
-            raise TokenError(f"image_size {size} must be a positive multiple of {self.config.downsample}")
+        largest = VQ_LIMITS["image_size"][1]
+        if size <= 0 or size % self.config.downsample or size > largest:
+            raise TokenError(
+                f"image_size {size} must be a multiple of {self.config.downsample} from {self.config.downsample} "
+                f"to {largest}"
+            )
         meta: dict[str, Any] = {}
         if isinstance(image, (str, os.PathLike)):
             image = mmtok.load(image, kind="image")

@@ -343,8 +343,12 @@ def test_torchrun_ranks_share_one_locked_run_and_a_refusal_reaches_every_rank(tm
     ("pipeline", "says"),
     [
         ('tokenizer = "vq-clip-tin"', "did you mean vq-clip-tiny"),
-        ('tokenizer = "vq-clip-tiny"\nimage_size = 60', "image_size must be a positive multiple of 8, got 60"),
+        (
+            'tokenizer = "vq-clip-tiny"\nimage_size = 60',
+            "image_size must be a positive multiple of 8, at most 2048, got 60",
+        ),
         ('tokenizer = "vq-clip-tiny"\nimage_size = -8', "image_size must be a positive multiple of 8"),
+        ('tokenizer = "vq-clip-tiny"\nimage_size = 65536', "at most 2048, got 65536"),
     ],
 )
 def test_a_pipeline_no_item_can_run_is_the_suites_error_before_any_item(pipeline, says, tmp_path):

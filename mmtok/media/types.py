@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
 
 from mmtok.errors import MediaError, ffmpeg_reason
 
+REDUCE_ABOVE_PIXELS = 4096 * 4096  # images decoded for a model input larger than this are box-reduced first
 MAX_TEXT_BYTES = 64 << 20  # a text file read whole (as data files are, mmtok.files)
 MAX_DECODE_SECONDS = 4 * 3600.0  # a whole waveform decoded at once (waveform(), to_tensor): blocks() streams any length
 
@@ -69,7 +70,9 @@ class Image:
         """Decode to an RGB Pillow image, orientation applied, transparency composited over white.
 
         ``draft_size`` (width, height) lets JPEG decode at a reduced DCT scale no smaller than that size: a large
-        speed-up when the image is going to be resized down anyway.
+        speed-up when the image is going to be resized down anyway. An image of more than ``REDUCE_ABOVE_PIXELS``
+        is then box-reduced by Pillow to no less than twice that size before anything is made of its pixels (a
+        13,000 px PNG once took 7 GB on its way to 64 tokens); smaller ones are left exactly as decoded.
         """
         import PIL.Image
         import PIL.ImageOps
@@ -84,6 +87,10 @@ class Image:
                     im.draft("RGB", (dw, dh))
                 im.load()
                 oriented = PIL.ImageOps.exif_transpose(im)
+                if draft_size is not None and oriented.width * oriented.height > REDUCE_ABOVE_PIXELS:
+                    factor = min(oriented.width // (2 * draft_size[0]), oriented.height // (2 * draft_size[1]))
+                    if factor >= 2:
+                        oriented = oriented.reduce(factor)
                 return _to_rgb(oriented)
         except Exception as e:  # Pillow raises many types (OSError, SyntaxError, ValueError, ...) on bad data
             raise MediaError(self.path, f"cannot decode {self.format} image: {e}") from None
