@@ -151,3 +151,13 @@ def test_lossless_keeps_tokens(tmp_path):
     (row,) = _rows(result)
     assert row["status"] == "lossless" and row["tokens_after"] == row["tokens_before"]
     assert row["bytes_after"] < row["bytes_before"] and "1152x768" in row["action"]
+
+
+def test_an_image_the_measures_cannot_take_is_its_error_and_the_batch_goes_on(tmp_path):
+    """An 8 px image (SSIM needs 11 px a side) stopped the whole batch with a last-resort error, and no table."""
+    tiny, fine = _photo(tmp_path / "tiny.png", 8, 8), _photo(tmp_path / "fine.png", 200, 100)
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["shrink", str(tiny), str(fine), "-m", "gpt-4o", "--out", str(out)])
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and len(errors) == 1 and "tiny.png" in errors[0] and "11 px" in errors[0]
+    assert "unexpected" not in result.output and any(out.glob("fine.*"))

@@ -126,6 +126,8 @@ def shrink_models(
             yield _finish(source, media, model, plan, before, stem, bars, detail, options.prices, protected)
         except MmtokError as e:
             yield e
+        except Exception as e:  # an input the measures cannot take (SSIM under 11 px, the OCR's resize of 10000x1)
+            yield MediaError(source, f"cannot shrink for {asked}: {type(e).__name__}: {e}".rstrip(": "))
 
 
 @dataclass
