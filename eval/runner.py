@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -89,13 +90,29 @@ def _rows(path: Path, repair: bool = False) -> list[dict[str, Any]]:
             row = json.loads(line)
         except (ValueError, RecursionError):
             row = None
-        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not _well_typed(row):
             raise EvalError(
-                f"{path}:{n}: not a result row (a JSON object with a string 'id'); remove or fix that line, then "
-                "resume (its item is done again)"
+                f"{path}:{n}: not a result row (a JSON object with a string 'id', whole-number tokens and finite "
+                "numbers for metrics); remove or fix that line, then resume (its item is done again)"
             )
         rows.append(row)
     return rows
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _well_typed(row: dict[str, Any]) -> bool:
+    """The fields the summary and the report compute with are of the kind a run writes."""
+    tokens, metrics, seconds = row.get("tokens"), row.get("metrics", {}), row.get("seconds")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+        return False
+    if seconds is not None and not _finite(seconds):
+        return False
+    if not isinstance(metrics, dict):
+        return False
+    return all(v is None or _finite(v) for v in metrics.values())
 
 
 class ResultWriter:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import mmtok.eval.runner as runner
 from mmtok.cli.main import app
-from mmtok.errors import ConfigError
+from mmtok.errors import ConfigError, EvalError
 from mmtok.eval.runner import read_results, run
 from mmtok.eval.suite import items, load_suite
 
@@ -389,3 +389,11 @@ def test_a_suites_fd_extractor_cannot_name_a_pickle(tmp_path):
     )
     result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "pickle can run code" in result.output
+
+
+@pytest.mark.parametrize("row", ['{"id": "a", "tokens": "many"}', '{"id": "a", "metrics": {"psnr_db": "x"}}'])
+def test_a_results_row_of_the_wrong_types_is_named_not_a_traceback(row, tmp_path):
+    """A row with tokens "many" ended eval report and every resume in a TypeError."""
+    (tmp_path / "results.jsonl").write_text(row + "\n")
+    with pytest.raises(EvalError, match=r"results.jsonl:1: not a result row"):
+        read_results(tmp_path)
