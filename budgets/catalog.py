@@ -29,6 +29,7 @@ from mmtok.files import read_json, write_atomic
 
 CATALOG_FORMAT = "mmtok.catalog/1"
 SHIPPED = Path(__file__).resolve().parent / "data" / "models.json"
+MAX_COST_PER_TOKEN = 1000  # USD: $1e9 per million, the bound price sheets hold too (a cost above it is dropped)
 # LiteLLM's provider names -> mmtok's. Vertex AI's own Gemini models count as Google's; third-party models hosted
 # on Vertex (Claude, Llama, ...) are listed under their makers' own entries.
 PROVIDERS = {
@@ -178,7 +179,7 @@ def _costs(entry: dict[str, Any]) -> dict[str, str]:
             for variant in COST_VARIANTS.values():
                 value = entry.get(base + tier + variant)
                 number = isinstance(value, (int, float)) and not isinstance(value, bool)
-                if number and math.isfinite(value) and value >= 0:
+                if number and math.isfinite(value) and 0 <= value <= MAX_COST_PER_TOKEN:
                     out[base + tier + variant] = format(Decimal(str(value)).normalize(), "f")
     return out
 

@@ -441,9 +441,11 @@ def _counts(
     if isinstance(item, Image):
         return [("image", _image_count(model, item.width, item.height, detail), 1.0)], ""
     if isinstance(item, Audio):
-        return [("audio", _audio_count(model, item.duration_s, by_duration=by_duration), item.duration_s)], ""
+        count = _audio_count(model, item.duration_s, by_duration=by_duration)
+        return [("audio", count, item.duration_s)], _implausible_length(item)
     if isinstance(item, Video):
         parts, note = _video_counts(model, item, detail)
+        note = "; ".join(n for n in (note, _implausible_length(item)) if n)
         seconds = {"video": item.duration_s, "audio": item.audio.duration_s if item.audio else 0.0}
         return [(m, c, seconds[m]) for m, c in parts], note
     if isinstance(item, Text):
@@ -454,6 +456,20 @@ def _counts(
 
         return [("text", count_text(item.text, model.text_rule), 1.0)], ""
     raise PriceError(f"cannot price a {type(item).__name__}")
+
+
+MIN_PLAUSIBLE_BITS_PER_SECOND = 8  # below any real codec's rate, even FLAC of silence: the header is not the data
+
+
+def _implausible_length(media: Any) -> str:
+    """A note when a file is far too small for the duration its header declares (priced from the header)."""
+    size, seconds = getattr(media, "size_bytes", None), media.duration_s
+    if not size or seconds <= 0 or size * 8 / seconds >= MIN_PLAUSIBLE_BITS_PER_SECOND:
+        return ""
+    return (
+        f"its header declares {seconds:,.0f} s in {size:,} bytes ({size * 8 / seconds:.3g} bit/s): priced as "
+        "declared, but the data cannot hold that; decode it (mmtok tokenize) to check"
+    )
 
 
 def _is_token_sequence(item: Any) -> bool:

@@ -254,6 +254,9 @@ def _csv_row(quote: Quote) -> dict[str, object]:
 
 
 def money(value: Decimal) -> str:
+    """USD for a table: 6 decimals under $1, never a positive cost shown as 0.000000."""
+    if 0 < value < Decimal("0.0000005"):
+        return "<0.000001"
     return f"{value:.6f}" if value < 1 else f"{value:,.4f}"
 
 

@@ -497,3 +497,19 @@ def test_a_text_file_over_64_mib_is_refused_before_it_is_read(tmp_path):
         f.write(b"words " * 4096)  # between the two, a sparse hole: little is written
     with pytest.raises(mmtok.MediaError, match=r"67,133,440 bytes of text: at most 67,108,864 are read"):
         price(big, model="gpt-4o", at=TODAY)
+
+
+def test_a_file_far_too_small_for_its_declared_duration_is_priced_with_a_warning(tmp_path, samples):
+    """A 6.5 KB FLAC whose header claimed 4,294,967 s was priced at $3,579 on gpt-live-1 with no word."""
+    import numpy as np
+    import soundfile as sf
+
+    flac = tmp_path / "lie.flac"
+    sf.write(flac, np.zeros(1600, dtype=np.float32), 16000, format="FLAC")
+    data = bytearray(flac.read_bytes())
+    packed = int.from_bytes(data[18:26], "big")  # STREAMINFO: rate (20 bits), channels, bits, total samples (36)
+    data[18:26] = ((packed >> 36 << 36) | (2**36 - 1)).to_bytes(8, "big")
+    flac.write_bytes(bytes(data))
+    quote = price(flac, model="gpt-live-1", at=TODAY)
+    assert any("cannot hold that" in w for w in quote.warnings), quote.warnings
+    assert not any("cannot hold" in w for w in price(samples / "speech.flac", model="gpt-live-1", at=TODAY).warnings)
