@@ -517,9 +517,10 @@ class AVTokenizer(checkpoint.Pretrained, nn.Module):
         if not isinstance(media, (Audio, Video)):
             raise TokenError(f"the audio/video tokenizer takes audio or video, not {getattr(media, 'kind', media)}")
         source = {"source": str(media.path) if media.path else "<memory>"}
-        if media.duration_s > MAX_MEDIA_SECONDS:
+        longest = max(media.duration_s, getattr(getattr(media, "audio", None), "duration_s", 0.0))  # and its sound
+        if longest > MAX_MEDIA_SECONDS:
             raise TokenError(
-                f"{source['source']}: declares {media.duration_s:,.0f} s; at most {MAX_MEDIA_SECONDS:,.0f} s "
+                f"{source['source']}: declares {longest:,.0f} s; at most {MAX_MEDIA_SECONDS:,.0f} s "
                 "(4 h) per input are tokenized: split it first"
             )
         streams = {}
