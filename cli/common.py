@@ -369,8 +369,9 @@ def fmt_num(value: Any, digits: int = 2) -> str:
 
 
 def short_path(path: str | os.PathLike[str], root: Path | None = None) -> str:
-    """``path`` relative to ``root`` (or the working folder) when it lies inside it."""
+    """``path`` relative to ``root`` (or the working folder) when it lies inside it, control characters escaped
+    (a name with a newline stays on its line of a table)."""
     try:
-        return str(Path(path).resolve().relative_to((root or Path.cwd()).resolve()))
+        return printable(str(Path(path).resolve().relative_to((root or Path.cwd()).resolve())))
     except (ValueError, OSError):
-        return os.fspath(path)
+        return printable(os.fspath(path))

@@ -244,6 +244,14 @@ def test_a_file_name_cannot_split_or_forge_a_message_line(tmp_path):
     result = runner.invoke(app, ["inspect", str(evil)])
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "\\n" in lines[0] and "\\x1b" in lines[0] and "\x1b" not in result.output
+    good = tmp_path / "ok\nerror: x.png.jpg"
+    good.write_bytes((Path(mmtok.__file__).parent / "samples" / "media" / "chelsea.jpg").read_bytes())
+    table = runner.invoke(app, ["inspect", str(good)])
+    assert (
+        table.exit_code == 0
+        and "\\n" in table.output
+        and not any(line.startswith("error:") for line in table.output.splitlines())
+    )  # a table cell is escaped too
 
 
 def test_anything_a_command_did_not_handle_is_one_error_line_not_a_traceback(tmp_path, monkeypatch):
