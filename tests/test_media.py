@@ -210,3 +210,14 @@ def test_decoded_audio_has_the_declared_length_in_one_piece_or_in_blocks(samples
 def test_scan_of_one_path_as_a_string_is_that_path_not_its_letters(samples):
     assert [m.kind for m in mmtok.scan(str(samples / "chelsea.jpg"))] == ["image"]
     assert [m.kind for m in mmtok.scan(samples / "chelsea.jpg")] == ["image"]
+
+
+def test_a_decoders_warning_names_the_file(tmp_path, monkeypatch):
+    """Pillow's DecompressionBombWarning (and a corrupt-EXIF warning) did not say which file of a batch it was."""
+    import PIL.Image
+
+    path = tmp_path / "big-ish.png"
+    PIL.Image.new("RGB", (40, 40), (1, 2, 3)).save(path)
+    monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 1000)  # 1,600 pixels: over Pillow's limit, under twice it
+    with pytest.warns(PIL.Image.DecompressionBombWarning, match=r"big-ish\.png: Image size \(1600 pixels\)"):
+        mmtok.load(path).to_pil()

@@ -7,6 +7,8 @@ names the file.
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +81,13 @@ class Image:
 
         if self.data is not None:
             return PIL.Image.fromarray(self.data.permute(1, 2, 0).numpy())
+        with _warnings_naming(self.path):
+            return self._decode_pil(draft_size)
+
+    def _decode_pil(self, draft_size: tuple[int, int] | None) -> PIL.Image.Image:
+        import PIL.Image
+        import PIL.ImageOps
+
         try:
             with PIL.Image.open(self.path) as im:
                 if draft_size is not None and im.format == "JPEG":
@@ -103,6 +112,16 @@ class Image:
 
     def info(self) -> dict[str, Any]:
         return _info(self, fmt=self.format, width=self.width, height=self.height, orientation=self.orientation)
+
+
+@contextlib.contextmanager
+def _warnings_naming(path: Any) -> Iterator[None]:
+    """Warnings a decoder raises on ``path`` (Pillow's DecompressionBombWarning, a corrupt EXIF block) re-raised
+    naming it, so the one warning line says which file."""
+    with warnings.catch_warnings(record=True) as caught:
+        yield
+    for w in caught:
+        warnings.warn(f"{path}: {w.message}", w.category, stacklevel=3)
 
 
 def _to_rgb(im: PIL.Image.Image) -> PIL.Image.Image:
