@@ -23,15 +23,12 @@ import json
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mmtok.budgets.catalog import CatalogEntry, split_name
 from mmtok.errors import PriceError
 
 MILLION = Decimal(1_000_000)
-# The kinds of token a request carries, as genai-prices' usage keys name them (cache and media counts are parts of
-# input_tokens; audio output is a part of output_tokens).
-RATES = ("input", "cache_read", "cache_write", "input_audio", "input_image", "input_video", "output", "output_audio")
 OPTIONS = {
     "standard": None,
     "batch": {"processing": "batch"},
@@ -46,18 +43,33 @@ GENAI_PROVIDERS = {
     "mistral": "mistral",
 }
 CARD_FORMAT = 4  # bump when RateCard's stored form changes
-# Each token rate and the genai-prices price that sets it; a rate without its own price takes its parent's (as
-# calc_price bills it: audio tokens as input tokens when there is no audio rate), and one with neither is absent
-# (never a zero: a request that needs it cannot be priced).
-GENAI_RATE_KEYS = {
-    "input": ("input_mtok", None),
-    "cache_read": ("cache_read_mtok", "input"),
-    "cache_write": ("cache_write_mtok", "input"),
-    "input_audio": ("input_audio_mtok", "input"),
-    "input_image": ("input_image_mtok", "input"),
-    "input_video": ("input_video_mtok", "input"),
-    "output": ("output_mtok", None),
-    "output_audio": ("output_audio_mtok", "output"),
+
+
+class GenaiRate(NamedTuple):
+    """How one rate is read from genai-prices: the price that sets it, and the rate whose price it takes without
+    one (as calc_price bills it: audio tokens as input tokens when there is no audio rate; a rate with neither is
+    absent, never a zero), and the usage of a request that isolates it (n tokens of each key), with the side of the
+    bill it lands on."""
+
+    price_key: str
+    parent: str | None
+    usage: tuple[str, ...]
+    side: str
+
+
+# The kinds of token a request carries, as genai-prices' usage keys name them (cache and media counts are parts of
+# input_tokens; audio output is a part of output_tokens).
+GENAI_RATES = {
+    "input": GenaiRate("input_mtok", None, ("input_tokens",), "input_price"),
+    "cache_read": GenaiRate("cache_read_mtok", "input", ("input_tokens", "cache_read_tokens"), "input_price"),
+    "cache_write": GenaiRate("cache_write_mtok", "input", ("input_tokens", "cache_write_tokens"), "input_price"),
+    "input_audio": GenaiRate("input_audio_mtok", "input", ("input_tokens", "input_audio_tokens"), "input_price"),
+    "input_image": GenaiRate("input_image_mtok", "input", ("input_tokens", "input_image_tokens"), "input_price"),
+    "input_video": GenaiRate("input_video_mtok", "input", ("input_tokens", "input_video_tokens"), "input_price"),
+    "output": GenaiRate("output_mtok", None, ("input_tokens", "output_tokens"), "output_price"),
+    "output_audio": GenaiRate(
+        "output_audio_mtok", "output", ("input_tokens", "output_tokens", "output_audio_tokens"), "output_price"
+    ),
 }
 # Rates whose parent's price is a guess rather than the provider's rule: providers bill image and video tokens as
 # input tokens, but audio tokens mostly at their own (higher) rates, so an audio rate taken from the text rate is
@@ -67,18 +79,6 @@ DOUBTFUL_INHERITED = ("input_audio", "output_audio")
 # developers.openai.com/api/docs/models/gpt-live-1 ("$0.05 per minute, billed per second", session time: the file's
 # duration is the least a session carrying it lasts), .../gpt-realtime-whisper ("$0.017 per minute" of audio).
 AUDIO_TIME_PRICES = ("audio_hours", "input_audio_hours")
-# How each rate is read from calc_price: the usage keys of a request that isolates it (n tokens of each), and the
-# side of the bill it lands on.
-RATE_PROBES = {
-    "input": (("input_tokens",), "input_price"),
-    "cache_read": (("input_tokens", "cache_read_tokens"), "input_price"),
-    "cache_write": (("input_tokens", "cache_write_tokens"), "input_price"),
-    "input_audio": (("input_tokens", "input_audio_tokens"), "input_price"),
-    "input_image": (("input_tokens", "input_image_tokens"), "input_price"),
-    "input_video": (("input_tokens", "input_video_tokens"), "input_price"),
-    "output": (("input_tokens", "output_tokens"), "output_price"),
-    "output_audio": (("input_tokens", "output_tokens", "output_audio_tokens"), "output_price"),
-}
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ def genai_card(name: str, at: dt.date, option: str) -> RateCard | None:
     tiers = []
     for index, above in enumerate([0, *starts]):
         n = above + 1 if index else (starts[0] if starts else 1_000_000)  # a request inside this tier
-        probes = {rate: cost(**{k: n for k in RATE_PROBES[rate][0]})[RATE_PROBES[rate][1]] for rate in rates}
+        probes = {rate: cost(**dict.fromkeys(GENAI_RATES[rate].usage, n))[GENAI_RATES[rate].side] for rate in rates}
         tiers.append(Tier(above, {rate: plain(value * MILLION / n) for rate, value in probes.items()}))
     fee = cost()["total_price"]
     per_item = {}
@@ -247,16 +247,16 @@ def genai_card(name: str, at: dt.date, option: str) -> RateCard | None:
         inherited=tuple(
             r
             for r in DOUBTFUL_INHERITED
-            if r in rates and GENAI_RATE_KEYS[r][0] not in explicit and not (r == "input_audio" and per_item)
+            if r in rates and GENAI_RATES[r].price_key not in explicit and not (r == "input_audio" and per_item)
         ),
     )
 
 
 def _rates_with_prices(explicit: set[str]) -> list[str]:
-    """The token rates a model has: its own price, or its parent's (GENAI_RATE_KEYS)."""
+    """The token rates a model has: its own price, or its parent's (GENAI_RATES)."""
     have: list[str] = []
-    for rate, (key, parent) in GENAI_RATE_KEYS.items():
-        if key in explicit or (parent in have):
+    for rate, how in GENAI_RATES.items():
+        if how.price_key in explicit or how.parent in have:
             have.append(rate)
     return have
 
