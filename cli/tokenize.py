@@ -183,7 +183,7 @@ class _Run:
         try:
             return self.entry(entry, advance)
         except MmtokError as e:
-            print_error(e if isinstance(e, MediaError) else about(getattr(entry, "path", ""), e))
+            print_error(about(getattr(entry, "path", ""), e))  # a planned error (no path) as it is
         except typer.BadParameter:  # a tokenizer of the wrong kind, found on first use: a usage error
             raise
         except Exception as e:  # a bug on this input
