@@ -249,8 +249,34 @@ def faststart(tmp_path_factory) -> tuple[Path, Path]:
     return whole, cut
 
 
-def test_a_container_cut_short_is_refused_when_decoded_not_tokenized_in_part(faststart, tmp_path):
+def test_a_faststart_mp4_cut_short_is_refused_at_load_by_its_own_index(faststart, tmp_path):
+    """The index still declares 10 s; the first sample it places past the end of the file is where the data stops
+    (audio at ~1.8 s here: the keyframe and the index fill the file's first bytes)."""
     whole, cut = faststart
+    assert mmtok.load(whole).duration_s == pytest.approx(10.0, abs=0.1)
+    with pytest.raises(MediaError, match=r"cut\.mp4: (audio|video) stream is cut short: it ends at \d\.\d\d s of"):
+        mmtok.load(cut)
+    nearly = tmp_path / "nearly.mp4"  # the last 1%: within what decoding also lets pass (CUT_SHORT_FRACTION)
+    nearly.write_bytes(whole.read_bytes()[: int(whole.stat().st_size * 0.99)])
+    assert mmtok.load(nearly).duration_s == pytest.approx(10.0, abs=0.1)
+    for command in (["price", "-m", "gemini-2.5-flash"], ["inspect"]):
+        result = CliRunner().invoke(app, [*command, str(whole), str(cut)])
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "cut.mp4" in errors[0] and "cut short" in errors[0], errors
+    result = CliRunner().invoke(app, ["tokenize", str(whole), str(cut), "--out", str(tmp_path / "t")])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cut.mp4" in errors[0] and "cut short" in errors[0]
+    assert (tmp_path / "t" / "whole.safetensors").is_file() and not (tmp_path / "t" / "cut.safetensors").exists()
+
+
+def test_a_container_cut_short_past_its_index_is_refused_when_decoded(faststart, monkeypatch):
+    """Decoding holds the same rule for containers without an index to check (the index check switched off)."""
+    from mmtok.media import loading
+
+    monkeypatch.setattr(loading, "_check_index_in_file", lambda *args: None)
+    _, cut = faststart
     assert mmtok.load(cut).duration_s == pytest.approx(10.0, abs=0.1)  # the header still says 10 s
     with pytest.raises(
         MediaError, match=r"video stream is cut short: it ends at \d+\.\d+ s of the 9\.\d+ s its header"
@@ -260,11 +286,6 @@ def test_a_container_cut_short_is_refused_when_decoded_not_tokenized_in_part(fas
     with pytest.raises(MediaError, match=r"audio stream is (cut short|corrupt)"):  # AAC stops mid-packet here
         for _ in mmtok.load(cut).audio.blocks(5.0):
             pass
-    result = CliRunner().invoke(app, ["tokenize", str(whole), str(cut), "--out", str(tmp_path / "t")])
-    assert result.exit_code == 1 and "Traceback" not in result.output
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "cut.mp4" in errors[0] and "cut short" in errors[0]
-    assert (tmp_path / "t" / "whole.safetensors").is_file() and not (tmp_path / "t" / "cut.safetensors").exists()
 
 
 def test_a_video_shorter_than_its_sound_track_is_not_taken_for_a_cut_file(tmp_path):

@@ -253,6 +253,30 @@ def _seconds(value: int | None, time_base: Fraction | None) -> float:
     return float(value * time_base) if value and time_base else 0.0
 
 
+def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, size_bytes: int) -> None:
+    """A container whose own index (MP4's sample table, Matroska's cues) places the stream's data past the end of
+    the file is a file cut short (a faststart MP4 cut off keeps its index of the whole): the time of the first
+    sample past the end is where its data stops, held to the rule decoding applies (``check_not_cut_short``).
+    Reads only the index FFmpeg made when it opened the file; entries are in time order, positions rising."""
+    from mmtok.media.sampling import check_not_cut_short
+
+    entries = stream.index_entries
+    count = len(entries)
+    if not count or _entry_end(entries[count - 1]) <= size_bytes:
+        return
+    lo, hi = 0, count - 1  # the first entry that ends past the file: a binary search over rising positions
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _entry_end(entries[mid]) > size_bytes else (mid + 1, hi)
+    start = stream.start_time or 0
+    ends_s = max(0.0, _seconds(entries[lo].timestamp - start, stream.time_base))
+    check_not_cut_short(path, what, ends_s, duration_s)
+
+
+def _entry_end(entry: Any) -> int:
+    return int(entry.pos) + max(0, int(entry.size))
+
+
 def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Audio | None:
     if not container.streams.audio:
         return None
@@ -268,6 +292,7 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Aud
         raise MediaError(path, f"audio stream gives {rate} Hz and {channels} channels")
     if duration <= 0:
         raise MediaError(path, "audio stream has no duration (zero-length or unreadable)")
+    _check_index_in_file(path, "audio", stream, duration, size_bytes)
     return Audio(
         path,
         fmt,
@@ -294,6 +319,7 @@ def _av_video_meta(path: Path, fmt: str, container: Any, stream: Any, audio: Aud
         raise MediaError(path, "video stream has no frame size")
     if frames <= 0 or duration <= 0:
         raise MediaError(path, "video stream has no frames")
+    _check_index_in_file(path, "video", stream, duration, size_bytes)
     return Video(
         path, fmt, ctx.name, int(ctx.width), int(ctx.height), fps, frames, duration, size_bytes, stream.index, audio,
         duration_from_stream=bool(own),
