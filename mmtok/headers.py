@@ -51,6 +51,7 @@ class ImageHeader:
     stored_height: int
     orientation: int  # EXIF orientation 1..8 (1 when absent)
     body_offset: int | None = None  # JPEG: the end of the frame header (check_image_end walks on from there)
+    min_bytes: int = 0  # the fewest bytes any file with this header holds (``min_jpeg_bytes``, ``min_png_bytes``)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -126,17 +127,49 @@ def read_image_header(fd: int | None, head: bytes, fmt: str) -> ImageHeader:
     raise HeaderError(f"unknown image format {fmt!r}")
 
 
-def _checked(fmt: str, width: int, height: int, orientation: int, body_offset: int | None = None) -> ImageHeader:
+def _checked(
+    fmt: str, width: int, height: int, orientation: int, body_offset: int | None = None, min_bytes: int = 0
+) -> ImageHeader:
     if width <= 0 or height <= 0:
         raise HeaderError(f"{fmt} header gives a zero or negative size {width}x{height}")
-    return ImageHeader(fmt, width, height, orientation, body_offset)
+    return ImageHeader(fmt, width, height, orientation, body_offset, min_bytes)
+
+
+# The most deflate can compress: 258 bytes per match of at least 2 bits (zlib's FAQ: 1032:1).
+DEFLATE_MAX_RATIO = 1032
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # by colour type: grey, RGB, palette, grey+alpha, RGBA
+_JPEG_HUFFMAN_DCT = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def min_png_bytes(width: int, height: int, bit_depth: int, colour_type: int) -> int:
+    """The fewest bytes a PNG of this size can hold: its filtered rows (a filter byte and the packed samples of
+    each row; interlacing only adds rows) deflated at deflate's largest ratio."""
+    row = 1 + (width * bit_depth * _PNG_CHANNELS.get(colour_type, 1) + 7) // 8
+    return row * height // DEFLATE_MAX_RATIO
+
+
+def min_jpeg_bytes(width: int, height: int, sampling: list[tuple[int, int]]) -> int:
+    """The fewest bytes of Huffman-coded DCT data a JPEG of this size can hold: every 8x8 block of a component is
+    coded with at least its DC symbol, a Huffman code of at least one bit (progressive files too: their first DC
+    scan codes every block). Counted for the component with the fewest blocks. ``sampling``: (H, V) per component."""
+    h_max = max(h for h, _ in sampling)
+    v_max = max(v for _, v in sampling)
+
+    def blocks(h: int, v: int) -> int:  # the component's size, rounded up, in 8x8 blocks, rounded up
+        return _ceil(_ceil(width * h, h_max), 8) * _ceil(_ceil(height * v, v_max), 8)
+
+    return min(blocks(h, v) for h, v in sampling) // 8
 
 
 def _png(src: _Source) -> ImageHeader:
     length, ctype = struct.unpack(">I4s", src.at(8, 8))
     if ctype != b"IHDR" or length != 13:
         raise HeaderError("PNG does not start with an IHDR chunk")
-    width, height = struct.unpack(">II", src.at(16, 8))
+    width, height, bit_depth, colour_type = struct.unpack(">IIBB", src.at(16, 10))
     orientation = 1
     pos = 8 + 8 + 13 + 4
     for _ in range(_MAX_CHUNK_WALK):
@@ -150,7 +183,7 @@ def _png(src: _Source) -> ImageHeader:
             orientation = _exif_orientation(src.at(pos + 8, min(length, _MAX_EXIF_BYTES)))
             break
         pos += 12 + length
-    return _checked("png", width, height, orientation)
+    return _checked("png", width, height, orientation, min_bytes=min_png_bytes(width, height, bit_depth, colour_type))
 
 
 def _jpeg(src: _Source) -> ImageHeader:
@@ -175,12 +208,25 @@ def _jpeg(src: _Source) -> ImageHeader:
             _precision, height, width = struct.unpack(">BHH", src.at(pos + 2, 5))
             if height == 0:
                 raise HeaderError("JPEG height is defined by a DNL marker")
-            return _checked("jpeg", width, height, orientation or 1, pos + seglen)
+            return _checked("jpeg", width, height, orientation or 1, pos + seglen, _jpeg_min_bytes(src, marker, pos))
         if marker == 0xE1 and orientation == 0:
             segment = src.at(pos + 2, min(seglen - 2, _MAX_EXIF_BYTES))
             if segment.startswith(b"Exif\x00\x00"):
                 orientation = _exif_orientation(segment[6:])
         pos += seglen
+
+
+def _jpeg_min_bytes(src: _Source, marker: int, pos: int) -> int:
+    """:func:`min_jpeg_bytes` for a Huffman-coded DCT frame header at ``pos``; 0 for the others (arithmetic
+    coding can spend less than a bit on a block) and for sampling factors outside 1-4."""
+    if marker not in _JPEG_HUFFMAN_DCT:
+        return 0
+    _precision, height, width, count = struct.unpack(">BHHB", src.at(pos + 2, 6))
+    table = src.at(pos + 8, 3 * count)
+    sampling = [(table[3 * i + 1] >> 4, table[3 * i + 1] & 15) for i in range(count)]
+    if not sampling or any(not (1 <= h <= 4 and 1 <= v <= 4) for h, v in sampling):
+        return 0
+    return min_jpeg_bytes(width, height, sampling)
 
 
 def _webp(src: _Source) -> ImageHeader:

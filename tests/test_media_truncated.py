@@ -295,3 +295,44 @@ def test_a_video_shorter_than_its_sound_track_is_not_taken_for_a_cut_file(tmp_pa
         path = write_video(tmp_path / name, [i / 24 for i in range(48)], fmt=fmt, audio_rate=16000, audio_seconds=6.0)
         streams = mmtok.get_tokenizer("av-tiny").encode_streams(path)
         assert len(streams["video"]) >= 30 and len(streams["audio"]) >= 90  # 2 s of frames, 6 s of sound at 16/s
+
+
+# --------------------------------------------------------------------------- headers that declare more than the file
+def _forged_size(data: bytes, fmt: str, side: int) -> bytes:
+    """``data`` with the size in its header set to ``side`` x ``side`` (the PNG's IHDR CRC made right again)."""
+    import zlib
+
+    if fmt == "png":
+        ihdr = b"IHDR" + struct.pack(">II", side, side) + data[24:29]
+        return data[:12] + ihdr + struct.pack(">I", zlib.crc32(ihdr)) + data[33:]
+    sof = next(data.find(bytes([0xFF, m]), 2) for m in (0xC0, 0xC2) if data.find(bytes([0xFF, m]), 2) > 0)
+    return data[: sof + 5] + struct.pack(">HH", side, side) + data[sof + 9 :]
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpeg"])
+def test_a_small_file_whose_header_declares_a_huge_image_is_refused_not_priced_as_that(tmp_path, fmt):
+    """A 13,000 x 13,000 PNG needs ~164 KB even of one flat colour (deflate's 1,032:1 at most); a Huffman-coded
+    JPEG at least one bit per 8x8 block. A file of a few KB whose header says so is cut or forged."""
+    small = io.BytesIO()
+    PIL.Image.new("RGB", (64, 64), (200, 30, 30)).save(small, fmt.upper())
+    forged = tmp_path / f"forged.{'jpg' if fmt == 'jpeg' else fmt}"
+    forged.write_bytes(_forged_size(small.getvalue(), fmt, 13000))
+    assert read_image_header(None, forged.read_bytes(), fmt).size == (13000, 13000)
+    with pytest.raises(MediaError, match=r"forged\.\w+: truncated or forged: its header declares 13000x13000"):
+        mmtok.load(forged, max_pixels=200_000_000)
+    whole = tmp_path / f"whole.{fmt}"
+    PIL.Image.new("L", (4000, 3000), 0).save(whole, fmt.upper())  # one flat colour: the most a file can compress
+    assert (mmtok.load(whole).width, mmtok.load(whole).height) == (4000, 3000)
+    result = runner.invoke(app, ["price", "-m", "gpt-4o", "--max-pixels", "200000000", str(whole), str(forged)])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "forged" in errors[0] and "truncated or forged" in errors[0], errors
+
+
+def test_the_least_bytes_of_an_image_follow_its_format():
+    from mmtok.headers import min_jpeg_bytes, min_png_bytes
+
+    assert min_png_bytes(16000, 16000, 8, 0) == 16001 * 16000 // 1032  # grey, one filter byte a row
+    assert min_png_bytes(100, 10, 1, 0) == (1 + 13) * 10 // 1032  # 1-bit rows pack 8 pixels a byte
+    assert min_jpeg_bytes(4000, 3000, [(2, 2), (1, 1), (1, 1)]) == 250 * 188 // 8  # 4:2:0: chroma has fewest
+    assert min_jpeg_bytes(17, 9, [(1, 1)]) == 3 * 2 // 8

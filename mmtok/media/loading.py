@@ -104,6 +104,12 @@ def _load_image(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, max
         orientation = header.orientation
         _check_pixels(path, width, height, max_pixels)  # before the end check: a bomb needs no reading at all
         _check_end(path, fd, head, fmt, size_bytes, header.body_offset)
+        if size_bytes < header.min_bytes:
+            raise MediaError(
+                path,
+                f"truncated or forged: its header declares {width}x{height} pixels, which no {fmt} file holds in "
+                f"under {header.min_bytes:,} bytes; the file has {size_bytes:,}",
+            )
     else:
         _check_end(path, fd, head, fmt, size_bytes, None)  # a cut-off file reads as cut off, not as a Pillow error
         width, height, orientation = _pillow_size(path, fmt)
