@@ -25,6 +25,7 @@ from mmtok.cli.common import (
     say,
 )
 from mmtok.errors import CheckpointError, ConfigError, MediaError, MmtokError
+from mmtok.media.types import warnings_naming
 
 DEFAULT_IMAGE_TOKENIZER = "vq-clip-tiny"
 DEFAULT_AV_TOKENIZER = "av-tiny"
@@ -198,10 +199,11 @@ class _Run:
             raise entry
         if isinstance(entry, _File):
             try:
-                _tokenize_file(
-                    entry, self.toks, self.image_size, self.tokens_per_second, self.continuous, self.json_out,
-                    self.shorten,
-                )  # fmt: skip
+                with warnings_naming(entry.path):
+                    _tokenize_file(
+                        entry, self.toks, self.image_size, self.tokens_per_second, self.continuous, self.json_out,
+                        self.shorten,
+                    )  # fmt: skip
             except OSError as e:  # the output could not be written: this input's error, the batch goes on
                 raise MmtokError(f"{entry.path}: cannot write {entry.target}: {e.strerror or e}") from None
             advance(1)

@@ -221,3 +221,32 @@ def test_a_decoders_warning_names_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 1000)  # 1,600 pixels: over Pillow's limit, under twice it
     with pytest.warns(PIL.Image.DecompressionBombWarning, match=r"big-ish\.png: Image size \(1600 pixels\)"):
         mmtok.load(path).to_pil()
+
+
+def test_tokenize_names_the_input_in_an_audio_or_video_decoders_warning(samples, tmp_path, monkeypatch):
+    """A warning raised while a sound or video file is tokenized (torchaudio's, a resampler's) is one line naming
+    the file; an image decoder's, already named, is not named twice."""
+    import warnings
+
+    import PIL.Image
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+    from mmtok.models.av import AVTokenizer
+
+    encode_streams = AVTokenizer.encode_streams
+
+    def warning_encode(self, *args, **kwargs):
+        warnings.warn("resampling from 8000 Hz", UserWarning, stacklevel=2)
+        return encode_streams(self, *args, **kwargs)
+
+    monkeypatch.setattr(AVTokenizer, "encode_streams", warning_encode)
+    image = tmp_path / "big-ish.png"
+    PIL.Image.new("RGB", (40, 40), (1, 2, 3)).save(image)
+    monkeypatch.setattr(PIL.Image, "MAX_IMAGE_PIXELS", 1000)
+    result = CliRunner().invoke(app, ["tokenize", str(samples / "speech.wav"), str(image), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert any(line.endswith("speech.wav: resampling from 8000 Hz") for line in lines), lines
+    bomb = [line for line in lines if "DecompressionBombWarning" in line]
+    assert len(bomb) == 1 and bomb[0].count("big-ish.png") == 1, lines

@@ -81,7 +81,7 @@ class Image:
 
         if self.data is not None:
             return PIL.Image.fromarray(self.data.permute(1, 2, 0).numpy())
-        with _warnings_naming(self.path):
+        with warnings_naming(self.path):
             return self._decode_pil(draft_size)
 
     def _decode_pil(self, draft_size: tuple[int, int] | None) -> PIL.Image.Image:
@@ -115,13 +115,16 @@ class Image:
 
 
 @contextlib.contextmanager
-def _warnings_naming(path: Any) -> Iterator[None]:
-    """Warnings a decoder raises on ``path`` (Pillow's DecompressionBombWarning, a corrupt EXIF block) re-raised
-    naming it, so the one warning line says which file."""
+def warnings_naming(path: Any) -> Iterator[None]:
+    """Warnings raised while ``path`` is read (Pillow's DecompressionBombWarning, a corrupt EXIF block, an audio or
+    video decoder's) re-raised naming it, so the one warning line says which file; a message that already starts
+    with the path is left as it is."""
     with warnings.catch_warnings(record=True) as caught:
         yield
+    prefix = f"{path}:"
     for w in caught:
-        warnings.warn(f"{path}: {w.message}", w.category, stacklevel=3)
+        message = str(w.message)
+        warnings.warn(message if message.startswith(prefix) else f"{prefix} {message}", w.category, stacklevel=3)
 
 
 def _to_rgb(im: PIL.Image.Image) -> PIL.Image.Image:
