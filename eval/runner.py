@@ -341,13 +341,15 @@ def run_shard(
     world: int,
     threads: int,
     parent_pid: int | None = None,
+    ctx: Context | None = None,
 ) -> None:
     """Evaluate this worker's share (``todo[rank::world]``) of the items to do; ``todo`` pairs each item with the
     hash its row records (what it is computed from). A worker whose parent (``parent_pid``) is gone stops before
-    its next item: the folder's lock is no longer held, so it must not write."""
+    its next item: the folder's lock is no longer held, so it must not write. ``ctx``: models already loaded in
+    this process (by :func:`check_pipeline`)."""
     torch.set_num_threads(max(1, threads))
     out_dir = Path(out)
-    ctx = Context(suite, out_dir)
+    ctx = ctx or Context(suite, out_dir)
     writer = ResultWriter(out_dir)
     try:
         for item, computed_from in todo[rank::world]:
@@ -508,12 +510,12 @@ def run(
     resume = resume or rerun_changed or retry_errors
     flags = {"resume": resume, "rerun_changed": rerun_changed, "retry_errors": retry_errors}
     suite = load_suite(suite_spec)
-    check_pipeline(suite)
     out_dir = Path(out)
+    checked = check_pipeline(suite, out_dir)
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     threads = max(1, (os.cpu_count() or 1) // max(workers, world))
     if world > 1:
-        return _run_distributed(suite, out_dir, rank, world, threads, flags)
+        return _run_distributed(suite, out_dir, rank, world, threads, flags, checked)
     _make_folder(out_dir)
     with RunLock(out_dir):
         fp, todo = _prepare(suite, out_dir, **flags)
@@ -521,7 +523,9 @@ def run(
         if not todo:
             pass  # every item's result is there: nothing to start
         elif workers <= 1:
-            _with_progress(lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads), out_dir, expected, progress)
+            _with_progress(
+                lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads, ctx=checked), out_dir, expected, progress
+            )
         else:
             context = mp.get_context("spawn")
             procs = [
@@ -547,10 +551,11 @@ def _make_folder(out_dir: Path) -> None:
         raise ConfigError(f"{out_dir}: cannot create the run folder: {e.strerror or e}") from None
 
 
-def check_pipeline(suite: Suite) -> None:
+def check_pipeline(suite: Suite, out_dir: Path = Path()) -> Context:
     """A suite's settings that cannot work for any item are the suite's error (exit 2), found before any item
     runs: a judge a file may not set up (see ``judge_from_file``), an unknown tokenizer, an image size its
-    tokenizer cannot take, a token rate or codebook level count the audio tokenizer cannot give."""
+    tokenizer cannot take, a token rate or codebook level count the audio tokenizer cannot give. Returns the
+    context holding the tokenizer it loaded, for a run into ``out_dir`` in this process to use."""
     p = suite.pipeline
     if "judge" in suite.metrics:
         from mmtok.eval.judge import judge_from_file
@@ -568,8 +573,9 @@ def check_pipeline(suite: Suite) -> None:
         except MmtokError as e:
             raise ConfigError(f"{suite.path or suite.name}: [metrics] fd_extractor: {e}") from None
     where = f"{suite.path or suite.name}: [pipeline]"
+    ctx = Context(suite, out_dir)
     try:
-        tok = Context(suite, Path()).get("tokenizer")
+        tok = ctx.get("tokenizer")
     except MmtokError as e:
         raise ConfigError(f"{where} tokenizer: {e}") from None
     size = p.get("image_size")
@@ -593,10 +599,11 @@ def check_pipeline(suite: Suite) -> None:
                 raise ConfigError(f"codebook_levels must be 1 to {tok.config.num_quantizers}, got {levels!r}")
         except (MmtokError, TypeError, ValueError) as e:
             raise ConfigError(f"{where} {e}") from None
+    return ctx
 
 
 def _run_distributed(
-    suite: Suite, out_dir: Path, rank: int, world: int, threads: int, flags: dict[str, bool]
+    suite: Suite, out_dir: Path, rank: int, world: int, threads: int, flags: dict[str, bool], ctx: Context
 ) -> dict[str, Any]:
     """One ``torchrun`` rank. Rank 0 takes the lock, checks and repairs the folder and stores the fingerprint; it
     sends the items to do (or its refusal) to every rank; each rank runs ``todo[rank::world]``; rank 0 waits for
@@ -624,7 +631,7 @@ def _run_distributed(
             raise (ConfigError if is_config else EvalError)(text)
         failure = None
         try:
-            run_shard(suite, str(out_dir), message[1], rank, world, threads, parent_pid=os.getppid())
+            run_shard(suite, str(out_dir), message[1], rank, world, threads, parent_pid=os.getppid(), ctx=ctx)
         except Exception as e:  # reported by rank 0 once every rank is done
             failure = f"rank {rank}: {item_error(e)}"
         failures: list[Any] = [None] * world

@@ -397,3 +397,13 @@ def test_a_results_row_of_the_wrong_types_is_named_not_a_traceback(row, tmp_path
     (tmp_path / "results.jsonl").write_text(row + "\n")
     with pytest.raises(EvalError, match=r"results.jsonl:1: not a result row"):
         read_results(tmp_path)
+
+
+def test_a_run_loads_its_tokenizer_once_for_the_check_and_the_items(tmp_path, monkeypatch):
+    import mmtok
+
+    loaded = []
+    get_tokenizer = mmtok.get_tokenizer
+    monkeypatch.setattr(mmtok, "get_tokenizer", lambda name, **kw: loaded.append(name) or get_tokenizer(name, **kw))
+    summary = run(photo_suite(tmp_path, limit=2), tmp_path / "out")
+    assert summary["ok"] == 2 and loaded == ["vq-clip-tiny"], (summary, loaded)
