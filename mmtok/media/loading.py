@@ -260,22 +260,18 @@ def _seconds(value: int | None, time_base: Fraction | None) -> float:
 
 
 def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, size_bytes: int) -> None:
-    """A container whose own index (MP4's sample table, Matroska's cues) places the stream's data past the end of
-    the file is a file cut short (a faststart MP4 cut off keeps its index of the whole): the time of the first
-    sample past the end is where its data stops, held to the rule decoding applies (``check_not_cut_short``).
-    Reads only the index FFmpeg made when it opened the file; entries are in time order, positions rising."""
+    """A container whose own index (MP4's sample table, Matroska's cues) places the stream's last data past the end
+    of the file is a file cut short (a faststart MP4 cut off keeps its index of the whole): the earliest sample past
+    the end is where its data stops, held to the rule decoding applies (``check_not_cut_short``). Reads only the
+    index FFmpeg made when it opened the file, and walks it only when its last entry lies past the end."""
     from mmtok.media.sampling import check_not_cut_short
 
     entries = stream.index_entries
     count = len(entries)
     if not count or _entry_end(entries[count - 1]) <= size_bytes:
         return
-    lo, hi = 0, count - 1  # the first entry that ends past the file: a binary search over rising positions
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _entry_end(entries[mid]) > size_bytes else (mid + 1, hi)
-    start = stream.start_time or 0
-    ends_s = max(0.0, _seconds(entries[lo].timestamp - start, stream.time_base))
+    first_missing = min(entry.timestamp for entry in entries if _entry_end(entry) > size_bytes)
+    ends_s = max(0.0, _seconds(first_missing - (stream.start_time or 0), stream.time_base))
     check_not_cut_short(path, what, ends_s, duration_s)
 
 
