@@ -475,3 +475,32 @@ def test_evaluation_records_of_other_runs_are_kept(tmp_path):
     path.write_text(json.dumps(old))
     merged = merge_results(path, [{"tokenizer": "b", "image_size": 64, "psnr": 3}])
     assert merged == [old[0], {"tokenizer": "b", "image_size": 64, "psnr": 3}]
+
+
+def test_the_stage2_table_shows_usage_on_photos_and_digits_apart(tmp_path, monkeypatch):
+    """vq_stage2 gathers each arm's vq_eval row with its usage on photo crops and on digits alone (72% of vq_eval's
+    tokens are digits, so its one usage figure can rise while photos use fewer codes)."""
+    from mmtok.eval.tools import vq_stage2
+
+    configs, runs = tmp_path / "configs", tmp_path / "runs"
+    configs.mkdir()
+    (configs / "digits40.toml").write_text("# vq-photo-256 stage-2 arm: 40% digits.\n[train]\n")
+    monkeypatch.setattr(vq_stage2, "CONFIGS", configs)
+    monkeypatch.setattr(vq_stage2, "RUNS", runs)
+    monkeypatch.setattr(vq_stage2, "STAGE1", tmp_path / "stage1")
+    (runs / "logs").mkdir(parents=True)
+    (runs / "digits40").mkdir()
+    (runs / "digits40" / "train_log.jsonl").write_text('{"step": 0, "seconds": 1.0}\n{"step": 600, "seconds": 90.5}\n')
+    metrics = {key: 0.5 for key, _, _ in vq_stage2.COLUMNS}
+    for arm, photos, digits in (("stage1", 0.705, 0.603), ("digits40", 0.613, 0.742)):
+        (runs / "logs" / f"{arm}.eval.json").write_text(json.dumps([{**metrics, "codebook_usage": 0.9}]))
+        labels = vq_stage2.USAGE_ROWS.values()
+        usage = {label: {"codebook_usage": value} for label, value in zip(labels, (photos, digits), strict=True)}
+        (runs / "logs" / f"{arm}.usage.json").write_text(json.dumps({"rows": usage}))
+    assert vq_stage2.arms() == ["stage1", "digits40"]
+    rows = [vq_stage2.collect_arm(arm) for arm in vq_stage2.arms()]
+    assert rows[1]["changes"] == "vq-photo-256 stage-2 arm: 40% digits." and rows[1]["train_wall_s"] == 90.5
+    table = vq_stage2.table(rows).splitlines()
+    assert "usage, photo crops alone" in table[0] and table[2].endswith("| 70.5% | 60.3% |")
+    assert table[3].startswith("| digits40 |") and table[3].endswith("| 61.3% | 74.2% |")
+    assert vq_stage2.collect_arm("missing") is None
