@@ -3,7 +3,8 @@
 Pricing and inspecting a photo folder only needs each image's displayed size. Pillow's lazy ``Image.open`` builds
 a full plugin object per file (~0.6 ms); walking the header ourselves costs a few microseconds beyond the read of
 the first 4 KiB, which is the physical limit. Formats: PNG, JPEG, WebP, GIF, BMP, TIFF. Anything the fast path does
-not understand raises :class:`HeaderError`, and the caller falls back to Pillow.
+not understand (AVIF and HEIF among them: :func:`image_format` names them) raises :class:`HeaderError`, and the
+caller falls back to Pillow.
 
 Orientation follows Pillow's ``ImageOps.exif_transpose``: EXIF tag 0x0112 of IFD0, values 5–8 swap width and height.
 Known limit: a PNG ``eXIf`` chunk placed after the image data is not seen (Pillow-written files put it before).
@@ -46,7 +47,7 @@ class TruncatedError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ImageHeader:
-    format: str  # "png" | "jpeg" | "webp" | "gif" | "bmp" | "tiff"
+    format: str  # "png" | "jpeg" | "webp" | "gif" | "bmp" | "tiff" ("avif", "heif": no header path, Pillow's size)
     stored_width: int  # as stored in the file, before orientation
     stored_height: int
     orientation: int  # EXIF orientation 1..8 (1 when absent)
@@ -75,6 +76,25 @@ def image_format(head: bytes) -> str | None:
         return "bmp"
     if head[:4] in (b"II*\x00", b"MM\x00*"):
         return "tiff"
+    if head[4:8] == b"ftyp":
+        return _heif_family(head)
+    return None
+
+
+# ISO base media files (an "ftyp" box first) whose brands say still image: AVIF (AV1) or HEIF/HEIC (HEVC, as iPhones
+# write). MP4, MOV and M4A share the box but not these brands.
+_AVIF_BRANDS = frozenset({b"avif", b"avis"})
+_HEIF_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1"})
+
+
+def _heif_family(head: bytes) -> str | None:
+    """ "avif" or "heif" from an ftyp box's major and compatible brands, or None (a video or audio container)."""
+    size = int.from_bytes(head[:4], "big")
+    brands = {head[8:12]} | {head[i : i + 4] for i in range(16, min(size, len(head)) - 3, 4)}
+    if brands & _AVIF_BRANDS:
+        return "avif"
+    if head[8:12] in _HEIF_BRANDS:
+        return "heif"
     return None
 
 

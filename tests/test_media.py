@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 
@@ -250,3 +251,31 @@ def test_tokenize_names_the_input_in_an_audio_or_video_decoders_warning(samples,
     assert any(line.endswith("speech.wav: resampling from 8000 Hz") for line in lines), lines
     bomb = [line for line in lines if "DecompressionBombWarning" in line]
     assert len(bomb) == 1 and bomb[0].count("big-ish.png") == 1, lines
+
+
+@pytest.mark.parametrize("suffix", [".avif", ".heic"])
+def test_avif_and_heic_photos_load_price_and_tokenize(samples, tmp_path, suffix):
+    """AVIF (web photos; Pillow reads it) and HEIC (iPhone photos; pillow-heif) were taken for MP4 by their ftyp box
+    and refused as 'video stream has no frames'."""
+    import PIL.Image
+    import pillow_heif
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+
+    pillow_heif.register_heif_opener()
+    original = mmtok.load(samples / "chelsea.jpg")
+    path = tmp_path / f"chelsea{suffix}"
+    PIL.Image.open(samples / "chelsea.jpg").save(path, quality=90)
+    photo = mmtok.load(path)
+    assert (photo.kind, photo.format) == ("image", suffix[1:].replace("heic", "heif"))
+    assert (photo.width, photo.height) == (original.width, original.height)
+    error = (photo.to_tensor().float() - original.to_tensor().float()).abs().mean()
+    assert error < 6, error  # the same photo, through a lossy encoder
+    result = CliRunner().invoke(app, ["price", "--json", "-m", "gpt-4o", str(path), str(samples / "chelsea.jpg")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    assert rows[0]["input_tokens"] == rows[1]["input_tokens"] == 255 and rows[0]["item"] == str(path)
+    result = CliRunner().invoke(app, ["tokenize", str(path), "--out", str(tmp_path / "t")])
+    assert result.exit_code == 0 and (tmp_path / "t" / "chelsea.safetensors").is_file(), result.output
+    assert mmtok.load(samples / "clip.mp4").kind == "video"  # the same ftyp box with a video brand

@@ -64,6 +64,9 @@ def decode(path: object, source_format: str) -> Decoded:
     import PIL.Image
     import PIL.ImageOps
 
+    from mmtok.media.types import pillow_reads
+
+    pillow_reads(source_format)
     notes: list[str] = []
     warnings: list[str] = []
     try:

@@ -34,6 +34,7 @@ from mmtok.media.types import (
     Text,
     Video,
     _av_open,
+    pillow_reads,
 )
 
 if TYPE_CHECKING:
@@ -136,9 +137,10 @@ def _check_end(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, body
 
 
 def _pillow_size(path: Path, fmt: str) -> tuple[int, int, int]:
-    """Slow path for header variants the fast parser does not handle."""
+    """Slow path for header variants the fast parser does not handle (and AVIF, HEIF: no header path)."""
     import PIL.Image
 
+    pillow_reads(fmt)
     try:
         with PIL.Image.open(path) as im:
             width, height = im.size

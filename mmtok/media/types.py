@@ -8,6 +8,7 @@ names the file.
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
 # size at which Pillow itself raises DecompressionBombError (2 x Image.MAX_IMAGE_PIXELS), about 13,377 x 13,377.
 MAX_IMAGE_PIXELS = 178_956_970
 
-IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
+IMAGE_EXTENSIONS = frozenset(
+    {".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".avif", ".heic", ".heif"}
+)
 AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aac", ".m4a", ".aif", ".aiff"})
 VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ogv"})
 MEDIA_EXTENSIONS = IMAGE_EXTENSIONS | AUDIO_EXTENSIONS | VIDEO_EXTENSIONS
@@ -88,6 +91,7 @@ class Image:
         import PIL.Image
         import PIL.ImageOps
 
+        pillow_reads(self.format)
         try:
             with PIL.Image.open(self.path) as im:
                 if draft_size is not None and im.format == "JPEG":
@@ -112,6 +116,20 @@ class Image:
 
     def info(self) -> dict[str, Any]:
         return _info(self, fmt=self.format, width=self.width, height=self.height, orientation=self.orientation)
+
+
+def pillow_reads(fmt: str) -> None:
+    """Make Pillow able to open images of ``fmt``: HEIF/HEIC through pillow-heif's opener (registered on the first
+    HEIF file, so other runs do not pay for its import); every other format is Pillow's own."""
+    if fmt == "heif":
+        _register_heif()
+
+
+@functools.cache
+def _register_heif() -> None:
+    import pillow_heif
+
+    pillow_heif.register_heif_opener()
 
 
 @contextlib.contextmanager
