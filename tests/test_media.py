@@ -279,3 +279,23 @@ def test_avif_and_heic_photos_load_price_and_tokenize(samples, tmp_path, suffix)
     result = CliRunner().invoke(app, ["tokenize", str(path), "--out", str(tmp_path / "t")])
     assert result.exit_code == 0 and (tmp_path / "t" / "chelsea.safetensors").is_file(), result.output
     assert mmtok.load(samples / "clip.mp4").kind == "video"  # the same ftyp box with a video brand
+
+
+def test_a_matroska_recording_without_a_duration_is_measured_by_its_packets(tmp_path):
+    """A live-mode (or unfinished) Matroska recording states no duration: it was refused as 'audio stream has no
+    duration'; its streams' spans are now read from their packets, without decoding."""
+    from tests.makers import write_video
+
+    live = write_video(
+        tmp_path / "live.mkv", [i / 24 for i in range(72)], fmt="matroska", audio_rate=16000, audio_seconds=3.0,
+        options={"live": "1"},
+    )  # fmt: skip
+    import av
+
+    with av.open(str(live)) as container:
+        assert container.duration is None and all(s.duration is None for s in container.streams)
+    video = mmtok.load(live)
+    assert video.kind == "video" and video.duration_s == pytest.approx(3.0, abs=0.05)
+    assert video.audio is not None and video.audio.duration_s == pytest.approx(3.0, abs=0.1)
+    tokens = mmtok.get_tokenizer("av-tiny").encode_streams(live)
+    assert len(tokens["video"]) == 48 and len(tokens["audio"]) in (48, 49)

@@ -247,9 +247,10 @@ def _load_av(path: Path, fmt: str, size_bytes: int) -> Audio | Video:
     try:
         with _av_open(path) as container:
             videos = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
-            audio = _av_audio_meta(path, fmt, container, size_bytes)
+            measured = _measured_durations(container) if not container.duration else {}
+            audio = _av_audio_meta(path, fmt, container, size_bytes, measured)
             if videos:
-                return _av_video_meta(path, fmt, container, videos[0], audio, size_bytes)
+                return _av_video_meta(path, fmt, container, videos[0], audio, size_bytes, measured)
     except av.FFmpegError as e:
         raise MediaError(path, f"corrupt or unsupported {fmt} container: {ffmpeg_reason(e)}") from None
     if audio is None:
@@ -281,7 +282,23 @@ def _entry_end(entry: Any) -> int:
     return int(entry.pos) + max(0, int(entry.size))
 
 
-def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Audio | None:
+def _measured_durations(container: Any) -> dict[int, float]:
+    """Each stream's span by its packets' times, read without decoding: for containers that state no duration
+    (a live-mode or unfinished Matroska recording). A pass over the file's packets, made only for such files."""
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for packet in container.demux():
+        stream = packet.stream
+        if packet.pts is None or not stream.time_base:
+            continue
+        start = float(packet.pts * stream.time_base)
+        end = start + float((packet.duration or 0) * stream.time_base)
+        first[stream.index] = min(first.get(stream.index, start), start)
+        last[stream.index] = max(last.get(stream.index, end), end)
+    return {index: last[index] - first[index] for index in last}
+
+
+def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int, measured: dict[int, float]) -> Audio | None:
     if not container.streams.audio:
         return None
     stream = container.streams.audio[0]
@@ -291,7 +308,7 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Aud
     rate = int(ctx.sample_rate or 0)
     channels = int(ctx.channels or 0)
     own = _seconds(stream.duration, stream.time_base)
-    duration = own or (container.duration or 0) / 1_000_000
+    duration = own or (container.duration or 0) / 1_000_000 or measured.get(stream.index, 0.0)
     if rate <= 0 or channels <= 0:
         raise MediaError(path, f"audio stream gives {rate} Hz and {channels} channels")
     if duration <= 0:
@@ -310,14 +327,16 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int) -> Aud
     )
 
 
-def _av_video_meta(path: Path, fmt: str, container: Any, stream: Any, audio: Audio | None, size_bytes: int) -> Video:
+def _av_video_meta(
+    path: Path, fmt: str, container: Any, stream: Any, audio: Audio | None, size_bytes: int, measured: dict[int, float]
+) -> Video:
     ctx = stream.codec_context
     if ctx is None:
         raise MediaError(path, "video stream uses a codec FFmpeg does not know")
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
     fps = float(rate) if rate else 0.0
     own = _seconds(stream.duration, stream.time_base)
-    duration = own or (container.duration or 0) / 1_000_000
+    duration = own or (container.duration or 0) / 1_000_000 or measured.get(stream.index, 0.0)
     frames = int(stream.frames or 0) or round(duration * fps)
     if not ctx.width or not ctx.height:
         raise MediaError(path, "video stream has no frame size")
