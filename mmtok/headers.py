@@ -81,21 +81,27 @@ def image_format(head: bytes) -> str | None:
     return None
 
 
-# ISO base media files (an "ftyp" box first) whose brands say still image: AVIF (AV1) or HEIF/HEIC (HEVC, as iPhones
-# write). MP4, MOV and M4A share the box but not these brands.
+# ISO base media files (an "ftyp" box first) whose brands say image: AVIF (AV1) or HEIF/HEIC (HEVC, as iPhones and
+# cameras write). MP4, MOV and M4A share the box but not these major brands. The major brand decides; the generic
+# image brands (mif1, mif2) defer to the compatible brands for the codec. HEIF image sequences (msf1, hevc, hevx)
+# and files whose major brand is a video one are video tracks: FFmpeg reads them.
 _AVIF_BRANDS = frozenset({b"avif", b"avis"})
-_HEIF_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1"})
+_HEIF_BRANDS = frozenset({b"heic", b"heix", b"heim", b"heis"})
+_GENERIC_IMAGE_BRANDS = frozenset({b"mif1", b"mif2"})
 
 
 def _heif_family(head: bytes) -> str | None:
-    """ "avif" or "heif" from an ftyp box's major and compatible brands, or None (a video or audio container)."""
-    size = int.from_bytes(head[:4], "big")
-    brands = {head[8:12]} | {head[i : i + 4] for i in range(16, min(size, len(head)) - 3, 4)}
-    if brands & _AVIF_BRANDS:
+    """The image format ("avif" or "heif") an ftyp box's brands name, or None (a video or audio container)."""
+    major = head[8:12]
+    if major in _AVIF_BRANDS:
         return "avif"
-    if head[8:12] in _HEIF_BRANDS:
+    if major in _HEIF_BRANDS:
         return "heif"
-    return None
+    if major not in _GENERIC_IMAGE_BRANDS:
+        return None  # a video or audio brand (isom, mp42, qt, M4A, msf1, ...), whatever else it lists
+    size = int.from_bytes(head[:4], "big")
+    compatible = {head[i : i + 4] for i in range(16, min(size, len(head)) - 3, 4)}
+    return "avif" if compatible & _AVIF_BRANDS else "heif"
 
 
 class _Source:

@@ -299,3 +299,91 @@ def test_a_matroska_recording_without_a_duration_is_measured_by_its_packets(tmp_
     assert video.audio is not None and video.audio.duration_s == pytest.approx(3.0, abs=0.1)
     tokens = mmtok.get_tokenizer("av-tiny").encode_streams(live)
     assert len(tokens["video"]) == 48 and len(tokens["audio"]) in (48, 49)
+
+
+def _ftyp(major: bytes, compatible: list[bytes]) -> bytes:
+    body = major + b"\0\0\0\0" + b"".join(compatible)
+    return (8 + len(body)).to_bytes(4, "big") + b"ftyp" + body + b"\0" * 64
+
+
+@pytest.mark.parametrize(
+    ("major", "compatible", "expected"),
+    [
+        (b"heic", [b"mif1", b"heic"], "heif"),  # iPhone
+        (b"heix", [b"mif1", b"heix"], "heif"),  # Canon .hif
+        (b"heic", [b"avif", b"heic"], "heif"),  # the major brand decides
+        (b"avif", [b"avif", b"mif1", b"miaf"], "avif"),
+        (b"mif1", [b"avif", b"mif1"], "avif"),  # the generic image brand defers to the codec's
+        (b"msf1", [b"msf1", b"iso8"], None),  # a HEIF image sequence without an image brand: a video track
+        (b"isom", [b"isom", b"mif1", b"heic"], None),  # an MP4 listing image brands among others
+        (b"isom", [b"isom", b"avc1"], None),
+    ],
+)
+def test_iso_media_brands_name_images_and_leave_videos(major, compatible, expected):
+    from mmtok.headers import image_format
+
+    assert image_format(_ftyp(major, compatible)) == expected
+
+
+def test_an_avif_branded_mif1_decodes_after_a_heic_was_opened(samples, tmp_path):
+    """pillow-heif's opener also claims mif1 files and cannot decode AV1: each format opens with its own plugin."""
+    import pillow_heif
+
+    pillow_heif.register_heif_opener()
+    heic, avif = tmp_path / "a.heic", tmp_path / "b.avif"
+    PIL.Image.open(samples / "chelsea.jpg").save(heic, quality=80)
+    PIL.Image.open(samples / "chelsea.jpg").save(avif, quality=80)
+    data = avif.read_bytes()
+    assert data[8:12] == b"avif"
+    avif.write_bytes(data[:8] + b"mif1" + data[12:])  # the same file, branded as many encoders brand AVIF
+    assert mmtok.load(heic).to_tensor().shape == mmtok.load(avif).to_tensor().shape == (3, 300, 451)
+    assert mmtok.load(avif).format == "avif"
+
+
+def test_a_heic_photo_shrinks_to_webp_not_png(samples, tmp_path):
+    import pillow_heif
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+
+    pillow_heif.register_heif_opener()
+    heic = tmp_path / "cat.heic"
+    PIL.Image.open(samples / "chelsea.jpg").save(heic, quality=85)
+    result = CliRunner().invoke(app, ["shrink", str(heic), "-m", "gpt-4o", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert [p.suffix for p in (tmp_path / "out").iterdir()] == [".webp"]
+
+
+def test_a_files_warnings_still_show_when_tokenizing_it_then_fails(samples, tmp_path, monkeypatch):
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+    from mmtok.errors import MediaError
+    from mmtok.models.av import AVTokenizer
+
+    def failing_encode(self, media, *args, **kwargs):
+        warnings.warn("resampling from 8000 Hz", UserWarning, stacklevel=2)
+        raise MediaError(media.path, "audio stream is corrupt after 3 blocks")
+
+    monkeypatch.setattr(AVTokenizer, "encode_streams", failing_encode)
+    result = CliRunner().invoke(app, ["tokenize", str(samples / "speech.wav"), "--out", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line]
+    assert any(line.startswith("warning:") and line.endswith("speech.wav: resampling from 8000 Hz") for line in lines)
+    assert any(line.startswith("error:") and "corrupt after 3 blocks" in line for line in lines), lines
+
+
+def test_an_avif_declaring_more_pixels_than_pillow_decodes_is_refused_as_that_not_as_corrupt(tmp_path):
+    import struct
+
+    from mmtok.errors import MediaError
+
+    path = tmp_path / "huge.avif"
+    PIL.Image.new("RGB", (64, 64), (20, 90, 200)).save(path)
+    data = path.read_bytes()
+    at = data.index(b"ispe") + 8  # the image spatial extents: version/flags, then width and height
+    path.write_bytes(data[:at] + struct.pack(">II", 14000, 14000) + data[at + 8 :])
+    with pytest.raises(MediaError, match=r"huge\.avif: .*196000000 pixels.*Pillow's decompression-bomb guard"):
+        mmtok.load(path, max_pixels=400_000_000)

@@ -32,6 +32,8 @@ OUTPUT_FORMATS = {
     "gif": ("PNG", ".png"),
     "bmp": ("PNG", ".png"),
     "tiff": ("PNG", ".png"),
+    "avif": ("WEBP", ".webp"),  # lossy photos that may hold alpha, as WebP can; providers take neither AVIF nor
+    "heif": ("WEBP", ".webp"),  # (but Gemini) HEIF, and every one takes WebP
 }
 
 
@@ -64,13 +66,12 @@ def decode(path: object, source_format: str) -> Decoded:
     import PIL.Image
     import PIL.ImageOps
 
-    from mmtok.media.types import pillow_reads
+    from mmtok.media.types import pillow_formats
 
-    pillow_reads(source_format)
     notes: list[str] = []
     warnings: list[str] = []
     try:
-        with PIL.Image.open(path) as im:
+        with PIL.Image.open(path, formats=pillow_formats(source_format)) as im:
             frames = getattr(im, "n_frames", 1)
             if frames > 1:
                 im.seek(0)

@@ -53,8 +53,8 @@ def _child(cmd: list[str], log: Path) -> tuple[float, float]:
     started = time.perf_counter()
     with log.open("w", encoding="utf-8") as out:
         subprocess.run(
-            cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
-        )
+            cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=ROOT
+        )  # the configs' relative paths (init, out) are the repository's
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, time.perf_counter() - started

@@ -98,6 +98,9 @@ def main() -> None:
     parser.add_argument("--collect", action="store_true", help="only gather the arms already evaluated")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = parser.parse_args()
+    kept = {}  # naming arms updates their rows in the results file; the others stay
+    if args.arms and args.json.is_file():
+        kept = {row["arm"]: row for row in json.loads(args.json.read_text(encoding="utf-8"))["arms"]}
     rows = []
     for arm in args.arms or arms():
         row = collect_arm(arm)
@@ -105,7 +108,9 @@ def main() -> None:
             print(f"training and evaluating {arm} ...", file=sys.stderr, flush=True)
             row = run_arm(arm)
         if row is not None:
+            kept[arm] = row
             rows.append(row)
+    rows = [kept[arm] for arm in arms() if arm in kept] if args.arms else rows
     print(table(rows))
     protocol = {
         "start": "runs/vq-photo-256-stage1 (models/configs/train/vq-photo-256-stage1.toml)",

@@ -34,7 +34,7 @@ from mmtok.media.types import (
     Text,
     Video,
     _av_open,
-    pillow_reads,
+    pillow_formats,
 )
 
 if TYPE_CHECKING:
@@ -140,11 +140,12 @@ def _pillow_size(path: Path, fmt: str) -> tuple[int, int, int]:
     """Slow path for header variants the fast parser does not handle (and AVIF, HEIF: no header path)."""
     import PIL.Image
 
-    pillow_reads(fmt)
     try:
-        with PIL.Image.open(path) as im:
+        with PIL.Image.open(path, formats=pillow_formats(fmt)) as im:
             width, height = im.size
             orientation = int(im.getexif().get(0x0112, 1) or 1)
+    except PIL.Image.DecompressionBombError as e:  # sizes only Pillow reads: its guard decides before ours can
+        raise MediaError(path, f"{e} (Pillow's decompression-bomb guard: no larger image can be decoded)") from None
     except Exception as e:  # Pillow raises many types on bad data
         raise MediaError(path, f"corrupt {fmt} image: {e}") from None
     if orientation in (5, 6, 7, 8):

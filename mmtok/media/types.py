@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 MAX_IMAGE_PIXELS = 178_956_970
 
 IMAGE_EXTENSIONS = frozenset(
-    {".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".avif", ".heic", ".heif"}
+    {".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
+    | {".avif", ".heic", ".heif", ".hif"}
 )
 AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aac", ".m4a", ".aif", ".aiff"})
 VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ogv"})
@@ -91,9 +92,8 @@ class Image:
         import PIL.Image
         import PIL.ImageOps
 
-        pillow_reads(self.format)
         try:
-            with PIL.Image.open(self.path) as im:
+            with PIL.Image.open(self.path, formats=pillow_formats(self.format)) as im:
                 if draft_size is not None and im.format == "JPEG":
                     # draft() works in stored orientation; swap the request for rotated images.
                     dw, dh = draft_size if self.orientation not in (5, 6, 7, 8) else draft_size[::-1]
@@ -118,11 +118,14 @@ class Image:
         return _info(self, fmt=self.format, width=self.width, height=self.height, orientation=self.orientation)
 
 
-def pillow_reads(fmt: str) -> None:
-    """Make Pillow able to open images of ``fmt``: HEIF/HEIC through pillow-heif's opener (registered on the first
-    HEIF file, so other runs do not pay for its import); every other format is Pillow's own."""
+def pillow_formats(fmt: str) -> list[str] | None:
+    """The Pillow plugin to open an image of ``fmt`` with (None: let Pillow find it). HEIF/HEIC goes through
+    pillow-heif's opener, registered on the first HEIF file (so other runs do not pay for its import); AVIF through
+    Pillow's own, by name, since pillow-heif's would also claim an AVIF branded mif1 and cannot decode AV1."""
     if fmt == "heif":
         _register_heif()
+        return ["HEIF"]
+    return ["AVIF"] if fmt == "avif" else None
 
 
 @functools.cache
@@ -137,12 +140,14 @@ def warnings_naming(path: Any) -> Iterator[None]:
     """Warnings raised while ``path`` is read (Pillow's DecompressionBombWarning, a corrupt EXIF block, an audio or
     video decoder's) re-raised naming it, so the one warning line says which file; a message that already starts
     with the path is left as it is."""
-    with warnings.catch_warnings(record=True) as caught:
-        yield
     prefix = f"{path}:"
-    for w in caught:
-        message = str(w.message)
-        warnings.warn(message if message.startswith(prefix) else f"{prefix} {message}", w.category, stacklevel=3)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:  # also when reading the file failed: its warnings come before its error
+        for w in caught:
+            message = str(w.message)
+            warnings.warn(message if message.startswith(prefix) else f"{prefix} {message}", w.category, stacklevel=3)
 
 
 def _to_rgb(im: PIL.Image.Image) -> PIL.Image.Image:
