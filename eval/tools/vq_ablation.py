@@ -91,14 +91,20 @@ def collect_arm(arm: str) -> dict[str, Any] | None:
     return {"arm": arm, "changes": what_it_changes(arm), **cpu, **record}
 
 
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table: the first column left-aligned (names), the others right-aligned (figures)."""
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
+
+
+def metric_cells(row: dict[str, Any], columns: tuple[tuple[str, str, str], ...] = COLUMNS) -> list[str]:
+    return [fmt.format(row[key]) for key, _, fmt in columns]
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = ["arm", *(label for _, label, _ in COLUMNS), "train CPU min"]
-    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
-    for row in rows:
-        cells = [fmt.format(row[key]) for key, _, fmt in COLUMNS]
-        cpu = f"{row['train_cpu_min']:.1f}" if "train_cpu_min" in row else "n/a"
-        lines.append(f"| {row['arm']} | " + " | ".join(cells) + f" | {cpu} |")
-    return "\n".join(lines)
+    cpu = [f"{row['train_cpu_min']:.1f}" if "train_cpu_min" in row else "n/a" for row in rows]
+    return markdown_table(head, [[row["arm"], *metric_cells(row), c] for row, c in zip(rows, cpu, strict=True)])
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mmtok.eval.tools.vq_ablation import COLUMNS, _child
+from mmtok.eval.tools.vq_ablation import COLUMNS, _child, markdown_table, metric_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "models" / "configs" / "train" / "vq-photo-256-stage2"
@@ -86,10 +86,7 @@ def collect_arm(arm: str) -> dict[str, Any] | None:
 def table(rows: list[dict[str, Any]]) -> str:
     columns = (*COLUMNS, *EXTRA_COLUMNS)
     head = ["arm", *(label for _, label, _ in columns)]
-    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
-    for row in rows:
-        lines.append(f"| {row['arm']} | " + " | ".join(fmt.format(row[key]) for key, _, fmt in columns) + " |")
-    return "\n".join(lines)
+    return markdown_table(head, [[row["arm"], *metric_cells(row, columns)] for row in rows])
 
 
 def main() -> None:
