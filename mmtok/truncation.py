@@ -276,19 +276,26 @@ def _select(features: torch.Tensor, method: str, k: int, seed: int) -> torch.Ten
     if method == "norm":
         return features.norm(dim=1).topk(k).indices
     if method == "divprune":
+        if n > MAX_PAIRWISE_TOKENS:
+            raise TruncationError(
+                f"divprune on {n:,} tokens: at most {MAX_PAIRWISE_TOKENS:,} (each kept token is compared with all)"
+            )
         unit = F.normalize(features, dim=1)
         chosen = [int(features.norm(dim=1).argmax())]
         distance = 1 - unit @ unit[chosen[0]]
+        distance[chosen[0]] = -1
         for _ in range(k - 1):
-            distance[chosen] = -1
             nxt = int(distance.argmax())
             chosen.append(nxt)
-            distance = torch.minimum(distance, 1 - unit @ unit[nxt])
+            torch.minimum(distance, 1 - unit @ unit[nxt], out=distance)  # a chosen token's -1 stays
+            distance[nxt] = -1
         return torch.tensor(chosen)
     raise TruncationError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
 
 
-MAX_TOME_TOKENS = 16384  # ToMe scores every pair across its two halves: (N/2)^2 similarities (256 MiB here)
+# ToMe scores every pair across its two halves ((N/2)^2 similarities, 256 MiB here); DivPrune compares each token
+# it keeps with every token (N x k).
+MAX_PAIRWISE_TOKENS = 16384
 
 
 def tome_merge(features: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -296,8 +303,10 @@ def tome_merge(features: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tens
 
     Returns merged features ``[k, D]`` (size-weighted means), the index of each survivor in the input, and sizes.
     """
-    if len(features) > MAX_TOME_TOKENS:
-        raise TruncationError(f"tome on {len(features):,} tokens: at most {MAX_TOME_TOKENS:,} (it compares every pair)")
+    if len(features) > MAX_PAIRWISE_TOKENS:
+        raise TruncationError(
+            f"tome on {len(features):,} tokens: at most {MAX_PAIRWISE_TOKENS:,} (it compares every pair)"
+        )
     feats = features.clone()
     index = torch.arange(len(features))
     size = torch.ones(len(features))

@@ -238,6 +238,38 @@ def test_token_files_whose_decode_or_features_would_not_fit_are_refused(tmp_path
         tome_merge(torch.zeros(20_000, 4), 10)
 
 
+def test_divprune_is_bounded_and_keeps_its_greedy_choice(tmp_path):
+    """100,000 embeddings kept at half by divprune ran 554 s (every step re-indexed the whole kept list, and each
+    kept token is compared with every token): at most 16,384 tokens now, one line on the CLI; the choice is the
+    same greedy max-min one."""
+    import torch.nn.functional as F
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+    from mmtok.truncation import _select
+
+    def greedy(features, k):  # DivPrune as first written here
+        unit = F.normalize(features, dim=1)
+        chosen = [int(features.norm(dim=1).argmax())]
+        distance = 1 - unit @ unit[chosen[0]]
+        for _ in range(k - 1):
+            distance[chosen] = -1
+            chosen.append(int(distance.argmax()))
+            distance = torch.minimum(distance, 1 - unit @ unit[chosen[-1]])
+        return torch.tensor(chosen)
+
+    features = torch.randn(2000, 32, generator=torch.Generator().manual_seed(0))
+    for k in (1, 7, 1000, 2000):
+        assert torch.equal(_select(features, "divprune", k, 0), greedy(features, k))
+    big = tmp_path / "big.safetensors"
+    mmtok.TokenSequence("image", embeddings=torch.randn(20_000, 8)).save(big)
+    result = CliRunner().invoke(
+        app, ["truncate", str(big), "--method", "divprune", "--keep-ratio", "0.5", "-o", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "divprune on 20,000 tokens: at most 16,384" in result.stderr
+
+
 def test_a_file_name_cannot_split_or_forge_a_message_line(tmp_path):
     evil = tmp_path / "evil\nerror: fake.png: all good \x1b[31m.jpg"
     evil.write_bytes(b"not an image")
