@@ -551,7 +551,7 @@ def _make_folder(out_dir: Path) -> None:
         raise ConfigError(f"{out_dir}: cannot create the run folder: {e.strerror or e}") from None
 
 
-def check_pipeline(suite: Suite, out_dir: Path = Path()) -> Context:
+def check_pipeline(suite: Suite, out_dir: Path) -> Context:
     """A suite's settings that cannot work for any item are the suite's error (exit 2), found before any item
     runs: a judge a file may not set up (see ``judge_from_file``), an unknown tokenizer, an image size its
     tokenizer cannot take, a token rate or codebook level count the audio tokenizer cannot give. Returns the

@@ -47,7 +47,7 @@ class TruncatedError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ImageHeader:
-    format: str  # "png" | "jpeg" | "webp" | "gif" | "bmp" | "tiff" ("avif", "heif": no header path, Pillow's size)
+    format: str  # "png" | "jpeg" | "webp" | "gif" | "bmp" | "tiff"
     stored_width: int  # as stored in the file, before orientation
     stored_height: int
     orientation: int  # EXIF orientation 1..8 (1 when absent)
