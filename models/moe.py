@@ -360,7 +360,7 @@ class ExpertSegments(torch.autograd.Function):
         pieces = _by_expert(token_A, weight_A, ctx.counts_E, _rows_per_piece(w1_EDF.shape[-1]))
         for (e, tokens, weights, first), (h1_NF, h3_NF) in zip(pieces, ctx.hidden, strict=True):
             stop = start + len(tokens)
-            x_ND, grad_ND = x_TD.index_select(0, tokens), grad_TD.index_select(0, tokens)
+            grad_ND = grad_TD.index_select(0, tokens)
             act_NF = F.silu(h1_NF)
             gated_NF = act_NF * h3_NF
             grad_gated_NF = grad_ND @ w2_EFD[e].T  # d loss / d (weight x gated)
@@ -371,10 +371,12 @@ class ExpertSegments(torch.autograd.Function):
             grad_gated_NF *= weights[:, None]
             grad_h3_NF = grad_gated_NF * act_NF
             grad_h1_NF = torch.ops.aten.silu_backward(grad_gated_NF * h3_NF, h1_NF)
-            if need_w1:
-                _weight_grad(grad_w1[e], x_ND.T, grad_h1_NF, first)
-            if need_w3:
-                _weight_grad(grad_w3[e], x_ND.T, grad_h3_NF, first)
+            if need_w1 or need_w3:
+                x_ND = x_TD.index_select(0, tokens)  # gathered just before its GEMMs, so they read it from cache
+                if need_w1:
+                    _weight_grad(grad_w1[e], x_ND.T, grad_h1_NF, first)
+                if need_w3:
+                    _weight_grad(grad_w3[e], x_ND.T, grad_h3_NF, first)
             if need_x:
                 grad_x_ND = (grad_h1_NF @ w1_EDF[e].T).addmm_(grad_h3_NF, w3_EDF[e].T)
                 grad_x_TD.index_add_(0, tokens, grad_x_ND.to(grad_x_TD.dtype))

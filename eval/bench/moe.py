@@ -9,13 +9,22 @@ dense SwiGLU FFN with hidden size K x F, i.e. the same active FLOPs per token â€
 FLOPs. (c) as written makes T x K F intermediates (64 MB each at the default size); (c') runs the same dense FFN over
 1,024-token chunks, so its working set is what one MoE expert's is: the compute limit without (c)'s memory traffic.
 All run in the same process, interleaved; medians of ``--repeats``. CUDA runs use bf16. The JSON records torch,
-the thread count and the load average before and after (the machine may be shared).
+the thread count, the load average before and after (the machine may be shared), and each path's minor page faults
+per step (median): glibc hands blocks of more than 32 MiB back to the kernel when they are freed, so a step whose
+tensors are that large pays fresh page faults every time (the dense FFN's T x K F intermediates are 64 MB at the
+default size, and the E64 layer's weight gradients 32 MiB each). ``--keep-freed-memory`` (glibc only) raises
+glibc's mmap and trim thresholds for the whole run, so freed memory is reused without faults: the ratios without
+the allocator's part.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
+import resource
+import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -54,6 +63,30 @@ class ChunkedDense(nn.Module):
         return torch.cat([self.dense(chunk) for chunk in x.split(self.rows)])
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, glibc's malloc.h
+
+
+def keep_freed_memory() -> None:
+    """Make glibc keep freed memory for reuse instead of unmapping it (thresholds of 1 and 2 GiB), for this process."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError as exc:
+        raise SystemExit(f"bench_moe: --keep-freed-memory needs glibc ({exc})") from None
+    if not (libc.mallopt(M_MMAP_THRESHOLD, 2**30) and libc.mallopt(M_TRIM_THRESHOLD, 2**31 - 1)):
+        raise SystemExit("bench_moe: glibc refused mallopt (--keep-freed-memory)")
+
+
+def counting_faults(fn: Callable[[], None], faults: list[int]) -> Callable[[], None]:
+    """``fn`` that appends the minor page faults of each call to ``faults``."""
+
+    def run() -> None:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        fn()
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+
+    return run
+
+
 def ratios(results: dict[str, dict[str, float]]) -> dict[str, dict[str, dict[str, float]]]:
     """Per shape and mode, each path's time over the dense FFN's and its speed over the HF loop's."""
     out = {}
@@ -70,11 +103,15 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--keep-freed-memory", action="store_true", help="glibc keeps freed memory (no refaults)")
     args = parser.parse_args()
+    if args.keep_freed_memory:
+        keep_freed_memory()
     device = select_device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     torch.manual_seed(0)
     results = {}
+    faults: dict[str, dict[str, float]] = {}
     loads: list[float] = []
     for shape, kw in SHAPES.items():
         moe = MoE(MoEConfig(dim=args.dim, **kw)).to(device, dtype).eval()
@@ -118,10 +155,13 @@ def main() -> None:
             cases["(c') dense FFN in 1,024-token chunks"] = dense_run(backward, ChunkedDense(dense))
             for fn in cases.values():
                 fn()  # warm-up (kernels, allocator)
+            step_faults: dict[str, list[int]] = {name: [] for name in cases}
+            cases = {name: counting_faults(fn, step_faults[name]) for name, fn in cases.items()}
             loads.append(os.getloadavg()[0])
             seconds = time_interleaved(cases, args.repeats)
             loads.append(os.getloadavg()[0])
             results[f"{shape} {mode}"] = {name: args.tokens / s for name, s in seconds.items()}
+            faults[f"{shape} {mode}"] = {name: statistics.median(f) for name, f in step_faults.items()}
     print(
         f"bench_moe: {args.tokens} tokens, D={args.dim}, device {device} ({dtype}), median of {args.repeats}. "
         f"{machine()}"
@@ -133,8 +173,11 @@ def main() -> None:
         dense_rate = rates["(c) dense FFN, same active FLOPs"]
         chunked_rate = rates["(c') dense FFN in 1,024-token chunks"]
         loop_rate = rates["(b) per-expert loop (HF)"]
-        rows = [[name, rate, dense_rate / rate, chunked_rate / rate, rate / loop_rate] for name, rate in rates.items()]
-        print_table(key, ["path", "tokens/s", "time / (c)", "time / (c')", "speed / loop"], rows)
+        rows = [
+            [name, rate, dense_rate / rate, chunked_rate / rate, rate / loop_rate, faults[key][name]]
+            for name, rate in rates.items()
+        ]
+        print_table(key, ["path", "tokens/s", "time / (c)", "time / (c')", "speed / loop", "page faults / step"], rows)
     write_json(
         args.json,
         {
@@ -149,6 +192,8 @@ def main() -> None:
             "cuda": torch.version.cuda if device.type == "cuda" else None,
             "threads": torch.get_num_threads(),
             "load_average_range": [min(loads), max(loads)],
+            "minor_page_faults_per_step": faults,
+            "allocator": "glibc, freed memory kept (--keep-freed-memory)" if args.keep_freed_memory else "default",
         },
     )
 
