@@ -499,10 +499,16 @@ def test_a_text_file_over_64_mib_is_refused_before_it_is_read(tmp_path):
         price(big, model="gpt-4o", at=TODAY)
 
 
-def test_a_file_far_too_small_for_its_declared_duration_is_priced_with_a_warning(tmp_path, samples):
-    """A 6.5 KB FLAC whose header claimed 4,294,967 s was priced at $3,579 on gpt-live-1 with no word."""
+def test_a_file_far_too_small_for_its_declared_duration_is_refused_or_priced_with_a_warning(
+    tmp_path, samples, monkeypatch
+):
+    """A 6.5 KB FLAC whose header claimed 4,294,967 s was priced at $3,579 on gpt-live-1 with no word. Load now
+    refuses it (its samples stop long before); where no load check can see it, price warns."""
     import numpy as np
     import soundfile as sf
+
+    from mmtok.errors import MediaError
+    from mmtok.media import loading
 
     flac = tmp_path / "lie.flac"
     sf.write(flac, np.zeros(1600, dtype=np.float32), 16000, format="FLAC")
@@ -510,6 +516,9 @@ def test_a_file_far_too_small_for_its_declared_duration_is_priced_with_a_warning
     packed = int.from_bytes(data[18:26], "big")  # STREAMINFO: rate (20 bits), channels, bits, total samples (36)
     data[18:26] = ((packed >> 36 << 36) | (2**36 - 1)).to_bytes(8, "big")
     flac.write_bytes(bytes(data))
+    with pytest.raises(MediaError, match=r"lie\.flac: audio data stops before [\d,.]+ s of the 4,294,967"):
+        price(flac, model="gpt-live-1", at=TODAY)
+    monkeypatch.setattr(loading, "_check_samples_reach", lambda *args: None)
     quote = price(flac, model="gpt-live-1", at=TODAY)
     assert any("cannot hold that" in w for w in quote.warnings), quote.warnings
     assert not any("cannot hold" in w for w in price(samples / "speech.flac", model="gpt-live-1", at=TODAY).warnings)

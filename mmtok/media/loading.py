@@ -6,6 +6,7 @@ decompression bomb and a missing end before they count.
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from fractions import Fraction
@@ -22,6 +23,7 @@ from mmtok.headers import (
     image_format,
     read_image_header,
 )
+from mmtok.media.sampling import check_not_cut_short
 from mmtok.media.types import (
     AUDIO_EXTENSIONS,
     IMAGE_EXTENSIONS,
@@ -238,8 +240,35 @@ def _load_soundfile(path: Path, fmt: str, size_bytes: int) -> Audio:
         raise MediaError(path, "audio contains no samples")
     if info.samplerate <= 0 or info.channels <= 0:
         raise MediaError(path, f"audio header gives {info.samplerate} Hz and {info.channels} channels")
+    _check_samples_reach(path, int(info.frames), int(info.samplerate))
     codec = info.subtype.lower() if info.subtype else fmt
     return Audio(path, fmt, codec, int(info.samplerate), int(info.channels), int(info.frames), size_bytes)
+
+
+def _check_samples_reach(path: Path, frames: int, rate: int) -> None:
+    """The sample where the header's length says the data must still go on (``must_reach``) must be readable: a
+    FLAC file cut off keeps the length its header states. One seek and a one-frame read (libsndfile's own seek:
+    the FLAC seek table, or a bisection of the file)."""
+    import soundfile as sf
+
+    from mmtok.media.sampling import must_reach
+
+    declared_s = frames / rate
+    reach_s = must_reach(declared_s)
+    if reach_s <= 0:
+        return
+    try:
+        with sf.SoundFile(str(path)) as f:
+            f.seek(math.ceil(reach_s * rate))
+            readable = len(f.read(1)) == 1
+    except (RuntimeError, ValueError):  # soundfile.LibsndfileError: the seek or the read failed
+        readable = False
+    if not readable:
+        raise MediaError(
+            path,
+            f"audio data stops before {reach_s:,.2f} s of the {declared_s:,.2f} s its header declares: the file is "
+            "cut short or its header is wrong",
+        )
 
 
 def _load_av(path: Path, fmt: str, size_bytes: int) -> Audio | Video:
@@ -250,8 +279,12 @@ def _load_av(path: Path, fmt: str, size_bytes: int) -> Audio | Video:
             videos = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
             measured = _measured_durations(container) if not container.duration else {}
             audio = _av_audio_meta(path, fmt, container, size_bytes, measured)
-            if videos:
-                return _av_video_meta(path, fmt, container, videos[0], audio, size_bytes, measured)
+            video = _av_video_meta(path, fmt, container, videos[0], audio, size_bytes, measured) if videos else None
+            if not measured:  # durations from headers (or FFmpeg's estimates): held to the data
+                streams = [*videos, *container.streams.audio]
+                audio = _held_to_packets(path, fmt, size_bytes, container, streams, video, audio)
+            if video is not None:
+                return video
     except av.FFmpegError as e:
         raise MediaError(path, f"corrupt or unsupported {fmt} container: {ffmpeg_reason(e)}") from None
     if audio is None:
@@ -268,8 +301,6 @@ def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, 
     of the file is a file cut short (a faststart MP4 cut off keeps its index of the whole): the earliest sample past
     the end is where its data stops, held to the rule decoding applies (``check_not_cut_short``). Reads only the
     index FFmpeg made when it opened the file, and walks it only when its last entry lies past the end."""
-    from mmtok.media.sampling import check_not_cut_short
-
     entries = stream.index_entries
     count = len(entries)
     if not count or _entry_end(entries[count - 1]) <= size_bytes:
@@ -277,6 +308,101 @@ def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, 
     first_missing = min(entry.timestamp for entry in entries if _entry_end(entry) > size_bytes)
     ends_s = max(0.0, _seconds(first_missing - (stream.start_time or 0), stream.time_base))
     check_not_cut_short(path, what, ends_s, duration_s)
+
+
+# Elementary audio streams with no duration in their header that FFmpeg trusts: it estimates one from the bitrate
+# (ADTS, MP3 without a Xing/VBRI frame count, or whose count a tag after the data makes it distrust), which a quiet
+# start or a cut end puts far off. When the data does not reach the estimate, the packets' span is the duration.
+ESTIMATED_DURATION = frozenset({"mp3", "aac"})
+
+
+def _held_to_packets(
+    path: Path, fmt: str, size_bytes: int, container: Any, streams: list[Any], video: Video | None, audio: Audio | None
+) -> Audio | None:
+    """The file's audio once its packets are checked against the durations (``_short_of_duration``): a file
+    whose packets stop short is cut short (``check_not_cut_short``), unless its duration was only FFmpeg's
+    estimate: then the packets' span replaces it."""
+    ends = _short_of_duration(container, streams)
+    if ends is None:
+        return audio
+    if fmt in ESTIMATED_DURATION and audio is not None:
+        container.seek(0)
+        spans = _measured_durations(container)
+        if not spans.get(audio.stream_index):
+            raise MediaError(path, f"{fmt} audio has no readable packets")
+        return _av_audio_meta(path, fmt, container, size_bytes, spans)
+    for media in (video, audio):
+        if media is not None:
+            check_not_cut_short(path, media.kind, ends.get(media.stream_index, 0.0), media.duration_s)
+    return audio
+
+
+def _short_of_duration(container: Any, streams: list[Any]) -> dict[int, float] | None:
+    """None when the file's packets reach as far as the streams' durations require (``must_reach``), else each
+    stream's furthest packet end (s): the file stops short, cut off at its end (a Matroska, WebM or MP3 file keeps
+    the duration its header states, with no index past the end to show the cut) or its duration is an estimate.
+
+    A stream's duration is its own, else the container's. Seeks to the earliest time one must reach and reads
+    packets without decoding until one stream has a packet ending there: a few packets after a seek through the
+    container's index, or the demuxer's own scan where it has none. One stream that reaches is enough (a sound track
+    shorter than its video, or a second track longer than the first, is not a cut). A packet's end counts from the
+    file's zero or from its stream's start, whichever is later: container durations count from the file's zero
+    (Matroska's), stream durations from the stream's start. When the seek fails or finds no packet, the packets
+    are read from where the demuxer is (a file cut inside its first cluster has none)."""
+    import av
+
+    from mmtok.media.sampling import must_reach
+
+    container_s = (container.duration or 0) / 1_000_000
+    reach = {}
+    for stream in streams:
+        needed = must_reach(_seconds(stream.duration, stream.time_base) or container_s) if stream.time_base else 0
+        if needed > 0:  # else too short (or timeless) for the rule
+            reach[stream.index] = needed
+    if not reach:
+        return None
+    first = min(reach, key=reach.__getitem__)
+    stream = container.streams[first]
+    ends: dict[int, float] = {}
+    try:
+        container.seek(int(reach[first] / stream.time_base) + min(0, stream.start_time or 0), stream=stream)
+        ends = _stream_ends(container, reach)
+    except av.FFmpegError:  # no seeking here (or no data to seek in)
+        pass
+    if not ends:
+        ends = _stream_ends(container, reach)
+    return None if _reached(ends, reach) else ends
+
+
+def _reached(ends: dict[int, float], reach: dict[int, float]) -> bool:
+    return any(ends.get(index, -1.0) >= r for index, r in reach.items())
+
+
+def _stream_ends(container: Any, reach: dict[int, float]) -> dict[int, float]:
+    """From the container's position on: each stream's furthest packet end (s), read until one reaches its
+    ``reach`` or the packets stop (at the end, or at data cut off in the middle of a packet)."""
+    import av
+
+    ends: dict[int, float] = {}
+    try:
+        for packet in container.demux(*(container.streams[i] for i in reach)):
+            end = _packet_end_s(packet)
+            if end is not None:
+                ends[packet.stream.index] = max(end, ends.get(packet.stream.index, end))
+                if _reached(ends, reach):
+                    break
+    except av.FFmpegError:
+        pass
+    return ends
+
+
+def _packet_end_s(packet: Any) -> float | None:
+    """Where a packet's media ends (s): from the file's zero, or from its stream's start when that is earlier
+    than zero; None without a time."""
+    stream, t = packet.stream, packet.pts if packet.pts is not None else packet.dts
+    if t is None or not stream.time_base:
+        return None
+    return float((t + (packet.duration or 0) - min(0, stream.start_time or 0)) * stream.time_base)
 
 
 def _entry_end(entry: Any) -> int:
@@ -308,8 +434,8 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int, measur
         raise MediaError(path, "audio stream uses a codec FFmpeg does not know")
     rate = int(ctx.sample_rate or 0)
     channels = int(ctx.channels or 0)
-    own = _seconds(stream.duration, stream.time_base)
-    duration = own or (container.duration or 0) / 1_000_000 or measured.get(stream.index, 0.0)
+    own = _seconds(stream.duration, stream.time_base) if stream.index not in measured else 0.0
+    duration = measured.get(stream.index) or own or (container.duration or 0) / 1_000_000
     if rate <= 0 or channels <= 0:
         raise MediaError(path, f"audio stream gives {rate} Hz and {channels} channels")
     if duration <= 0:

@@ -38,6 +38,12 @@ def check_decoded(video: Any, sampler: PresentationTimes) -> None:
         check_not_cut_short(video.path, "video", sampler.shown_until(), video.duration_s)
 
 
+def must_reach(declared_s: float) -> float:
+    """How far a stream's data must reach not to count as cut short (``check_not_cut_short``); 0 when the
+    declared duration is too short for the rule to apply."""
+    return max(0.0, min(CUT_SHORT_FRACTION * declared_s, declared_s - CUT_SHORT_MIN_S))
+
+
 def check_not_cut_short(path: Any, what: str, ended_s: float, declared_s: float) -> None:
     """Raise the input's ``MediaError`` when its ``what`` stream ended well before its declared duration."""
     if declared_s > 0 and ended_s < CUT_SHORT_FRACTION * declared_s and declared_s - ended_s > CUT_SHORT_MIN_S:

@@ -1,0 +1,154 @@
+"""Benchmark: what load's end probe costs on audio and video files (the seek to where the data must still go on).
+
+Run: ``python -m mmtok.eval.bench.load_av [--seconds 120] [--repeats 15]``.
+
+``mmtok.load`` reads a container's header through PyAV, then checks that its packets reach as far as the declared
+duration requires (``_short_of_duration``; for soundfile formats ``_check_samples_reach``): one seek and the
+packets up to the next keyframe, without decoding. On generated files of ``--seconds`` (H.264 at 320x180 with a
+keyframe every 10 s, the longest stretch the probe reads, in MP4 and Matroska; VP9 in WebM; LAME MP3; FLAC), in the
+same run and interleaved: PyAV opening and closing the file (the header read FFmpeg does, the anchor), ``mmtok.load``
+with the probe switched off, and ``mmtok.load`` as shipped. Medians of ``--repeats``, warm page cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import soundfile as sf
+
+import mmtok
+from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
+from mmtok.media import loading
+
+VIDEO = {"mp4": ("mp4", "libx264"), "mkv": ("matroska", "libx264"), "webm": ("webm", "libvpx-vp9")}
+
+
+def video_file(path: Path, fmt: str, codec: str, seconds: int) -> Path:
+    """``seconds`` of 320x180 24 fps video (a keyframe every 10 s) and mono sound."""
+    options = {"deadline": "realtime", "cpu-used": "8", "g": "240"} if codec == "libvpx-vp9" else {}
+    if codec == "libx264":
+        options = {"preset": "ultrafast", "x264-params": "keyint=240:min-keyint=240"}
+    with av.open(str(path), "w", format=fmt) as container:
+        sound = container.add_stream("libopus" if fmt == "webm" else "aac", rate=48000, layout="mono")
+        picture = container.add_stream(codec, rate=24, options=options)
+        picture.width, picture.height, picture.pix_fmt = 320, 180, "yuv420p"
+        for i in range(seconds * 24):
+            rgb = np.full((180, 320, 3), (3 * i) % 256, np.uint8)
+            rgb[60:120, (4 * i) % 260 : (4 * i) % 260 + 60] = 255
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            frame.pts, frame.time_base = i, Fraction(1, 24)
+            container.mux(picture.encode(frame))
+        container.mux(picture.encode(None))
+        _encode_sound(container, sound, seconds)
+    return path
+
+
+def mp3_file(path: Path, seconds: int) -> Path:
+    with av.open(str(path), "w", format="mp3") as container:
+        _encode_sound(container, container.add_stream("libmp3lame", rate=44100, layout="mono"), seconds)
+    return path
+
+
+def _encode_sound(container: av.container.OutputContainer, stream: av.AudioStream, seconds: int) -> None:
+    rate, step = stream.codec_context.sample_rate, stream.codec_context.frame_size or 1152
+    fmt = stream.codec_context.format.name
+    for start in range(0, seconds * rate, step):
+        wave = 0.2 * np.sin(2 * np.pi * 440 * np.arange(start, start + step) / rate)
+        samples = (wave * 32767).astype(np.int16) if fmt.startswith("s16") else wave.astype(np.float32)
+        if fmt.startswith("s32"):
+            samples = (wave * 2**30).astype(np.int32)
+        frame = av.AudioFrame.from_ndarray(samples[None], format=fmt, layout="mono")
+        frame.sample_rate, frame.pts, frame.time_base = rate, start, Fraction(1, rate)
+        container.mux(stream.encode(frame))
+    container.mux(stream.encode(None))
+
+
+def make_files(folder: Path, seconds: int) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, (fmt, codec) in VIDEO.items():
+        path = folder / f"{seconds}s.{name}"
+        files[name] = path if path.is_file() else video_file(path, fmt, codec, seconds)
+    path = folder / f"{seconds}s.mp3"
+    files["mp3"] = path if path.is_file() else mp3_file(path, seconds)
+    path = folder / f"{seconds}s.flac"
+    if not path.is_file():
+        sf.write(path, 0.2 * np.sin(2 * np.pi * 440 * np.arange(seconds * 16000) / 16000), 16000)
+    files["flac"] = path
+    return files
+
+
+def header_read(path: Path) -> Callable[[], None]:
+    def run() -> None:
+        if path.suffix == ".flac":
+            sf.info(str(path))
+        else:
+            with av.open(str(path)):
+                pass
+
+    return run
+
+
+def load(path: Path, probe: bool) -> Callable[[], None]:
+    shipped = (loading._short_of_duration, loading._check_samples_reach)
+    off = (lambda *args: None, lambda *args: None)
+
+    def run() -> None:
+        loading._short_of_duration, loading._check_samples_reach = shipped if probe else off
+        try:
+            mmtok.load(path)
+        finally:
+            loading._short_of_duration, loading._check_samples_reach = shipped
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=120)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    from mmtok.cache import cache_dir
+
+    files = make_files(cache_dir("corpus") / "load-av", args.seconds)
+    cases = {}
+    for name, path in files.items():
+        cases[f"{name}: header read (PyAV open, or sf.info)"] = header_read(path)
+        cases[f"{name}: mmtok.load without the end probe"] = load(path, probe=False)
+        cases[f"{name}: mmtok.load"] = load(path, probe=True)
+    for run in cases.values():
+        run()  # warm: page cache, imports
+    seconds = time_interleaved(cases, args.repeats)
+    rows, ratios = [], {}
+    for name, path in files.items():
+        anchor, without, shipped = (seconds[k] for k in cases if k.startswith(f"{name}:"))
+        ratios[name] = {"load / without probe": shipped / without, "load / header read": shipped / anchor}
+        rows.append([f"{name} ({path.stat().st_size / 1e6:.1f} MB)", anchor * 1e3, without * 1e3, shipped * 1e3,
+                     shipped / without, (shipped - without) * 1e3])  # fmt: skip
+    print(f"bench_load_av: {args.seconds} s files, median of {args.repeats} interleaved runs. {machine()}")
+    print_table(
+        "ms per file",
+        ["file", "header read", "load, no probe", "load", "load / no probe", "probe ms"],
+        rows,
+    )
+    write_json(
+        args.json,
+        {
+            "seconds_per_file": args.seconds,
+            "repeats": args.repeats,
+            "ms": {k: v * 1e3 for k, v in seconds.items()},
+            "ratios": ratios,
+            "bytes": {name: path.stat().st_size for name, path in files.items()},
+            "machine": machine(),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Audio and video files cut off at the end, as an interrupted upload or copy leaves them, written by real encoders
+(libx264 + AAC in Matroska, VP9 + Opus in WebM, LAME MP3, libFLAC). Their headers keep the whole file's duration and
+no index past the end shows the cut, so load seeks to where the data must still go on (``must_reach``) and reads a
+few packets: a cut Matroska, WebM or FLAC file is refused there, by ``price``, ``inspect`` and ``tokenize`` alike,
+instead of being priced at its header's duration. MP3 and ADTS durations are FFmpeg's estimates (a frame count or
+the bitrate): when the data stops short of one, the packets' span is the duration. Formats whose reader measures a
+cut file itself (WAV, Ogg, AVI) load at the shorter length. Valid files the probe must not refuse: streams that
+start late, a sound track shorter than its video, a second sound track longer than the first, a quiet start."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+import soundfile as sf
+from typer.testing import CliRunner
+
+import mmtok
+from mmtok.cli.main import app
+from mmtok.errors import MediaError
+from tests.makers import write_video
+
+SECONDS = 12
+
+
+def _encode(path: Path, fmt: str, video: str | None, audio: str, video_seconds: float = SECONDS) -> Path:
+    rate = 48000 if audio == "libopus" else 44100
+    with av.open(str(path), "w", format=fmt) as container:
+        stream = container.add_stream(audio, rate=rate, layout="mono")  # every stream before the first packet
+        if video:
+            options = {"deadline": "realtime", "cpu-used": "8"} if video == "libvpx-vp9" else {"preset": "ultrafast"}
+            vs = container.add_stream(video, rate=24, options=options)
+            vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
+            for i in range(round(video_seconds * 24)):
+                rgb = np.full((64, 96, 3), (7 * i) % 256, np.uint8)
+                rgb[16:48, (3 * i) % 64 : (3 * i) % 64 + 32] = 255
+                frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+                frame.pts, frame.time_base = i, Fraction(1, 24)
+                container.mux(vs.encode(frame))
+            container.mux(vs.encode(None))
+        sample_format = stream.codec_context.format.name
+        step = stream.codec_context.frame_size or 1152
+        for start in range(0, SECONDS * rate, step):
+            wave = 0.2 * np.sin(2 * np.pi * 440 * np.arange(start, start + step) / rate)
+            samples = _samples(wave, sample_format)
+            frame = av.AudioFrame.from_ndarray(samples[None], format=sample_format, layout="mono")
+            frame.sample_rate, frame.pts, frame.time_base = rate, start, Fraction(1, rate)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return path
+
+
+def _samples(wave: np.ndarray, sample_format: str) -> np.ndarray:
+    """``wave`` (floats in [-1, 1]) in the encoder's sample format."""
+    if sample_format.startswith("s16"):
+        return (wave * 32767).astype(np.int16)
+    if sample_format.startswith("s32"):
+        return (wave * 2**31 * 0.99).astype(np.int32)
+    return wave.astype(np.float64 if sample_format.startswith("dbl") else np.float32)
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("whole")
+    files = {
+        "mkv": _encode(folder / "a.mkv", "matroska", "libx264", "aac"),
+        "webm": _encode(folder / "a.webm", "webm", "libvpx-vp9", "libopus"),
+        "mp3": _encode(folder / "a.mp3", "mp3", None, "libmp3lame"),
+    }
+    wave = 0.2 * np.sin(2 * np.pi * 440 * np.arange(SECONDS * 16000) / 16000)
+    for name in ("flac", "wav", "ogg"):
+        sf.write(folder / f"a.{name}", wave.astype(np.float32), 16000, **({"subtype": "OPUS"} if name == "ogg" else {}))
+        files[name] = folder / f"a.{name}"
+    return files
+
+
+def _cut(path: Path, share: float, folder: Path) -> Path:
+    out = folder / f"cut{round(share * 100)}-{path.name}"
+    data = path.read_bytes()
+    out.write_bytes(data[: int(len(data) * share)])
+    return out
+
+
+def test_whole_files_load_at_their_duration(whole):
+    for path in whole.values():
+        assert mmtok.load(path).duration_s == pytest.approx(SECONDS, abs=0.1), path.name
+
+
+@pytest.mark.parametrize("name", ["mkv", "webm"])
+@pytest.mark.parametrize("share", [0.33, 0.8])
+def test_a_cut_container_is_refused_at_load_with_where_its_data_ends(whole, tmp_path, name, share):
+    cut = _cut(whole[name], share, tmp_path)
+    with pytest.raises(MediaError) as caught:
+        mmtok.load(cut)
+    match = re.search(
+        rf"{re.escape(cut.name)}: video stream is cut short: it ends at (\d+\.\d+) s of the 12\.\d\d s its header "
+        "declares$",
+        str(caught.value),
+    )
+    assert match, str(caught.value)
+    assert float(match[1]) == pytest.approx(share * SECONDS, abs=1.0)  # bytes and seconds go nearly together here
+
+
+@pytest.mark.parametrize("share", [0.33, 0.8])
+def test_a_cut_mp3_loads_at_its_packets_span_not_its_frame_count(whole, tmp_path, share):
+    assert mmtok.load(_cut(whole["mp3"], share, tmp_path)).duration_s == pytest.approx(share * SECONDS, abs=0.3)
+
+
+def test_a_matroska_file_cut_inside_its_first_cluster_is_refused(tmp_path):
+    """No whole packet is left, and FFmpeg refuses to seek (EPERM): still a cut file."""
+    data = write_video(tmp_path / "v.mkv", [i / 24 for i in range(4 * 24)]).read_bytes()
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(data[: data.index(b"\x1f\x43\xb6\x75") + 24])  # the first Cluster's ID, and a few bytes
+    with pytest.raises(MediaError, match=r"cut\.mkv: video stream is cut short: it ends at 0\.00 s of the 3\.9"):
+        mmtok.load(cut)
+
+
+@pytest.mark.parametrize("share", [0.33, 0.8])
+def test_a_cut_flac_is_refused_at_load(whole, tmp_path, share):
+    cut = _cut(whole["flac"], share, tmp_path)
+    with pytest.raises(MediaError, match=r"audio data stops before 10\.80 s of the 12\.00 s its header declares"):
+        mmtok.load(cut)
+
+
+@pytest.mark.parametrize("name", ["wav", "ogg"])
+def test_a_cut_file_whose_reader_measures_it_loads_at_the_shorter_length(whole, tmp_path, name):
+    cut = _cut(whole[name], 0.5, tmp_path)
+    assert 3.0 < mmtok.load(cut).duration_s < 7.0
+
+
+def test_a_sound_track_shorter_than_its_video_is_not_taken_for_a_cut_file(tmp_path):
+    path = write_video(tmp_path / "v.mkv", [i / 24 for i in range(6 * 24)], audio_rate=16000, audio_seconds=2.0)
+    video = mmtok.load(path)  # Matroska states one duration for the file: the sound track inherits the 6 s
+    assert video.duration_s == pytest.approx(6.0, abs=0.1)
+
+
+VIDEO_OPTIONS = {"libx264": {"preset": "ultrafast"}, "libvpx-vp9": {"deadline": "realtime", "cpu-used": "8"}}
+
+
+def _timed(path: Path, fmt: str, tracks: list[tuple[str, float, float]]) -> Path:
+    """A file with a stream per (codec, first time s, seconds): video for the codecs of ``VIDEO_OPTIONS``, else
+    mono sound."""
+    with av.open(str(path), "w", format=fmt) as container:
+        streams = []
+        for codec, _, _ in tracks:
+            if codec in VIDEO_OPTIONS:
+                stream = container.add_stream(codec, rate=24, options=VIDEO_OPTIONS[codec])
+                stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+            else:
+                stream = container.add_stream(codec, rate=48000 if codec == "libopus" else 44100, layout="mono")
+            streams.append(stream)
+        for stream, (codec, start, seconds) in zip(streams, tracks, strict=True):
+            if codec in VIDEO_OPTIONS:
+                for i in range(round(seconds * 24)):
+                    frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 9 * i % 256, np.uint8), format="rgb24")
+                    frame.pts, frame.time_base = i + round(start * 24), Fraction(1, 24)
+                    container.mux(stream.encode(frame))
+                container.mux(stream.encode(None))
+                continue
+            rate, step = stream.codec_context.sample_rate, stream.codec_context.frame_size or 1024
+            sample_format = stream.codec_context.format.name
+            noise = np.random.default_rng(0).uniform(-0.8, 0.8, round(seconds * rate) + step)
+            for at in range(0, round(seconds * rate), step):
+                wave = noise[at : at + step] * (at >= 2 * rate if fmt == "adts" else 1)  # ADTS: 2 s of silence first
+                frame = av.AudioFrame.from_ndarray(
+                    _samples(wave, sample_format)[None], format=sample_format, layout="mono"
+                )
+                frame.sample_rate, frame.time_base = rate, Fraction(1, rate)
+                frame.pts = at + round(start * rate)
+                container.mux(stream.encode(frame))
+            container.mux(stream.encode(None))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "tracks", "seconds"),
+    [
+        ("late.mkv", "matroska", [("libx264", 2.0, 3.0), ("aac", 2.0, 3.0)], 5.0),  # both start at 2 s
+        ("late-sound.mkv", "matroska", [("libx264", 0.0, 4.0), ("aac", 1.0, 4.0)], 5.0),
+        ("late.webm", "webm", [("libvpx-vp9", 2.0, 3.0), ("libopus", 2.0, 3.0)], 5.0),
+        ("second-longer.mkv", "matroska", [("libx264", 0.0, 2.0), ("aac", 0.0, 2.0), ("aac", 0.0, 6.0)], 6.0),
+        ("quiet-start.aac", "adts", [("aac", 0.0, 5.0)], 5.0),  # FFmpeg's bitrate estimate: ~75 s
+    ],
+)
+def test_valid_files_the_probe_could_mistake_for_cut_ones_load(tmp_path, name, fmt, tracks, seconds):
+    media = mmtok.load(_timed(tmp_path / name, fmt, tracks))
+    assert media.duration_s == pytest.approx(seconds, abs=0.15), name  # Matroska's duration counts from 0 s
+
+
+def test_price_and_tokenize_report_each_cut_file_in_one_line_and_go_on(whole, tmp_path):
+    cuts = [_cut(whole[name], 0.33, tmp_path) for name in ("mkv", "webm", "flac")]
+    runner = CliRunner()
+    priced = runner.invoke(app, ["price", str(whole["mkv"]), *map(str, cuts), "--model", "gemini-3-flash-preview"])
+    assert priced.exit_code == 1, priced.output
+    errors = [line for line in priced.stderr.splitlines() if line.startswith("error:")]
+    assert [Path(e.split(":")[1].strip()).name for e in errors] == [c.name for c in cuts], priced.stderr
+    assert "Traceback" not in priced.output and whole["mkv"].name in priced.stdout
+    tokenized = runner.invoke(app, ["tokenize", str(whole["mkv"]), str(cuts[0]), "-o", str(tmp_path / "t")])
+    assert tokenized.exit_code == 1, tokenized.output
+    written = [p.name for p in (tmp_path / "t").rglob("*.safetensors")]
+    assert len(written) == 1 and written[0].startswith("a."), written  # the whole file's tokens, not the cut one's
+    assert "cut short" in tokenized.stderr
+
+
+def test_an_adts_file_with_a_quiet_start_is_not_priced_at_ffmpegs_bitrate_estimate(tmp_path, monkeypatch):
+    from mmtok.budgets.pricing import price
+    from mmtok.media import loading
+
+    path = _timed(tmp_path / "speech.aac", "adts", [("aac", 0.0, 5.0)])  # 2 s of silence, then 3 s of sound
+    measured = price(path, model="gemini-3-flash-preview")
+    monkeypatch.setattr(loading, "_short_of_duration", lambda *args: None)
+    estimated = mmtok.load(path).duration_s
+    assert estimated > 20  # FFmpeg reads the quiet start's low bitrate into the whole file (93 s here)
+    assert measured.tokens("audio") * 10 < price(path, model="gemini-3-flash-preview").tokens("audio")
+    assert measured.tokens("audio") == pytest.approx(5.04 * 32, abs=2)  # Gemini: 32 tokens a second of sound
