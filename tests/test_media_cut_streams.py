@@ -217,3 +217,18 @@ def test_an_adts_file_with_a_quiet_start_is_not_priced_at_ffmpegs_bitrate_estima
     assert estimated > 20  # FFmpeg reads the quiet start's low bitrate into the whole file (93 s here)
     assert measured.tokens("audio") * 10 < price(path, model="gemini-3-flash-preview").tokens("audio")
     assert measured.tokens("audio") == pytest.approx(5.04 * 32, abs=2)  # Gemini: 32 tokens a second of sound
+
+
+def test_flac_in_ogg_muxed_by_ffmpeg_loads_and_decodes_through_ffmpeg(tmp_path):
+    """libsndfile cannot open FFmpeg's Ogg FLAC ("unknown error in flac decoder"); FFmpeg reads it."""
+    path = _timed(tmp_path / "a.ogg", "ogg", [("flac", 0.0, 3.0)])
+    audio = mmtok.load(path)
+    assert audio.codec == "flac" and audio.duration_s == pytest.approx(3.0, abs=0.1)
+    assert audio.waveform().shape[-1] == pytest.approx(3 * 44100, abs=4096)
+
+
+def test_a_damaged_file_libsndfile_cannot_open_keeps_its_message(tmp_path):
+    path = tmp_path / "bad.flac"
+    path.write_bytes(b"fLaC" + bytes(range(256)) * 8)
+    with pytest.raises(MediaError, match=r"bad\.flac: corrupt flac audio: "):
+        mmtok.load(path)

@@ -234,8 +234,11 @@ def _load_soundfile(path: Path, fmt: str, size_bytes: int) -> Audio:
 
     try:
         info = sf.info(str(path))
-    except Exception as e:  # soundfile.LibsndfileError
-        raise MediaError(path, f"corrupt {fmt} audio: {e}") from None
+    except Exception as e:  # LibsndfileError: a codec libsndfile lacks (FFmpeg's FLAC in Ogg), or damage
+        try:
+            return _av_audio_only(path, fmt, size_bytes)
+        except MediaError:
+            raise MediaError(path, f"corrupt {fmt} audio: {e}") from None
     if info.frames <= 0:
         raise MediaError(path, "audio contains no samples")
     if info.samplerate <= 0 or info.channels <= 0:
@@ -243,6 +246,14 @@ def _load_soundfile(path: Path, fmt: str, size_bytes: int) -> Audio:
     _check_samples_reach(path, int(info.frames), int(info.samplerate))
     codec = info.subtype.lower() if info.subtype else fmt
     return Audio(path, fmt, codec, int(info.samplerate), int(info.channels), int(info.frames), size_bytes)
+
+
+def _av_audio_only(path: Path, fmt: str, size_bytes: int) -> Audio:
+    """What FFmpeg reads of a file libsndfile cannot open: its sound, decoded by FFmpeg from then on."""
+    media = _load_av(path, fmt, size_bytes)
+    if not isinstance(media, Audio):
+        raise MediaError(path, f"{fmt} file holds video")
+    return media
 
 
 def _check_samples_reach(path: Path, frames: int, rate: int) -> None:
