@@ -6,6 +6,7 @@ decompression bomb and a missing end before they count.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import stat
@@ -358,8 +359,8 @@ def _short_of_duration(container: Any, streams: list[Any]) -> dict[int, float] |
     container's index, or the demuxer's own scan where it has none. One stream that reaches is enough (a sound track
     shorter than its video, or a second track longer than the first, is not a cut). A packet's end counts from the
     file's zero or from its stream's start, whichever is later: container durations count from the file's zero
-    (Matroska's), stream durations from the stream's start. When the seek fails or finds no packet, the packets
-    are read from where the demuxer is (a file cut inside its first cluster has none)."""
+    (Matroska's), stream durations from the stream's start. When the seek fails or finds no packet (past the data
+    of a cut file), the packets are read from the start; a file cut inside its first cluster has none."""
     import av
 
     from mmtok.media.sampling import must_reach
@@ -376,11 +377,14 @@ def _short_of_duration(container: Any, streams: list[Any]) -> dict[int, float] |
     stream = container.streams[first]
     ends: dict[int, float] = {}
     try:
-        container.seek(int(reach[first] / stream.time_base) + min(0, stream.start_time or 0), stream=stream)
+        at = int(reach[first] / stream.time_base) + min(0, stream.start_time or 0)
+        container.seek(at, stream=stream, any_frame=True)  # packets are not decoded: no keyframe needed
         ends = _stream_ends(container, reach)
     except av.FFmpegError:  # no seeking here (or no data to seek in)
         pass
-    if not ends:
+    if not ends:  # the seek found no packet (past the data of a cut file, or none to seek to): read from the start
+        with contextlib.suppress(av.FFmpegError):
+            container.seek(0)
         ends = _stream_ends(container, reach)
     return None if _reached(ends, reach) else ends
 
