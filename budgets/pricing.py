@@ -29,6 +29,7 @@ from typing import Any
 
 from mmtok.budgets import formulas as F
 from mmtok.budgets.catalog import Catalog, CatalogEntry, catalog, dashed_date, split_name
+from mmtok.budgets.formats import format_warning
 from mmtok.budgets.money import CARDS, MILLION, OPTIONS, RateCard, Tier, litellm_card, plain
 from mmtok.budgets.sheets import Family, ModelRow, families, sheets
 from mmtok.errors import MediaError, MmtokError, PriceError
@@ -611,8 +612,7 @@ def _counted_parts(
             missing.append(f"{name}: {e}")
             continue
         counted += [(name, m, c, q) for m, c, q in parts]
-        if note:
-            warnings.append(f"{name}: {note}")
+        warnings += [f"{name}: {n}" for n in (note, format_warning(model, item)) if n]
     given = (("text", options.text_tokens), ("cache_read", options.cached_input_tokens))
     for kind, tokens in (*given, ("cache_write", options.cache_write_tokens)):
         if tokens:

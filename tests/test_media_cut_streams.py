@@ -206,17 +206,14 @@ def test_price_and_tokenize_report_each_cut_file_in_one_line_and_go_on(whole, tm
     assert "cut short" in tokenized.stderr
 
 
-def test_an_adts_file_with_a_quiet_start_is_not_priced_at_ffmpegs_bitrate_estimate(tmp_path, monkeypatch):
+def test_an_adts_file_is_priced_at_its_packets_not_ffmpegs_bitrate_estimate(tmp_path):
     from mmtok.budgets.pricing import price
-    from mmtok.media import loading
 
     path = _timed(tmp_path / "speech.aac", "adts", [("aac", 0.0, 5.0)])  # 2 s of silence, then 3 s of sound
-    measured = price(path, model="gemini-3-flash-preview")
-    monkeypatch.setattr(loading, "_short_of_duration", lambda *args: None)
-    estimated = mmtok.load(path).duration_s
-    assert estimated > 20  # FFmpeg reads the quiet start's low bitrate into the whole file (93 s here)
-    assert measured.tokens("audio") * 10 < price(path, model="gemini-3-flash-preview").tokens("audio")
-    assert measured.tokens("audio") == pytest.approx(5.04 * 32, abs=2)  # Gemini: 32 tokens a second of sound
+    with av.open(str(path)) as container:
+        assert container.duration / 1e6 > 20  # FFmpeg reads the quiet start's low bitrate into the whole file
+    quote = price(path, model="gemini-3-flash-preview")
+    assert quote.tokens("audio") == pytest.approx(5.04 * 32, abs=2)  # Gemini: 32 tokens a second of sound
 
 
 def test_flac_in_ogg_muxed_by_ffmpeg_loads_and_decodes_through_ffmpeg(tmp_path):
@@ -232,3 +229,72 @@ def test_a_damaged_file_libsndfile_cannot_open_keeps_its_message(tmp_path):
     path.write_bytes(b"fLaC" + bytes(range(256)) * 8)
     with pytest.raises(MediaError, match=r"bad\.flac: corrupt flac audio: "):
         mmtok.load(path)
+
+
+# --------------------------------------------------------------------------------- a review's cases (each a bug once)
+def test_a_matroska_duration_no_seek_can_name_is_refused_in_one_line(tmp_path):
+    """TimecodeScale 1 ns and a Duration of 1.2e19 ticks: the seek target overflows int64 (OverflowError)."""
+    import struct
+
+    data = bytearray(write_video(tmp_path / "v.mkv", [i / 24 for i in range(48)]).read_bytes())
+    scale = data.index(b"\x2a\xd7\xb1")  # TimecodeScale
+    width = data[scale + 3] & 0x7F
+    data[scale + 4 : scale + 4 + width] = (1).to_bytes(width, "big")
+    duration = data.index(b"\x44\x89")  # Duration: a float of 4 or 8 bytes
+    packed = struct.pack(">d", 1.2e19) if data[duration + 2] == 0x88 else struct.pack(">f", 1.2e19)
+    data[duration + 3 : duration + 3 + len(packed)] = packed
+    forged = tmp_path / "forged.mkv"
+    forged.write_bytes(bytes(data))
+    with pytest.raises(MediaError, match=r"forged\.mkv: video stream is cut short: it ends at [\d.]+ s of the"):
+        mmtok.load(forged)
+
+
+def test_subtitles_longer_than_the_sound_are_not_taken_for_a_cut_file(tmp_path):
+    srt = tmp_path / "s.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nhello\n\n2\n00:00:28,000 --> 00:00:30,000\nbye\n")
+    sound = _timed(tmp_path / "a.mka", "matroska", [("aac", 0.0, 6.0)])
+    with av.open(str(sound)) as a, av.open(str(srt)) as s, av.open(str(tmp_path / "sub.mkv"), "w", "matroska") as out:
+        audio, text = out.add_stream_from_template(a.streams.audio[0]), out.add_stream_from_template(s.streams[0])
+        for source, target in ((a, audio), (s, text)):
+            for packet in source.demux(source.streams[0]):
+                if packet.dts is not None:
+                    packet.stream = target
+                    out.mux(packet)
+    assert mmtok.load(tmp_path / "sub.mkv").duration_s == pytest.approx(30.0, abs=0.1)  # the file's duration
+
+
+def test_a_flac_of_unknown_length_is_measured_by_its_packets(tmp_path):
+    """STREAMINFO total_samples = 0 is legal (FLAC written to a pipe): libsndfile reports SF_COUNT_MAX frames."""
+    path = tmp_path / "pipe.flac"
+    sf.write(path, np.zeros(3 * 16000, np.float32) + 0.1, 16000)
+    data = bytearray(path.read_bytes())
+    packed = int.from_bytes(data[18:26], "big")  # rate (20 bits), channels, bits, total samples (36)
+    data[18:26] = (packed >> 36 << 36).to_bytes(8, "big")
+    path.write_bytes(bytes(data))
+    audio = mmtok.load(path)
+    assert audio.duration_s == pytest.approx(3.0, abs=0.1) and audio.stream_index is not None  # FFmpeg decodes it
+
+
+def test_an_adts_file_whose_loud_start_makes_ffmpeg_guess_short_is_measured(tmp_path):
+    """2 s of noise, then 18 s of silence: FFmpeg's bitrate estimate is ~3 s."""
+    path = tmp_path / "loud.aac"
+    with av.open(str(path), "w", format="adts") as container:
+        stream = container.add_stream("aac", rate=44100, layout="mono")
+        noise = np.random.default_rng(0).uniform(-0.9, 0.9, 20 * 44100) * (np.arange(20 * 44100) < 2 * 44100)
+        for at in range(0, len(noise) - 1024, 1024):
+            frame = av.AudioFrame.from_ndarray(noise[None, at : at + 1024].astype(np.float32), "fltp", "mono")
+            frame.sample_rate, frame.pts, frame.time_base = 44100, at, Fraction(1, 44100)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    with av.open(str(path)) as container:
+        assert container.duration / 1e6 < 10
+    assert mmtok.load(path).duration_s == pytest.approx(20.0, abs=0.2)
+
+
+def test_inspect_reports_a_cut_file_in_one_line_and_exits_1(whole, tmp_path):
+    cut = _cut(whole["webm"], 0.33, tmp_path)
+    result = CliRunner().invoke(app, ["inspect", str(whole["webm"]), str(cut)])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and cut.name in errors[0] and "cut short" in errors[0], result.stderr
+    assert "Traceback" not in result.output

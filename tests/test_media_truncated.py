@@ -273,10 +273,10 @@ def test_a_faststart_mp4_cut_short_is_refused_at_load_by_its_own_index(faststart
 
 def test_a_container_cut_short_past_its_index_is_refused_when_decoded(faststart, monkeypatch):
     """Decoding holds the same rule for containers whose cut load cannot see (both load checks switched off)."""
-    from mmtok.media import loading
+    from mmtok.media import loading, reach
 
     monkeypatch.setattr(loading, "_check_index_in_file", lambda *args: None)
-    monkeypatch.setattr(loading, "_short_of_duration", lambda *args: None)
+    monkeypatch.setattr(reach, "packets_stop_short", lambda *args: None)
     _, cut = faststart
     assert mmtok.load(cut).duration_s == pytest.approx(10.0, abs=0.1)  # the header still says 10 s
     with pytest.raises(

@@ -3,11 +3,11 @@
 Run: ``python -m mmtok.eval.bench.load_av [--seconds 120] [--repeats 15]``.
 
 ``mmtok.load`` reads a container's header through PyAV, then checks that its packets reach as far as the declared
-duration requires (``_short_of_duration``; for soundfile formats ``_check_samples_reach``): one seek and the
-packets up to the next keyframe, without decoding. On generated files of ``--seconds`` (H.264 at 320x180 with a
-keyframe every 10 s, the longest stretch the probe reads, in MP4 and Matroska; VP9 in WebM; LAME MP3; FLAC), in the
-same run and interleaved: PyAV opening and closing the file (the header read FFmpeg does, the anchor), ``mmtok.load``
-with the probe switched off, and ``mmtok.load`` as shipped. Medians of ``--repeats``, warm page cache.
+duration requires (``mmtok.media.reach.packets_stop_short``; for soundfile formats ``_check_samples_reach``): one
+seek to any packet and the few packets after it, without decoding. On generated files of ``--seconds`` (H.264 at
+320x180 with a keyframe every 10 s in MP4 and Matroska; VP9 in WebM; LAME MP3; FLAC), in the same run and
+interleaved: PyAV opening and closing the file (the header read FFmpeg does, the anchor), ``mmtok.load`` with the
+probe switched off, and ``mmtok.load`` as shipped. Medians of ``--repeats``, warm page cache.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import soundfile as sf
 
 import mmtok
 from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
-from mmtok.media import loading
+from mmtok.media import loading, reach
 
 VIDEO = {"mp4": ("mp4", "libx264"), "mkv": ("matroska", "libx264"), "webm": ("webm", "libvpx-vp9")}
 
@@ -95,15 +95,15 @@ def header_read(path: Path) -> Callable[[], None]:
 
 
 def load(path: Path, probe: bool) -> Callable[[], None]:
-    shipped = (loading._short_of_duration, loading._check_samples_reach)
+    shipped = (reach.packets_stop_short, loading._check_samples_reach)
     off = (lambda *args: None, lambda *args: None)
 
     def run() -> None:
-        loading._short_of_duration, loading._check_samples_reach = shipped if probe else off
+        reach.packets_stop_short, loading._check_samples_reach = shipped if probe else off
         try:
             mmtok.load(path)
         finally:
-            loading._short_of_duration, loading._check_samples_reach = shipped
+            reach.packets_stop_short, loading._check_samples_reach = shipped
 
     return run
 

@@ -6,7 +6,6 @@ decompression bomb and a missing end before they count.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import stat
@@ -230,6 +229,9 @@ def _looks_like_text(head: bytes, whole_file: bool) -> bool:
     return True
 
 
+UNKNOWN_FRAMES = 2**62  # libsndfile reports SF_COUNT_MAX frames for a length it does not know
+
+
 def _load_soundfile(path: Path, fmt: str, size_bytes: int) -> Audio:
     import soundfile as sf
 
@@ -240,6 +242,8 @@ def _load_soundfile(path: Path, fmt: str, size_bytes: int) -> Audio:
             return _av_audio_only(path, fmt, size_bytes)
         except MediaError:
             raise MediaError(path, f"corrupt {fmt} audio: {e}") from None
+    if info.frames >= UNKNOWN_FRAMES:  # libsndfile's count when the header states none (FLAC written to a pipe)
+        return _av_audio_only(path, fmt, size_bytes, measure=True)
     if info.frames <= 0:
         raise MediaError(path, "audio contains no samples")
     if info.samplerate <= 0 or info.channels <= 0:
@@ -249,9 +253,9 @@ def _load_soundfile(path: Path, fmt: str, size_bytes: int) -> Audio:
     return Audio(path, fmt, codec, int(info.samplerate), int(info.channels), int(info.frames), size_bytes)
 
 
-def _av_audio_only(path: Path, fmt: str, size_bytes: int) -> Audio:
-    """What FFmpeg reads of a file libsndfile cannot open: its sound, decoded by FFmpeg from then on."""
-    media = _load_av(path, fmt, size_bytes)
+def _av_audio_only(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Audio:
+    """What FFmpeg reads of a file libsndfile cannot open or size: its sound, decoded by FFmpeg from then on."""
+    media = _load_av(path, fmt, size_bytes, measure)
     if not isinstance(media, Audio):
         raise MediaError(path, f"{fmt} file holds video")
     return media
@@ -283,18 +287,24 @@ def _check_samples_reach(path: Path, frames: int, rate: int) -> None:
         )
 
 
-def _load_av(path: Path, fmt: str, size_bytes: int) -> Audio | Video:
+def _load_av(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Audio | Video:
+    """A container's sound and first video stream, by FFmpeg. Durations are the streams' own, else the
+    container's, held to the packets (``_held_to_packets``); they are measured from the packets when the
+    container states none (a live-mode Matroska recording), for ADTS, or when ``measure`` is set."""
     import av
+
+    from mmtok.media import reach
 
     try:
         with _av_open(path) as container:
             videos = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
-            measured = _measured_durations(container) if not container.duration else {}
+            measured: dict[int, float] = {}
+            if measure or fmt in reach.MEASURED_FORMATS or not container.duration:
+                measured = reach.measured_spans(container) or {}
             audio = _av_audio_meta(path, fmt, container, size_bytes, measured)
             video = _av_video_meta(path, fmt, container, videos[0], audio, size_bytes, measured) if videos else None
             if not measured:  # durations from headers (or FFmpeg's estimates): held to the data
-                streams = [*videos, *container.streams.audio]
-                audio = _held_to_packets(path, fmt, size_bytes, container, streams, video, audio)
+                audio = _held_to_packets(path, fmt, size_bytes, container, video, audio)
             if video is not None:
                 return video
     except av.FFmpegError as e:
@@ -322,24 +332,29 @@ def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, 
     check_not_cut_short(path, what, ends_s, duration_s)
 
 
-# Elementary audio streams with no duration in their header that FFmpeg trusts: it estimates one from the bitrate
-# (ADTS, MP3 without a Xing/VBRI frame count, or whose count a tag after the data makes it distrust), which a quiet
-# start or a cut end puts far off. When the data does not reach the estimate, the packets' span is the duration.
-ESTIMATED_DURATION = frozenset({"mp3", "aac"})
-
-
 def _held_to_packets(
-    path: Path, fmt: str, size_bytes: int, container: Any, streams: list[Any], video: Video | None, audio: Audio | None
+    path: Path, fmt: str, size_bytes: int, container: Any, video: Video | None, audio: Audio | None
 ) -> Audio | None:
-    """The file's audio once its packets are checked against the durations (``_short_of_duration``): a file
+    """The file's audio once its packets are checked against the durations (``reach.packets_stop_short``): a file
     whose packets stop short is cut short (``check_not_cut_short``), unless its duration was only FFmpeg's
-    estimate: then the packets' span replaces it."""
-    ends = _short_of_duration(container, streams)
+    estimate (MP3): then the packets' span replaces it."""
+    import av
+
+    from mmtok.media import reach
+
+    timed = [
+        s
+        for s in container.streams
+        if s.type in reach.TIMED_STREAMS and not s.disposition & av.stream.Disposition.attached_pic
+    ]
+    ends = reach.packets_stop_short(container, timed)
     if ends is None:
         return audio
-    if fmt in ESTIMATED_DURATION and audio is not None:
+    if fmt in reach.ESTIMATED_FORMATS and audio is not None and video is None:
         container.seek(0)
-        spans = _measured_durations(container)
+        spans = reach.measured_spans(container)
+        if spans is None:  # too many packets to measure: the estimate stands
+            return audio
         if not spans.get(audio.stream_index):
             raise MediaError(path, f"{fmt} audio has no readable packets")
         return _av_audio_meta(path, fmt, container, size_bytes, spans)
@@ -349,95 +364,8 @@ def _held_to_packets(
     return audio
 
 
-def _short_of_duration(container: Any, streams: list[Any]) -> dict[int, float] | None:
-    """None when the file's packets reach as far as the streams' durations require (``must_reach``), else each
-    stream's furthest packet end (s): the file stops short, cut off at its end (a Matroska, WebM or MP3 file keeps
-    the duration its header states, with no index past the end to show the cut) or its duration is an estimate.
-
-    A stream's duration is its own, else the container's. Seeks to the earliest time one must reach and reads
-    packets without decoding until one stream has a packet ending there: a few packets after a seek through the
-    container's index, or the demuxer's own scan where it has none. One stream that reaches is enough (a sound track
-    shorter than its video, or a second track longer than the first, is not a cut). A packet's end counts from the
-    file's zero or from its stream's start, whichever is later: container durations count from the file's zero
-    (Matroska's), stream durations from the stream's start. When the seek fails or finds no packet (past the data
-    of a cut file), the packets are read from the start; a file cut inside its first cluster has none."""
-    import av
-
-    from mmtok.media.sampling import must_reach
-
-    container_s = (container.duration or 0) / 1_000_000
-    reach = {}
-    for stream in streams:
-        needed = must_reach(_seconds(stream.duration, stream.time_base) or container_s) if stream.time_base else 0
-        if needed > 0:  # else too short (or timeless) for the rule
-            reach[stream.index] = needed
-    if not reach:
-        return None
-    first = min(reach, key=reach.__getitem__)
-    stream = container.streams[first]
-    ends: dict[int, float] = {}
-    try:
-        at = int(reach[first] / stream.time_base) + min(0, stream.start_time or 0)
-        container.seek(at, stream=stream, any_frame=True)  # packets are not decoded: no keyframe needed
-        ends = _stream_ends(container, reach)
-    except av.FFmpegError:  # no seeking here (or no data to seek in)
-        pass
-    if not ends:  # the seek found no packet (past the data of a cut file, or none to seek to): read from the start
-        with contextlib.suppress(av.FFmpegError):
-            container.seek(0)
-        ends = _stream_ends(container, reach)
-    return None if _reached(ends, reach) else ends
-
-
-def _reached(ends: dict[int, float], reach: dict[int, float]) -> bool:
-    return any(ends.get(index, -1.0) >= r for index, r in reach.items())
-
-
-def _stream_ends(container: Any, reach: dict[int, float]) -> dict[int, float]:
-    """From the container's position on: each stream's furthest packet end (s), read until one reaches its
-    ``reach`` or the packets stop (at the end, or at data cut off in the middle of a packet)."""
-    import av
-
-    ends: dict[int, float] = {}
-    try:
-        for packet in container.demux(*(container.streams[i] for i in reach)):
-            end = _packet_end_s(packet)
-            if end is not None:
-                ends[packet.stream.index] = max(end, ends.get(packet.stream.index, end))
-                if _reached(ends, reach):
-                    break
-    except av.FFmpegError:
-        pass
-    return ends
-
-
-def _packet_end_s(packet: Any) -> float | None:
-    """Where a packet's media ends (s): from the file's zero, or from its stream's start when that is earlier
-    than zero; None without a time."""
-    stream, t = packet.stream, packet.pts if packet.pts is not None else packet.dts
-    if t is None or not stream.time_base:
-        return None
-    return float((t + (packet.duration or 0) - min(0, stream.start_time or 0)) * stream.time_base)
-
-
 def _entry_end(entry: Any) -> int:
     return int(entry.pos) + max(0, int(entry.size))
-
-
-def _measured_durations(container: Any) -> dict[int, float]:
-    """Each stream's span by its packets' times, read without decoding: for containers that state no duration
-    (a live-mode or unfinished Matroska recording). A pass over the file's packets, made only for such files."""
-    first: dict[int, float] = {}
-    last: dict[int, float] = {}
-    for packet in container.demux():
-        stream = packet.stream
-        if packet.pts is None or not stream.time_base:
-            continue
-        start = float(packet.pts * stream.time_base)
-        end = start + float((packet.duration or 0) * stream.time_base)
-        first[stream.index] = min(first.get(stream.index, start), start)
-        last[stream.index] = max(last.get(stream.index, end), end)
-    return {index: last[index] - first[index] for index in last}
 
 
 def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int, measured: dict[int, float]) -> Audio | None:
@@ -477,8 +405,8 @@ def _av_video_meta(
         raise MediaError(path, "video stream uses a codec FFmpeg does not know")
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
     fps = float(rate) if rate else 0.0
-    own = _seconds(stream.duration, stream.time_base)
-    duration = own or (container.duration or 0) / 1_000_000 or measured.get(stream.index, 0.0)
+    own = _seconds(stream.duration, stream.time_base) if stream.index not in measured else 0.0
+    duration = measured.get(stream.index) or own or (container.duration or 0) / 1_000_000
     frames = int(stream.frames or 0) or round(duration * fps)
     if not ctx.width or not ctx.height:
         raise MediaError(path, "video stream has no frame size")

@@ -46,7 +46,7 @@ def must_reach(declared_s: float) -> float:
 
 def check_not_cut_short(path: Any, what: str, ended_s: float, declared_s: float) -> None:
     """Raise the input's ``MediaError`` when its ``what`` stream ended well before its declared duration."""
-    if declared_s > 0 and ended_s < CUT_SHORT_FRACTION * declared_s and declared_s - ended_s > CUT_SHORT_MIN_S:
+    if ended_s < must_reach(declared_s):
         from mmtok.errors import MediaError
 
         raise MediaError(
