@@ -342,10 +342,11 @@ def _held_to_packets(
 
     from mmtok.media import reach
 
-    timed = [
+    timed = [  # video first: its keyframes are what a container indexes (Matroska's cues), so seeks there are fast
         s
+        for kind in reach.TIMED_STREAMS
         for s in container.streams
-        if s.type in reach.TIMED_STREAMS and not s.disposition & av.stream.Disposition.attached_pic
+        if s.type == kind and not s.disposition & av.stream.Disposition.attached_pic
     ]
     ends = reach.packets_stop_short(container, timed)
     if ends is None:

@@ -20,7 +20,7 @@ MEASURED_FORMATS = frozenset({"aac"})
 # A frame count (Xing/VBRI) or the bitrate: measured when the packets stop short of it (a cut file, a quiet start).
 ESTIMATED_FORMATS = frozenset({"mp3"})
 MAX_PACKETS = 2_000_000  # a pass over a file's packets stops here (~10 s): hours of sound, a long film
-TIMED_STREAMS = ("video", "audio", "subtitle")  # what a container's duration covers
+TIMED_STREAMS = ("video", "audio", "subtitle")  # what a container's duration covers, in the order seeks prefer
 
 
 def measured_spans(container: Any) -> dict[int, float] | None:
@@ -48,13 +48,13 @@ def packets_stop_short(container: Any, streams: list[Any]) -> dict[int, float] |
     """None when the file's packets reach as far as the streams' durations require (``must_reach``), else each
     stream's furthest packet end (s).
 
-    A stream's duration is its own, else the container's. Seeks to the earliest time one must reach (to any
-    packet: none is decoded, so no keyframe is needed) and reads packets until one stream has a packet ending
-    there: one stream that reaches is enough (a sound track shorter than its video, or subtitles longer than the
-    sound, is not a cut). A packet's end is the later of its time from the file's zero (container durations count
-    from there: Matroska's) and from its stream's start. When the seek fails or finds no packet (past the data of a
-    cut file), the packets are read from the start; a file cut inside its first cluster has none. A read that
-    meets ``MAX_PACKETS`` packets first decides nothing (None)."""
+    A stream's duration is its own, else the container's. Seeks in the first of the streams that must reach the
+    earliest (to any packet: none is decoded, so no keyframe is needed) and reads packets until one stream has a
+    packet ending there: one stream that reaches is enough (a sound track shorter than its video, or subtitles
+    longer than the sound, is not a cut). A packet's end is the later of its time from the file's zero (container
+    durations count from there: Matroska's) and from its stream's start. When the seek fails or finds no packet
+    (past the data of a cut file), the packets are read from the start; a file cut inside its first cluster has
+    none. A read that meets ``MAX_PACKETS`` packets first decides nothing (None)."""
     import av
 
     container_s = (container.duration or 0) / 1_000_000
