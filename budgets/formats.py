@@ -2,9 +2,11 @@
 when an input's format is not among them: the request would be refused, or the file must be converted first,
 whatever it costs.
 
-A provider's entry applies to the models of its families (fnmatch on the family name, as in ``families.toml``) or
-of its provider name. A modality an entry does not list is not checked; self-hosted families have no entry (what
-they take depends on the serving stack).
+A provider's entry applies to the models of its families: fnmatch patterns on the names of the families shipped in
+``families.toml`` (a family of your own sheet, say "openai-compatible-vllm", is never matched), unless the model
+was asked for under one of ``unless_asked`` (``vertex_ai/...``: Vertex AI's list is not the Gemini API's). A
+modality an entry does not list is not checked; self-hosted families have no entry (what they take depends on the
+serving stack).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from mmtok.errors import PriceError
 from mmtok.files import read_toml
 
 MODALITIES = ("image", "audio", "video")
-KEYS = frozenset({"name", "providers", "families", *MODALITIES})
+KEYS = frozenset({"name", "families", "unless_asked", *MODALITIES})
 RULE_KEYS = frozenset({"formats", "source", "read", "quote"})
 NAMES = {  # mmtok's format names as a reader of a warning knows them
     "jpeg": "JPEG",
@@ -45,7 +47,6 @@ NAMES = {  # mmtok's format names as a reader of a warning knows them
     "avi": "AVI",
 }
 CONVERT = {
-    "image": "`mmtok shrink` writes it as PNG, JPEG or WebP",
     "audio": "convert it first, e.g. `ffmpeg -i FILE out.mp3`",
     "video": "convert it first, e.g. `ffmpeg -i FILE -c copy out.mp4` (or re-encode where the codecs do not fit)",
 }
@@ -66,12 +67,14 @@ class Accepted:
     """One provider's accepted input formats."""
 
     name: str
-    providers: tuple[str, ...]
     families: tuple[str, ...]
+    unless_asked: tuple[str, ...]
     rules: dict[str, Rule]  # modality -> rule
 
-    def applies_to(self, provider: str, family: str | None) -> bool:
-        return provider in self.providers or bool(family and any(fnmatch.fnmatchcase(family, p) for p in self.families))
+    def applies_to(self, asked: str, family: str) -> bool:
+        return any(fnmatch.fnmatchcase(family, p) for p in self.families) and not any(
+            fnmatch.fnmatchcase(asked.lower(), p) for p in self.unless_asked
+        )
 
 
 def format_warning(model: Any, item: Any) -> str:
@@ -81,18 +84,34 @@ def format_warning(model: Any, item: Any) -> str:
     if modality not in MODALITIES or not fmt or getattr(item, "path", None) is None:
         return ""
     family = model.family.name if model.family else None
+    if family is None or family not in _shipped_families():
+        return ""
     for entry in accepted():
         rule = entry.rules.get(modality)
-        if rule is None or not entry.applies_to(model.provider, family):
+        if rule is None or not entry.applies_to(model.asked, family):
             continue
         if fmt in rule.formats:
             return ""
         listed = ", ".join(sorted(NAMES[f] for f in rule.formats))
         return (
             f"{entry.name} takes {modality} as {listed}, not {NAMES.get(fmt, fmt)} ({rule.source}, read {rule.read}): "
-            f"the request would be refused; {CONVERT[modality]}"
+            f"the request would be refused; {_conversion(modality, fmt, rule.formats)}"
         )
     return ""
+
+
+def _conversion(modality: str, fmt: str, taken: frozenset[str]) -> str:
+    """How to get a file the provider takes: ``mmtok shrink`` for an image when what it writes for this input is
+    taken (AVIF and HEIF as WebP; GIF, BMP and TIFF as PNG, or lossless WebP when that is smaller), else a
+    conversion to name."""
+    if modality != "image":
+        return CONVERT[modality]
+    from mmtok.budgets.shrink.pictures import OUTPUT_FORMATS  # imported only when a warning is written
+
+    written = OUTPUT_FORMATS.get(fmt, ("PNG", ".png"))[1].lstrip(".").replace("jpg", "jpeg")
+    if {written, "webp"} <= taken:
+        return f"`mmtok shrink` writes it as {NAMES[written]}" + (" or WebP" if written == "png" else "")
+    return f"convert it to {' or '.join(sorted(NAMES[f] for f in taken & {'jpeg', 'png'}))} first"
 
 
 @functools.cache
@@ -106,14 +125,21 @@ def accepted(path: Path | None = None) -> tuple[Accepted, ...]:
     return tuple(_entry(e, f"{path} provider {i}") for i, e in enumerate(entries))
 
 
+@functools.cache
+def _shipped_families() -> frozenset[str]:
+    from mmtok.budgets.sheets import families
+
+    return frozenset(f.name for f in families())
+
+
 def _entry(entry: Any, where: str) -> Accepted:
     if not isinstance(entry, dict) or set(entry) - KEYS or not isinstance(entry.get("name"), str):
         raise PriceError(f"{where}: a table with a 'name' and keys among {', '.join(sorted(KEYS))}")
-    names = {key: entry.get(key, []) for key in ("providers", "families")}
+    names = {key: entry.get(key, []) for key in ("families", "unless_asked")}
     if not all(isinstance(v, list) and all(isinstance(s, str) for s in v) for v in names.values()):
-        raise PriceError(f"{where}: 'providers' and 'families' must be lists of strings")
+        raise PriceError(f"{where}: 'families' and 'unless_asked' must be lists of strings")
     rules = {m: _rule(entry[m], f"{where} {m}") for m in MODALITIES if m in entry}
-    return Accepted(entry["name"], tuple(names["providers"]), tuple(names["families"]), rules)
+    return Accepted(entry["name"], tuple(names["families"]), tuple(names["unless_asked"]), rules)
 
 
 def _rule(table: Any, where: str) -> Rule:

@@ -40,7 +40,7 @@ def test_a_heic_photo_on_openai_and_claude_warns_with_the_providers_page(photos)
     (openai,) = _format_warnings(photos[".heic"], "gpt-4o")
     assert "OpenAI takes image as GIF, JPEG, PNG, WebP, not HEIF/HEIC" in openai
     assert "https://developers.openai.com/api/docs/guides/images-vision, read 2026-12-01" in openai
-    assert "`mmtok shrink` writes it as PNG, JPEG or WebP" in openai
+    assert "`mmtok shrink` writes it as WebP" in openai
     (claude,) = _format_warnings(photos[".avif"], "claude-opus-4-7")
     assert "Anthropic takes image as GIF, JPEG, PNG, WebP, not AVIF" in claude
 
@@ -100,3 +100,23 @@ def test_a_malformed_table_is_refused_naming_the_problem(tmp_path, text, message
     path.write_text(text)
     with pytest.raises(PriceError, match=message):
         accepted(path)
+
+
+def test_xai_gets_a_conversion_it_takes_not_shrinks_webp(photos):
+    (warning,) = _format_warnings(photos[".webp"], "grok-4")
+    assert "xAI takes image as JPEG, PNG, not WebP" in warning and "convert it to JPEG or PNG first" in warning
+    (claude,) = _format_warnings(photos[".heic"], "claude-opus-4-7")
+    assert "`mmtok shrink` writes it as WebP" in claude
+
+
+def test_vertex_ai_and_families_of_your_own_sheet_are_not_checked(photos, samples, tmp_path):
+    assert not _format_warnings(samples / "speech.m4a", "vertex_ai/gemini-2.5-flash")  # Vertex lists audio/m4a
+    assert _format_warnings(samples / "speech.m4a", "gemini/gemini-2.5-flash")
+    sheet = tmp_path / "mine.toml"
+    sheet.write_text(
+        'provider = "openai"\ncurrency = "USD"\n\n[[family]]\nname = "openai-compatible-vllm"\nmatch = ["my-vlm*"]\n'
+        'image = { formula = "patch-grid", patch_px = 14 }\nsource = "local"\n\n[models."my-vlm-7b"]\n'
+        'input_per_mtok = "0.50"\nimage_input_per_mtok = "0.50"\nsource = "our serving cost"\nas_of = 2026-11-30\n'
+    )
+    quote = price(photos[".heic"], model="my-vlm-7b", at=TODAY, prices=(sheet,))
+    assert not [w for w in quote.warnings if "would be refused" in w], quote.warnings

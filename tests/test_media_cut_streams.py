@@ -249,7 +249,7 @@ def test_a_matroska_duration_no_seek_can_name_is_refused_in_one_line(tmp_path):
         mmtok.load(forged)
 
 
-def test_subtitles_longer_than_the_sound_are_not_taken_for_a_cut_file(tmp_path):
+def test_subtitles_longer_than_the_sound_are_not_a_cut_and_do_not_lengthen_the_sound(tmp_path):
     srt = tmp_path / "s.srt"
     srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nhello\n\n2\n00:00:28,000 --> 00:00:30,000\nbye\n")
     sound = _timed(tmp_path / "a.mka", "matroska", [("aac", 0.0, 6.0)])
@@ -260,7 +260,29 @@ def test_subtitles_longer_than_the_sound_are_not_taken_for_a_cut_file(tmp_path):
                 if packet.dts is not None:
                     packet.stream = target
                     out.mux(packet)
-    assert mmtok.load(tmp_path / "sub.mkv").duration_s == pytest.approx(30.0, abs=0.1)  # the file's duration
+    with av.open(str(tmp_path / "sub.mkv")) as container:
+        assert container.duration / 1e6 == pytest.approx(30.0, abs=0.1)  # the file's duration is the subtitles'
+    assert mmtok.load(tmp_path / "sub.mkv").duration_s == pytest.approx(6.0, abs=0.1)  # the sound's own span
+
+
+def test_an_mp3_that_states_no_frame_count_is_measured_by_its_packets(tmp_path):
+    """VBR without a Xing frame, 2 s of noise then 18 s of silence: FFmpeg's bitrate estimate, taken from the loud
+    start, is far too short."""
+    path = tmp_path / "vbr.mp3"
+    with av.open(str(path), "w", format="mp3", options={"write_xing": "0"}) as container:
+        stream = container.add_stream("libmp3lame", rate=44100, layout="mono")
+        stream.codec_context.flags |= av.codec.context.Flags.qscale
+        stream.codec_context.global_quality = 4 * 118  # FF_QP2LAMBDA x VBR quality 4
+        fmt, step = stream.codec_context.format.name, stream.codec_context.frame_size or 1152
+        noise = np.random.default_rng(0).uniform(-0.9, 0.9, 20 * 44100) * (np.arange(20 * 44100) < 2 * 44100)
+        for at in range(0, len(noise) - step, step):
+            frame = av.AudioFrame.from_ndarray(_samples(noise[at : at + step], fmt)[None], fmt, "mono")
+            frame.sample_rate, frame.pts, frame.time_base = 44100, at, Fraction(1, 44100)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    with av.open(str(path)) as container:
+        assert container.duration / 1e6 < 19  # from the bitrate of the first frames
+    assert mmtok.load(path).duration_s == pytest.approx(20.0, abs=0.2)
 
 
 def test_a_flac_of_unknown_length_is_measured_by_its_packets(tmp_path):

@@ -276,7 +276,7 @@ def test_a_container_cut_short_past_its_index_is_refused_when_decoded(faststart,
     from mmtok.media import loading, reach
 
     monkeypatch.setattr(loading, "_check_index_in_file", lambda *args: None)
-    monkeypatch.setattr(reach, "packets_stop_short", lambda *args: None)
+    monkeypatch.setattr(reach, "packets_reach", lambda *args: None)
     _, cut = faststart
     assert mmtok.load(cut).duration_s == pytest.approx(10.0, abs=0.1)  # the header still says 10 s
     with pytest.raises(

@@ -33,7 +33,7 @@ OUTPUT_FORMATS = {
     "bmp": ("PNG", ".png"),
     "tiff": ("PNG", ".png"),
     "avif": ("WEBP", ".webp"),  # lossy photos that may hold alpha, as WebP can; providers take neither AVIF nor
-    "heif": ("WEBP", ".webp"),  # (but Gemini) HEIF, and every one takes WebP
+    "heif": ("WEBP", ".webp"),  # (but Gemini) HEIF, and all but xAI take WebP (budgets/formats.toml)
 }
 
 

@@ -3,7 +3,7 @@
 Run: ``python -m mmtok.eval.bench.load_av [--seconds 120] [--repeats 15]``.
 
 ``mmtok.load`` reads a container's header through PyAV, then checks that its packets reach as far as the declared
-duration requires (``mmtok.media.reach.packets_stop_short``; for soundfile formats ``_check_samples_reach``): one
+duration requires (``mmtok.media.reach.packets_reach``; for soundfile formats ``_check_samples_reach``): one
 seek to any packet and the few packets after it, without decoding. On generated files of ``--seconds`` (H.264 at
 320x180 with a keyframe every 10 s in MP4 and Matroska; VP9 in WebM; LAME MP3; FLAC), in the same run and
 interleaved: PyAV opening and closing the file (the header read FFmpeg does, the anchor), ``mmtok.load`` with the
@@ -95,15 +95,15 @@ def header_read(path: Path) -> Callable[[], None]:
 
 
 def load(path: Path, probe: bool) -> Callable[[], None]:
-    shipped = (reach.packets_stop_short, loading._check_samples_reach)
+    shipped = (reach.packets_reach, loading._check_samples_reach)
     off = (lambda *args: None, lambda *args: None)
 
     def run() -> None:
-        reach.packets_stop_short, loading._check_samples_reach = shipped if probe else off
+        reach.packets_reach, loading._check_samples_reach = shipped if probe else off
         try:
             mmtok.load(path)
         finally:
-            reach.packets_stop_short, loading._check_samples_reach = shipped
+            reach.packets_reach, loading._check_samples_reach = shipped
 
     return run
 

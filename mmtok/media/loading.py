@@ -290,7 +290,8 @@ def _check_samples_reach(path: Path, frames: int, rate: int) -> None:
 def _load_av(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Audio | Video:
     """A container's sound and first video stream, by FFmpeg. Durations are the streams' own, else the
     container's, held to the packets (``_held_to_packets``); they are measured from the packets when the
-    container states none (a live-mode Matroska recording), for ADTS, or when ``measure`` is set."""
+    container states none (a live-mode Matroska recording), for ADTS and for an MP3 that states no frame count
+    (FFmpeg's duration is then a bitrate estimate, long or short), or when ``measure`` is set."""
     import av
 
     from mmtok.media import reach
@@ -298,13 +299,17 @@ def _load_av(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Au
     try:
         with _av_open(path) as container:
             videos = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
-            measured: dict[int, float] = {}
-            if measure or fmt in reach.MEASURED_FORMATS or not container.duration:
-                measured = reach.measured_spans(container) or {}
+            estimated = fmt in reach.MEASURED_FORMATS or (fmt == "mp3" and not reach.states_frame_count(path))
+            measured = reach.measured_spans(container) if measure or estimated or not container.duration else {}
             audio = _av_audio_meta(path, fmt, container, size_bytes, measured)
             video = _av_video_meta(path, fmt, container, videos[0], audio, size_bytes, measured) if videos else None
             if not measured:  # durations from headers (or FFmpeg's estimates): held to the data
-                audio = _held_to_packets(path, fmt, size_bytes, container, video, audio)
+                spans = _held_to_packets(path, fmt, container, video, audio)
+                if spans:
+                    audio = _av_audio_meta(path, fmt, container, size_bytes, spans)
+                    video = (
+                        _av_video_meta(path, fmt, container, videos[0], audio, size_bytes, spans) if videos else None
+                    )
             if video is not None:
                 return video
     except av.FFmpegError as e:
@@ -333,11 +338,12 @@ def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, 
 
 
 def _held_to_packets(
-    path: Path, fmt: str, size_bytes: int, container: Any, video: Video | None, audio: Audio | None
-) -> Audio | None:
-    """The file's audio once its packets are checked against the durations (``reach.packets_stop_short``): a file
-    whose packets stop short is cut short (``check_not_cut_short``), unless its duration was only FFmpeg's
-    estimate (MP3): then the packets' span replaces it."""
+    path: Path, fmt: str, container: Any, video: Video | None, audio: Audio | None
+) -> dict[int, float]:
+    """The durations checked against the packets (``reach.packets_reach``): a file whose packets all stop short is
+    cut short (``check_not_cut_short``), unless its duration was only FFmpeg's estimate (MP3), or only subtitles
+    went on (the container's duration is theirs, not the sound's or the picture's): then the packets' spans are
+    returned, to replace the durations. Returns {} when the durations stand."""
     import av
 
     from mmtok.media import reach
@@ -348,21 +354,19 @@ def _held_to_packets(
         for s in container.streams
         if s.type == kind and not s.disposition & av.stream.Disposition.attached_pic
     ]
-    ends = reach.packets_stop_short(container, timed)
-    if ends is None:
-        return audio
-    if fmt in reach.ESTIMATED_FORMATS and audio is not None and video is None:
+    found = reach.packets_reach(container, timed)
+    if found is None or found.reached(s.index for s in timed if s.type in reach.PRICED_STREAMS):
+        return {}
+    if found.reached() or fmt in reach.ESTIMATED_FORMATS:
         container.seek(0)
         spans = reach.measured_spans(container)
-        if spans is None:  # too many packets to measure: the estimate stands
-            return audio
-        if not spans.get(audio.stream_index):
-            raise MediaError(path, f"{fmt} audio has no readable packets")
-        return _av_audio_meta(path, fmt, container, size_bytes, spans)
+        if not any(spans.get(m.stream_index) for m in (video, audio) if m is not None):
+            raise MediaError(path, f"{fmt} file has no readable audio or video packets")
+        return spans
     for media in (video, audio):
         if media is not None:
-            check_not_cut_short(path, media.kind, ends.get(media.stream_index, 0.0), media.duration_s)
-    return audio
+            check_not_cut_short(path, media.kind, found.ends.get(media.stream_index, 0.0), media.duration_s)
+    return {}
 
 
 def _entry_end(entry: Any) -> int:

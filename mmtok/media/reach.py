@@ -1,39 +1,42 @@
 """How far a container's packets reach, against the durations its header declares, read without decoding.
 
 A header says nothing about whether the rest of the file arrived: a Matroska, WebM or MP3 file cut off at its end
-keeps the duration its header states, with no index past the end to show the cut. ``packets_stop_short`` seeks to
+keeps the duration its header states, with no index past the end to show the cut. ``packets_reach`` seeks to
 where the packets must still go on (``must_reach``: the rule decoding applies) and reads a few there. Some
 durations are FFmpeg's estimates, not a header's: ADTS AAC states none (FFmpeg divides the size by the bitrate of
 the first frames, so a quiet start puts a 5 s file at 93 s), and MP3's comes from a frame count or the bitrate.
-For those, ``measured_spans`` reads every packet's time (demuxing only, at most ``MAX_PACKETS``).
+For those, ``measured_spans`` reads every packet's time (demuxing only).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from mmtok.media.sampling import must_reach
 
 # ADTS has no duration field: the packets' span is always its duration.
 MEASURED_FORMATS = frozenset({"aac"})
-# A frame count (Xing/VBRI) or the bitrate: measured when the packets stop short of it (a cut file, a quiet start).
+# A frame count (Xing/VBRI) or the bitrate: measured when the packets stop short of it (a cut file, a quiet start),
+# and always when no frame count is stated (``states_frame_count``): a bitrate estimate can be short too.
 ESTIMATED_FORMATS = frozenset({"mp3"})
-MAX_PACKETS = 2_000_000  # a pass over a file's packets stops here (~10 s): hours of sound, a long film
+MAX_PACKETS = 2_000_000  # a probe that reads from the start stops here (~15 s) and decides nothing
 TIMED_STREAMS = ("video", "audio", "subtitle")  # what a container's duration covers, in the order seeks prefer
+PRICED_STREAMS = ("video", "audio")
 
 
-def measured_spans(container: Any) -> dict[int, float] | None:
-    """Each stream's span (s) by its packets' times, from the container's start; None when the file holds more
-    than ``MAX_PACKETS`` packets (the header's duration stands then)."""
+def measured_spans(container: Any) -> dict[int, float]:
+    """Each stream's span (s), from its first packet's time to its last one's end: a pass over every packet
+    (demuxing only, linear in the file), for files whose duration is not stated or not to be trusted."""
     import av
 
     first: dict[int, float] = {}
     last: dict[int, float] = {}
     with contextlib.suppress(av.FFmpegError):
-        for count, packet in enumerate(container.demux()):
-            if count >= MAX_PACKETS:
-                return None
+        for packet in container.demux():
             stream = packet.stream
             if packet.pts is None or not stream.time_base:
                 continue
@@ -44,17 +47,30 @@ def measured_spans(container: Any) -> dict[int, float] | None:
     return {index: last[index] - first[index] for index in last}
 
 
-def packets_stop_short(container: Any, streams: list[Any]) -> dict[int, float] | None:
-    """None when the file's packets reach as far as the streams' durations require (``must_reach``), else each
-    stream's furthest packet end (s).
+@dataclass(frozen=True)
+class Reach:
+    """What the packets showed: each stream's furthest packet end (s) and how far each had to reach."""
+
+    ends: dict[int, float]
+    needed: dict[int, float]
+
+    def reached(self, indices: Iterable[int] | None = None) -> bool:
+        """Whether one of ``indices`` (default: every checked stream) reached as far as it had to."""
+        chosen = self.needed if indices is None else [i for i in indices if i in self.needed]
+        return any(self.ends.get(index, -1.0) >= self.needed[index] for index in chosen)
+
+
+def packets_reach(container: Any, streams: list[Any]) -> Reach | None:
+    """How far the file's packets reach against the streams' durations (``must_reach``); None when no stream's
+    duration is long enough for the rule, or the read decided nothing.
 
     A stream's duration is its own, else the container's. Seeks in the first of the streams that must reach the
-    earliest (to any packet: none is decoded, so no keyframe is needed) and reads packets until one stream has a
-    packet ending there: one stream that reaches is enough (a sound track shorter than its video, or subtitles
-    longer than the sound, is not a cut). A packet's end is the later of its time from the file's zero (container
-    durations count from there: Matroska's) and from its stream's start. When the seek fails or finds no packet
-    (past the data of a cut file), the packets are read from the start; a file cut inside its first cluster has
-    none. A read that meets ``MAX_PACKETS`` packets first decides nothing (None)."""
+    earliest (to any packet: none is decoded, so no keyframe is needed) and reads packets until a video or sound
+    stream has a packet ending where it must (subtitles are only recorded: a cue shown until the end can be muxed
+    well before it). A packet's end is the later of its time from the file's zero (container durations count from
+    there: Matroska's) and from its stream's start. When the seek fails or finds no packet (past the data of a cut
+    file), the packets are read from the start; a file cut inside its first cluster has none. A read from the
+    start that meets ``MAX_PACKETS`` packets first decides nothing."""
     import av
 
     container_s = (container.duration or 0) / 1_000_000
@@ -65,42 +81,54 @@ def packets_stop_short(container: Any, streams: list[Any]) -> dict[int, float] |
             reach[stream.index] = needed
     if not reach:
         return None
+    priced = [s.index for s in streams if s.type in PRICED_STREAMS and s.index in reach]
     first = container.streams[min(reach, key=reach.__getitem__)]
-    ends: dict[int, float] | None = {}
+    found: Reach | None = Reach({}, reach)
     try:
         at = int(reach[first.index] / first.time_base) + min(0, first.start_time or 0)
         container.seek(at, stream=first, any_frame=True)
-        ends = _stream_ends(container, reach)
+        found = _stream_ends(container, reach, priced, limit=None)
     except (av.FFmpegError, OverflowError, ValueError):  # no seeking here, or a time no seek can name
         pass
-    if ends == {}:
+    if found is not None and not found.ends:
         with contextlib.suppress(av.FFmpegError):
             container.seek(0)
-        ends = _stream_ends(container, reach)
-    return None if ends is None or _reached(ends, reach) else ends
+        found = _stream_ends(container, reach, priced, limit=MAX_PACKETS)
+    return found
 
 
-def _reached(ends: dict[int, float], reach: dict[int, float]) -> bool:
-    return any(ends.get(index, -1.0) >= r for index, r in reach.items())
-
-
-def _stream_ends(container: Any, reach: dict[int, float]) -> dict[int, float] | None:
-    """From the container's position on: each stream's furthest packet end (s), read until one reaches its
-    ``reach`` or the packets stop (at the end, or at data cut off in the middle of a packet); None after
-    ``MAX_PACKETS`` packets."""
+def _stream_ends(container: Any, needed: dict[int, float], priced: list[int], limit: int | None) -> Reach | None:
+    """From the container's position on: each stream's furthest packet end (s), read until one of ``priced``
+    reaches as far as it must, or the packets stop (at the end, or at data cut off in the middle of a packet);
+    None after ``limit`` packets."""
     import av
 
-    ends: dict[int, float] = {}
+    found = Reach({}, needed)
     with contextlib.suppress(av.FFmpegError):
-        for count, packet in enumerate(container.demux(*(container.streams[i] for i in reach))):
-            if count >= MAX_PACKETS:
+        for count, packet in enumerate(container.demux(*(container.streams[i] for i in needed))):
+            if limit is not None and count >= limit:
                 return None
             end = _packet_end_s(packet)
             if end is not None:
-                ends[packet.stream.index] = max(end, ends.get(packet.stream.index, end))
-                if _reached(ends, reach):
+                found.ends[packet.stream.index] = max(end, found.ends.get(packet.stream.index, end))
+                if found.reached(priced):
                     break
-    return ends
+    return found
+
+
+def states_frame_count(path: Path) -> bool:
+    """Whether an MP3's first frame is a Xing, Info or VBRI frame, which states the stream's frame count (FFmpeg's
+    duration then comes from it, not from the bitrate). Reads the ID3v2 tag's size and the first frame's bytes."""
+    with open(path, "rb") as f:
+        head = f.read(10)
+        skip = 0
+        if head[:3] == b"ID3" and len(head) == 10:
+            skip = 10 + sum((b & 0x7F) << (7 * (3 - i)) for i, b in enumerate(head[6:10]))  # syncsafe size
+            skip += 10 if head[5] & 0x10 else 0  # a footer
+        f.seek(skip)
+        frame = f.read(4096)
+    sync = next((i for i in range(len(frame) - 1) if frame[i] == 0xFF and frame[i + 1] & 0xE0 == 0xE0), None)
+    return sync is not None and any(tag in frame[sync : sync + 200] for tag in (b"Xing", b"Info", b"VBRI"))
 
 
 def _packet_end_s(packet: Any) -> float | None:
