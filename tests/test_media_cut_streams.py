@@ -22,54 +22,19 @@ from typer.testing import CliRunner
 import mmtok
 from mmtok.cli.main import app
 from mmtok.errors import MediaError
+from mmtok.eval.tools.av_files import VIDEO_OPTIONS, av_file, encoder_samples
 from tests.makers import write_video
 
 SECONDS = 12
-
-
-def _encode(path: Path, fmt: str, video: str | None, audio: str, video_seconds: float = SECONDS) -> Path:
-    rate = 48000 if audio == "libopus" else 44100
-    with av.open(str(path), "w", format=fmt) as container:
-        stream = container.add_stream(audio, rate=rate, layout="mono")  # every stream before the first packet
-        if video:
-            options = {"deadline": "realtime", "cpu-used": "8"} if video == "libvpx-vp9" else {"preset": "ultrafast"}
-            vs = container.add_stream(video, rate=24, options=options)
-            vs.width, vs.height, vs.pix_fmt = 96, 64, "yuv420p"
-            for i in range(round(video_seconds * 24)):
-                rgb = np.full((64, 96, 3), (7 * i) % 256, np.uint8)
-                rgb[16:48, (3 * i) % 64 : (3 * i) % 64 + 32] = 255
-                frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-                frame.pts, frame.time_base = i, Fraction(1, 24)
-                container.mux(vs.encode(frame))
-            container.mux(vs.encode(None))
-        sample_format = stream.codec_context.format.name
-        step = stream.codec_context.frame_size or 1152
-        for start in range(0, SECONDS * rate, step):
-            wave = 0.2 * np.sin(2 * np.pi * 440 * np.arange(start, start + step) / rate)
-            samples = _samples(wave, sample_format)
-            frame = av.AudioFrame.from_ndarray(samples[None], format=sample_format, layout="mono")
-            frame.sample_rate, frame.pts, frame.time_base = rate, start, Fraction(1, rate)
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))
-    return path
-
-
-def _samples(wave: np.ndarray, sample_format: str) -> np.ndarray:
-    """``wave`` (floats in [-1, 1]) in the encoder's sample format."""
-    if sample_format.startswith("s16"):
-        return (wave * 32767).astype(np.int16)
-    if sample_format.startswith("s32"):
-        return (wave * 2**31 * 0.99).astype(np.int32)
-    return wave.astype(np.float64 if sample_format.startswith("dbl") else np.float32)
 
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("whole")
     files = {
-        "mkv": _encode(folder / "a.mkv", "matroska", "libx264", "aac"),
-        "webm": _encode(folder / "a.webm", "webm", "libvpx-vp9", "libopus"),
-        "mp3": _encode(folder / "a.mp3", "mp3", None, "libmp3lame"),
+        "mkv": av_file(folder / "a.mkv", "matroska", "libx264", "aac", SECONDS),
+        "webm": av_file(folder / "a.webm", "webm", "libvpx-vp9", "libopus", SECONDS),
+        "mp3": av_file(folder / "a.mp3", "mp3", None, "libmp3lame", SECONDS),
     }
     wave = 0.2 * np.sin(2 * np.pi * 440 * np.arange(SECONDS * 16000) / 16000)
     for name in ("flac", "wav", "ogg"):
@@ -138,9 +103,6 @@ def test_a_sound_track_shorter_than_its_video_is_not_taken_for_a_cut_file(tmp_pa
     assert video.duration_s == pytest.approx(6.0, abs=0.1)
 
 
-VIDEO_OPTIONS = {"libx264": {"preset": "ultrafast"}, "libvpx-vp9": {"deadline": "realtime", "cpu-used": "8"}}
-
-
 def _timed(path: Path, fmt: str, tracks: list[tuple[str, float, float]]) -> Path:
     """A file with a stream per (codec, first time s, seconds): video for the codecs of ``VIDEO_OPTIONS``, else
     mono sound."""
@@ -167,7 +129,7 @@ def _timed(path: Path, fmt: str, tracks: list[tuple[str, float, float]]) -> Path
             for at in range(0, round(seconds * rate), step):
                 wave = noise[at : at + step] * (at >= 2 * rate if fmt == "adts" else 1)  # ADTS: 2 s of silence first
                 frame = av.AudioFrame.from_ndarray(
-                    _samples(wave, sample_format)[None], format=sample_format, layout="mono"
+                    encoder_samples(wave, sample_format)[None], format=sample_format, layout="mono"
                 )
                 frame.sample_rate, frame.time_base = rate, Fraction(1, rate)
                 frame.pts = at + round(start * rate)
@@ -276,7 +238,7 @@ def test_an_mp3_that_states_no_frame_count_is_measured_by_its_packets(tmp_path):
         fmt, step = stream.codec_context.format.name, stream.codec_context.frame_size or 1152
         noise = np.random.default_rng(0).uniform(-0.9, 0.9, 20 * 44100) * (np.arange(20 * 44100) < 2 * 44100)
         for at in range(0, len(noise) - step, step):
-            frame = av.AudioFrame.from_ndarray(_samples(noise[at : at + step], fmt)[None], fmt, "mono")
+            frame = av.AudioFrame.from_ndarray(encoder_samples(noise[at : at + step], fmt)[None], fmt, "mono")
             frame.sample_rate, frame.pts, frame.time_base = 44100, at, Fraction(1, 44100)
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -23,49 +22,10 @@ import soundfile as sf
 
 import mmtok
 from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
+from mmtok.eval.tools.av_files import av_file
 from mmtok.media import loading, reach
 
 VIDEO = {"mp4": ("mp4", "libx264"), "mkv": ("matroska", "libx264"), "webm": ("webm", "libvpx-vp9")}
-
-
-def video_file(path: Path, fmt: str, codec: str, seconds: int) -> Path:
-    """``seconds`` of 320x180 24 fps video (a keyframe every 10 s) and mono sound."""
-    options = {"deadline": "realtime", "cpu-used": "8", "g": "240"} if codec == "libvpx-vp9" else {}
-    if codec == "libx264":
-        options = {"preset": "ultrafast", "x264-params": "keyint=240:min-keyint=240"}
-    with av.open(str(path), "w", format=fmt) as container:
-        sound = container.add_stream("libopus" if fmt == "webm" else "aac", rate=48000, layout="mono")
-        picture = container.add_stream(codec, rate=24, options=options)
-        picture.width, picture.height, picture.pix_fmt = 320, 180, "yuv420p"
-        for i in range(seconds * 24):
-            rgb = np.full((180, 320, 3), (3 * i) % 256, np.uint8)
-            rgb[60:120, (4 * i) % 260 : (4 * i) % 260 + 60] = 255
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            frame.pts, frame.time_base = i, Fraction(1, 24)
-            container.mux(picture.encode(frame))
-        container.mux(picture.encode(None))
-        _encode_sound(container, sound, seconds)
-    return path
-
-
-def mp3_file(path: Path, seconds: int) -> Path:
-    with av.open(str(path), "w", format="mp3") as container:
-        _encode_sound(container, container.add_stream("libmp3lame", rate=44100, layout="mono"), seconds)
-    return path
-
-
-def _encode_sound(container: av.container.OutputContainer, stream: av.AudioStream, seconds: int) -> None:
-    rate, step = stream.codec_context.sample_rate, stream.codec_context.frame_size or 1152
-    fmt = stream.codec_context.format.name
-    for start in range(0, seconds * rate, step):
-        wave = 0.2 * np.sin(2 * np.pi * 440 * np.arange(start, start + step) / rate)
-        samples = (wave * 32767).astype(np.int16) if fmt.startswith("s16") else wave.astype(np.float32)
-        if fmt.startswith("s32"):
-            samples = (wave * 2**30).astype(np.int32)
-        frame = av.AudioFrame.from_ndarray(samples[None], format=fmt, layout="mono")
-        frame.sample_rate, frame.pts, frame.time_base = rate, start, Fraction(1, rate)
-        container.mux(stream.encode(frame))
-    container.mux(stream.encode(None))
 
 
 def make_files(folder: Path, seconds: int) -> dict[str, Path]:
@@ -73,9 +33,10 @@ def make_files(folder: Path, seconds: int) -> dict[str, Path]:
     files = {}
     for name, (fmt, codec) in VIDEO.items():
         path = folder / f"{seconds}s.{name}"
-        files[name] = path if path.is_file() else video_file(path, fmt, codec, seconds)
+        sound = "libopus" if fmt == "webm" else "aac"
+        files[name] = path if path.is_file() else av_file(path, fmt, codec, sound, seconds, (320, 180), 240)
     path = folder / f"{seconds}s.mp3"
-    files["mp3"] = path if path.is_file() else mp3_file(path, seconds)
+    files["mp3"] = path if path.is_file() else av_file(path, "mp3", None, "libmp3lame", seconds)
     path = folder / f"{seconds}s.flac"
     if not path.is_file():
         sf.write(path, 0.2 * np.sin(2 * np.pi * 440 * np.arange(seconds * 16000) / 16000), 16000)
