@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 import mmtok
 from mmtok.cli.main import app
 from mmtok.errors import MediaError
-from mmtok.eval.tools.av_files import VIDEO_OPTIONS, av_file, encoder_samples
+from mmtok.eval.tools.av_files import VIDEO_OPTIONS, av_file, encode_sound, encoder_samples
 from tests.makers import write_video
 
 SECONDS = 12
@@ -282,3 +282,14 @@ def test_inspect_reports_a_cut_file_in_one_line_and_exits_1(whole, tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and cut.name in errors[0] and "cut short" in errors[0], result.stderr
     assert "Traceback" not in result.output
+
+
+def test_an_mp3s_frame_count_is_found_after_its_id3_tag(tmp_path):
+    from mmtok.media.reach import states_frame_count
+
+    counted = av_file(tmp_path / "xing.mp3", "mp3", None, "libmp3lame", 2)  # FFmpeg writes ID3v2, then Xing/Info
+    assert counted.read_bytes()[:3] == b"ID3" and states_frame_count(counted)
+    with av.open(str(tmp_path / "bare.mp3"), "w", format="mp3", options={"write_xing": "0"}) as container:
+        encode_sound(container, container.add_stream("libmp3lame", rate=44100, layout="mono"), 2)
+    assert not states_frame_count(tmp_path / "bare.mp3")
+    assert states_frame_count(tmp_path / "missing.mp3")  # a file gone since FFmpeg opened it keeps FFmpeg's duration

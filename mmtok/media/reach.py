@@ -119,6 +119,16 @@ def _stream_ends(container: Any, needed: dict[int, float], priced: list[int], li
 def states_frame_count(path: Path) -> bool:
     """Whether an MP3's first frame is a Xing, Info or VBRI frame, which states the stream's frame count (FFmpeg's
     duration then comes from it, not from the bitrate). Reads the ID3v2 tag's size and the first frame's bytes."""
+    try:
+        frame = _first_frame_bytes(path)
+    except OSError:  # gone since FFmpeg opened it: FFmpeg's own duration stands
+        return True
+    sync = next((i for i in range(len(frame) - 1) if frame[i] == 0xFF and frame[i + 1] & 0xE0 == 0xE0), None)
+    return sync is not None and any(tag in frame[sync : sync + 200] for tag in (b"Xing", b"Info", b"VBRI"))
+
+
+def _first_frame_bytes(path: Path) -> bytes:
+    """4 KiB from the end of an MP3's ID3v2 tag, where its first frame starts."""
     with open(path, "rb") as f:
         head = f.read(10)
         skip = 0
@@ -126,9 +136,7 @@ def states_frame_count(path: Path) -> bool:
             skip = 10 + sum((b & 0x7F) << (7 * (3 - i)) for i, b in enumerate(head[6:10]))  # syncsafe size
             skip += 10 if head[5] & 0x10 else 0  # a footer
         f.seek(skip)
-        frame = f.read(4096)
-    sync = next((i for i in range(len(frame) - 1) if frame[i] == 0xFF and frame[i + 1] & 0xE0 == 0xE0), None)
-    return sync is not None and any(tag in frame[sync : sync + 200] for tag in (b"Xing", b"Info", b"VBRI"))
+        return f.read(4096)
 
 
 def _packet_end_s(packet: Any) -> float | None:
