@@ -81,14 +81,19 @@ def format_warning(model: Any, item: Any) -> str:
     """A note when ``model``'s provider does not take ``item``'s file format ("" when it does, or nothing is
     known); a video's sound track travels inside its container, so only the container is checked."""
     modality, fmt = getattr(item, "kind", None), getattr(item, "format", None)
-    if modality not in MODALITIES or not fmt or getattr(item, "path", None) is None:
+    if modality not in MODALITIES or not fmt or getattr(item, "path", None) is None or model.family is None:
         return ""
-    family = model.family.name if model.family else None
-    if family is None or family not in _shipped_families():
+    return _verdict(model.asked, model.family.name, modality, fmt)
+
+
+@functools.lru_cache(maxsize=4096)
+def _verdict(asked: str, family: str, modality: str, fmt: str) -> str:
+    """``format_warning``'s note for one model name, family, modality and format (a folder repeats them)."""
+    if family not in _shipped_families():
         return ""
     for entry in accepted():
         rule = entry.rules.get(modality)
-        if rule is None or not entry.applies_to(model.asked, family):
+        if rule is None or not entry.applies_to(asked, family):
             continue
         if fmt in rule.formats:
             return ""
