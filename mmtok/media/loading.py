@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import os
 import stat
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +22,7 @@ from mmtok.headers import (
     image_format,
     read_image_header,
 )
+from mmtok.media.reach import stream_seconds
 from mmtok.media.sampling import check_not_cut_short
 from mmtok.media.types import (
     AUDIO_EXTENSIONS,
@@ -319,10 +319,6 @@ def _load_av(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Au
     return audio
 
 
-def _seconds(value: int | None, time_base: Fraction | None) -> float:
-    return float(value * time_base) if value and time_base else 0.0
-
-
 def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, size_bytes: int) -> None:
     """A container whose own index (MP4's sample table, Matroska's cues) places the stream's last data past the end
     of the file is a file cut short (a faststart MP4 cut off keeps its index of the whole): the earliest sample past
@@ -333,7 +329,7 @@ def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, 
     if not count or _entry_end(entries[count - 1]) <= size_bytes:
         return
     first_missing = min(entry.timestamp for entry in entries if _entry_end(entry) > size_bytes)
-    ends_s = max(0.0, _seconds(first_missing - (stream.start_time or 0), stream.time_base))
+    ends_s = max(0.0, stream_seconds(first_missing - (stream.start_time or 0), stream.time_base))
     check_not_cut_short(path, what, ends_s, duration_s)
 
 
@@ -382,7 +378,7 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int, measur
         raise MediaError(path, "audio stream uses a codec FFmpeg does not know")
     rate = int(ctx.sample_rate or 0)
     channels = int(ctx.channels or 0)
-    own = _seconds(stream.duration, stream.time_base) if stream.index not in measured else 0.0
+    own = stream_seconds(stream.duration, stream.time_base) if stream.index not in measured else 0.0
     duration = measured.get(stream.index) or own or (container.duration or 0) / 1_000_000
     if rate <= 0 or channels <= 0:
         raise MediaError(path, f"audio stream gives {rate} Hz and {channels} channels")
@@ -410,7 +406,7 @@ def _av_video_meta(
         raise MediaError(path, "video stream uses a codec FFmpeg does not know")
     rate = stream.average_rate or stream.guessed_rate or stream.base_rate
     fps = float(rate) if rate else 0.0
-    own = _seconds(stream.duration, stream.time_base) if stream.index not in measured else 0.0
+    own = stream_seconds(stream.duration, stream.time_base) if stream.index not in measured else 0.0
     duration = measured.get(stream.index) or own or (container.duration or 0) / 1_000_000
     frames = int(stream.frames or 0) or round(duration * fps)
     if not ctx.width or not ctx.height:

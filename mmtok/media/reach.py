@@ -76,7 +76,7 @@ def packets_reach(container: Any, streams: list[Any]) -> Reach | None:
     container_s = (container.duration or 0) / 1_000_000
     reach = {}
     for stream in streams:
-        needed = must_reach(_seconds(stream.duration, stream.time_base) or container_s) if stream.time_base else 0
+        needed = must_reach(stream_seconds(stream.duration, stream.time_base) or container_s) if stream.time_base else 0
         if needed > 0:  # else too short (or timeless) for the rule
             reach[stream.index] = needed
     if not reach:
@@ -148,5 +148,6 @@ def _packet_end_s(packet: Any) -> float | None:
     return float((t + (packet.duration or 0) - min(0, stream.start_time or 0)) * stream.time_base)
 
 
-def _seconds(value: int | None, time_base: Any) -> float:
+def stream_seconds(value: int | None, time_base: Any) -> float:
+    """A stream's count of ``time_base`` units in seconds; 0 without either."""
     return float(value * time_base) if value and time_base else 0.0
