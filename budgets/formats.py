@@ -47,7 +47,7 @@ NAMES = {  # mmtok's format names as a reader of a warning knows them
     "avi": "AVI",
 }
 CONVERT = {
-    "audio": "convert it first, e.g. `ffmpeg -i FILE out.mp3`",
+    "audio": "convert it first, e.g. `ffmpeg -i FILE out.wav`",
     "video": "convert it first, e.g. `ffmpeg -i FILE -c copy out.mp4` (or re-encode where the codecs do not fit)",
 }
 
@@ -86,37 +86,57 @@ def format_warning(model: Any, item: Any) -> str:
     return _verdict(model.asked, model.family.name, modality, fmt)
 
 
+def taken_formats(model: Any, modality: str) -> frozenset[str] | None:
+    """The file formats ``model``'s provider takes for ``modality`` (mmtok names); None when nothing is known
+    (self-hosted families, a family of your own sheet, a modality the provider's entry does not list)."""
+    found = None if model.family is None else _applying(model.asked, model.family.name, modality)
+    return None if found is None else found[1].formats
+
+
+@functools.lru_cache(maxsize=4096)
+def _applying(asked: str, family: str, modality: str) -> tuple[Accepted, Rule] | None:
+    """The first entry that applies to the model and lists ``modality``, with its rule."""
+    if family not in _shipped_families():
+        return None
+    for entry in accepted():
+        rule = entry.rules.get(modality)
+        if rule is not None and entry.applies_to(asked, family):
+            return entry, rule
+    return None
+
+
 @functools.lru_cache(maxsize=4096)
 def _verdict(asked: str, family: str, modality: str, fmt: str) -> str:
     """``format_warning``'s note for one model name, family, modality and format (a folder repeats them)."""
-    if family not in _shipped_families():
+    found = _applying(asked, family, modality)
+    if found is None or fmt in found[1].formats:
         return ""
-    for entry in accepted():
-        rule = entry.rules.get(modality)
-        if rule is None or not entry.applies_to(asked, family):
-            continue
-        if fmt in rule.formats:
-            return ""
-        listed = ", ".join(sorted(NAMES[f] for f in rule.formats))
-        return (
-            f"{entry.name} takes {modality} as {listed}, not {NAMES.get(fmt, fmt)} ({rule.source}, read {rule.read}): "
-            f"the request would be refused; {_conversion(modality, fmt, rule.formats)}"
-        )
-    return ""
+    entry, rule = found
+    listed = ", ".join(sorted(NAMES[f] for f in rule.formats))
+    return (
+        f"{entry.name} takes {modality} as {listed}, not {NAMES.get(fmt, fmt)} ({rule.source}, read {rule.read}): "
+        f"the request would be refused; {_conversion(asked, modality, fmt, rule.formats)}"
+    )
 
 
-def _conversion(modality: str, fmt: str, taken: frozenset[str]) -> str:
-    """How to get a file the provider takes: ``mmtok shrink`` for an image when what it writes for this input is
-    taken (AVIF and HEIF as WebP; GIF, BMP and TIFF as PNG, or lossless WebP when that is smaller), else a
-    conversion to name."""
-    if modality != "image":
-        return CONVERT[modality]
-    from mmtok.budgets.shrink.pictures import OUTPUT_FORMATS  # imported only when a warning is written
+def _conversion(asked: str, modality: str, fmt: str, taken: frozenset[str]) -> str:
+    """How to get a file the provider takes: ``mmtok shrink`` writes images and recordings in a format the model's
+    provider takes (converting them when nothing cheaper is found); a video's container is named."""
+    if modality == "image" and taken & {"jpeg", "png", "webp"}:
+        return f"`mmtok shrink -m {asked}` writes it as {_image_written(fmt, taken)}"
+    if modality == "audio" and taken & {"wav", "flac", "ogg", "aiff"}:
+        from mmtok.budgets.shrink.audio import output_format  # imported only when a warning is written
 
-    written = OUTPUT_FORMATS.get(fmt, ("PNG", ".png"))[1].lstrip(".").replace("jpg", "jpeg")
-    if {written, "webp"} <= taken:
-        return f"`mmtok shrink` writes it as {NAMES[written]}" + (" or WebP" if written == "png" else "")
-    return f"convert it to {' or '.join(sorted(NAMES[f] for f in taken & {'jpeg', 'png'}))} first"
+        return f"`mmtok shrink -m {asked}` writes it as {NAMES[output_format(fmt, taken)[2]]}"
+    return CONVERT.get(modality, "convert it first")
+
+
+def _image_written(fmt: str, taken: frozenset[str]) -> str:
+    from mmtok.budgets.shrink.pictures import output_format, written_name  # imported only when a warning is written
+
+    opaque, clear = (NAMES[written_name(output_format(fmt, alpha, taken)[1])] for alpha in (False, True))
+    text = opaque if opaque == clear else f"{opaque} ({clear} if it has transparency)"
+    return text + (" or lossless WebP when smaller" if opaque == "PNG" and "webp" in taken else "")
 
 
 @functools.cache

@@ -223,6 +223,9 @@ def _print_table(results: list[ShrinkResult]) -> None:
     kept = sum(r.status == "kept" for r in results)
     if kept:
         err_console().print(f"[dim]{kept} of {len(results)} kept as they were (see 'done')[/]")
+    converted = sum(r.status == "converted" for r in results)
+    if converted:
+        err_console().print(f"[dim]{converted} of {len(results)} converted to a file format the provider takes[/]")
 
 
 def _short(path: Path) -> str:

@@ -161,3 +161,28 @@ def test_an_image_the_measures_cannot_take_is_its_error_and_the_batch_goes_on(tm
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.exit_code == 1 and len(errors) == 1 and "tiny.png" in errors[0] and "11 px" in errors[0]
     assert "unexpected" not in result.output and any(out.glob("fine.*"))
+
+
+def test_a_format_the_provider_does_not_take_is_converted_for_it_alone(tmp_path):
+    webp = tmp_path / "p.webp"
+    PIL.Image.open(_photo(tmp_path / "p.png", 900, 600)).save(webp, quality=90)
+    out = tmp_path / "o"
+    args = [
+        "shrink",
+        str(webp),
+        "-m",
+        "grok-4.20",
+        "-m",
+        "claude-sonnet-4-5",
+        "--out",
+        str(out),
+        "--keep",
+        "ssim>=0.9999",
+    ]
+    table = runner.invoke(app, args)
+    assert table.exit_code == 0, table.output
+    assert "1 of 2 converted to a file format the provider takes" in table.stderr
+    rows = {r["model"]: r for r in _rows(runner.invoke(app, [*args, "--json"]))}
+    assert rows["grok-4.20"]["status"] == "converted" and rows["grok-4.20"]["output"].endswith("p.grok-4.20.jpg")
+    assert rows["claude-sonnet-4-5"]["status"] == "kept"  # Anthropic takes WebP: the original, unchanged
+    assert (out / "p.claude-sonnet-4-5.webp").read_bytes() == webp.read_bytes()

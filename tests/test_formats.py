@@ -40,7 +40,7 @@ def test_a_heic_photo_on_openai_and_claude_warns_with_the_providers_page(photos)
     (openai,) = _format_warnings(photos[".heic"], "gpt-4o")
     assert "OpenAI takes image as GIF, JPEG, PNG, WebP, not HEIF/HEIC" in openai
     assert "https://developers.openai.com/api/docs/guides/images-vision, read 2026-12-01" in openai
-    assert "`mmtok shrink` writes it as WebP" in openai
+    assert "`mmtok shrink -m gpt-4o` writes it as WebP" in openai
     (claude,) = _format_warnings(photos[".avif"], "claude-opus-4-7")
     assert "Anthropic takes image as GIF, JPEG, PNG, WebP, not AVIF" in claude
 
@@ -60,12 +60,16 @@ def test_gemini_takes_mp4_not_matroska_and_flac_not_m4a(tmp_path, samples):
     assert not _format_warnings(mp4, "gemini-3-flash-preview")
     (m4a,) = _format_warnings(samples / "speech.m4a", "gemini-3-flash-preview")
     assert "takes audio as AAC, AIFF, FLAC, MP3, Ogg, WAV, not M4A" in m4a
+    assert "`mmtok shrink -m gemini-3-flash-preview` writes it as WAV" in m4a
     assert not _format_warnings(samples / "speech.flac", "gemini-3-flash-preview")
 
 
 def test_openais_audio_models_take_wav_and_mp3(samples):
     (flac,) = _format_warnings(samples / "speech.flac", "gpt-4o-audio-preview")
-    assert "takes audio as MP3, WAV, not FLAC" in flac
+    assert (
+        "takes audio as MP3, WAV, not FLAC" in flac
+        and "`mmtok shrink -m gpt-4o-audio-preview` writes it as WAV" in flac
+    )
     assert not _format_warnings(samples / "speech.wav", "gpt-4o-audio-preview")
     assert not _format_warnings(samples / "speech.flac", "gpt-realtime")  # streamed as PCM: no file format
 
@@ -102,11 +106,12 @@ def test_a_malformed_table_is_refused_naming_the_problem(tmp_path, text, message
         accepted(path)
 
 
-def test_xai_gets_a_conversion_it_takes_not_shrinks_webp(photos):
+def test_the_advice_names_what_shrink_writes_for_that_provider(photos):
     (warning,) = _format_warnings(photos[".webp"], "grok-4")
-    assert "xAI takes image as JPEG, PNG, not WebP" in warning and "convert it to JPEG or PNG first" in warning
+    assert "xAI takes image as JPEG, PNG, not WebP" in warning
+    assert "`mmtok shrink -m grok-4` writes it as JPEG (PNG if it has transparency)" in warning
     (claude,) = _format_warnings(photos[".heic"], "claude-opus-4-7")
-    assert "`mmtok shrink` writes it as WebP" in claude
+    assert "`mmtok shrink -m claude-opus-4-7` writes it as WebP" in claude
 
 
 def test_vertex_ai_and_families_of_your_own_sheet_are_not_checked(photos, samples, tmp_path):

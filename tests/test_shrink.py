@@ -88,7 +88,7 @@ MODELS = [
     "pixtral-large-latest",
     "mistral-medium-latest",
     "qwen2.5-vl-72b-instruct",
-    "grok-4",
+    "grok-4.20",
 ]
 
 
@@ -120,14 +120,14 @@ def test_gpt4o_3000x2000_ladder_is_its_tiles_and_low_detail():
     assert C.lossless(resolve("gpt-4o"), 3000, 2000, None).size == (1152, 768)  # 1,105 tokens, as the original
 
 
-@pytest.mark.parametrize("name", ["claude-opus-4-7", "gpt-5.4", "gemini-2.0-flash", "grok-4"])
+@pytest.mark.parametrize("name", ["claude-opus-4-7", "gpt-5.4", "gemini-2.0-flash", "grok-4.20"])
 def test_candidates_are_cheaper_sorted_and_at_grid_breakpoints(name):
     model = resolve(name)
     original = image_token_count(3000, 2000, name).tokens
     ladder = C.candidates(model, 3000, 2000, None)
     assert ladder and all(r.tokens < original for r in ladder)
     assert [r.tokens for r in ladder] == sorted({r.tokens for r in ladder})
-    unit = {"claude-opus-4-7": 28, "gpt-5.4": 32, "gemini-2.0-flash": 768, "grok-4": 448}[name]
+    unit = {"claude-opus-4-7": 28, "gpt-5.4": 32, "gemini-2.0-flash": 768, "grok-4.20": 448}[name]
     fits = [r for r in ladder if r.width % unit == 0 or r.height % unit == 0 or r.size == C._fit(3000, 2000, 384)]
     assert len(fits) == len(ladder)
     for r in ladder:
@@ -332,3 +332,53 @@ def test_video_media_resolution_level_where_the_model_bills_by_it(tmp_path):
     assert cheaper.path.read_bytes() == clip.read_bytes()  # the level is a request setting; the file is unchanged
     same = shrink(clip, "gemini-3-flash-preview", out=tmp_path / "out")
     assert same.status == "kept"  # Gemini 3: low and medium frames cost the same 70 tokens
+
+
+# ------------------------------------------------------------------------------------------ provider formats
+def test_an_xai_model_gets_jpeg_or_png_never_webp(tmp_path):
+    webp = _save(photo(2400, 1600), tmp_path / "big.webp", quality=90)
+    shrunk = shrink(webp, "grok-4.20", out=tmp_path / "out", **AT_DEFAULT)
+    assert shrunk.status == "shrunk" and shrunk.path.suffix == ".jpg" and shrunk.media.format == "jpeg"
+    assert "written as JPEG (WEBP in)" in shrunk.notes and not shrunk.warnings
+    assert not price(shrunk.path, "grok-4.20").warnings  # xAI takes it
+    claude = shrink(webp, "claude-opus-4-7", out=tmp_path / "out", **AT_DEFAULT)
+    assert claude.path.suffix == ".webp"  # Anthropic takes WebP: the source's own format
+    png = _save(photo(300, 200), tmp_path / "small.png")
+    lossless = shrink(png, "grok-4.20", lossless=True, out=tmp_path / "out")
+    assert lossless.path.suffix in (".png", ".gif") and lossless.media.format == "png"  # no lossless WebP for xAI
+
+
+def test_a_format_the_provider_does_not_take_is_converted_where_it_would_be_kept(tmp_path):
+    webp = _save(photo(1200, 800), tmp_path / "p.webp", quality=90)
+    kept = shrink(webp, "grok-4.20", keep=["ssim>=0.9999"], out=tmp_path / "out")
+    assert kept.status == "converted" and kept.path.suffix == ".jpg" and kept.media.format == "jpeg"
+    assert kept.action.startswith("converted to JPEG at the same size: grok-4.20 does not take WebP (kept: no cheaper")
+    assert (kept.media.width, kept.media.height) == (1200, 800) and kept.tokens_after == kept.tokens_before
+    assert not price(kept.path, "grok-4.20").warnings
+    alpha = photo(600, 400).convert("RGBA")
+    alpha.putalpha(128)
+    clear = shrink(_save(alpha, tmp_path / "a.webp", lossless=True), "grok-4.20", lossless=True, out=tmp_path / "out")
+    assert clear.status == "converted" and clear.path.suffix == ".png"  # alpha: PNG, not JPEG
+    assert PIL.Image.open(clear.path).mode == "RGBA"
+
+
+def test_audio_for_a_provider_that_does_not_take_its_container_is_written_as_wav(tmp_path):
+    source, _ = _speech_with_pauses(tmp_path / "talk.wav")
+    flac = tmp_path / "talk.flac"
+    sf.write(flac, sf.read(source, dtype="float32")[0], 16_000, format="FLAC", subtype="PCM_16")
+    openai = shrink(flac, "gpt-4o-audio-preview", lossless=True, out=tmp_path / "out")  # WAV and MP3 only
+    assert openai.status == "converted" and openai.path.suffix == ".wav" and openai.media.format == "wav"
+    assert "written as WAV PCM_16 (FLAC in)" in openai.notes and not openai.warnings
+    assert openai.seconds_after == pytest.approx(openai.seconds_before, abs=1e-3)
+    gemini = shrink(flac, "gemini-3-flash-preview", lossless=True, out=tmp_path / "out")  # Gemini takes FLAC
+    assert gemini.status == "kept" and gemini.path.read_bytes() == flac.read_bytes()
+
+
+def test_a_video_container_the_provider_does_not_take_is_not_rewritten_but_warned(tmp_path):
+    from tests.makers import write_video
+
+    mkv = write_video(tmp_path / "v.mkv", [i / 24 for i in range(48)])
+    result = shrink(mkv, "gemini-2.5-flash", keep=["ssim>=0.3"], out=tmp_path / "out")
+    assert result.path.suffix == ".mkv"
+    (warning,) = result.warnings
+    assert warning.startswith("v.gemini-2.5-flash.mkv: Google's Gemini API takes video as AVI, MOV, MP4, WebM")

@@ -214,15 +214,27 @@ def tempo(wave: np.ndarray, rate: int, factor: float) -> np.ndarray:
     return np.concatenate(out, axis=1) if out else wave[:, :0]
 
 
-def encode(wave: np.ndarray, rate: int, source_format: str, subtype: str) -> tuple[bytes, str, str]:
-    """(file bytes, suffix, note) in the input's own container where libsndfile writes it, else 16-bit WAV."""
+def output_format(source_format: str, taken: frozenset[str] | None) -> tuple[str, str, str]:
+    """(soundfile format, suffix, mmtok name): the input's own container where libsndfile writes it and the model's
+    provider takes it (or nothing is known), else WAV, else FLAC, among what it takes (else WAV)."""
+    own = [source_format] if source_format in OUTPUT_FORMATS else []
+    for name in [*own, "wav", "flac"]:
+        if taken is None or name in taken:
+            return (*OUTPUT_FORMATS[name], name)
+    return (*OUTPUT_FORMATS["wav"], "wav")  # a provider that takes neither: the quote's format warning says so
+
+
+def encode(
+    wave: np.ndarray, rate: int, source_format: str, subtype: str, taken: frozenset[str] | None = None
+) -> tuple[bytes, str, str]:
+    """(file bytes, suffix, note) in ``output_format``'s container: 16-bit unless the input's own subtype fits."""
     import soundfile as sf
 
-    fmt, suffix = OUTPUT_FORMATS.get(source_format, ("WAV", ".wav"))
-    note = "" if source_format in OUTPUT_FORMATS else f"written as 16-bit WAV ({source_format.upper()} in)"
-    subtype = subtype.upper() if fmt in ("WAV", "AIFF", "FLAC") and subtype.upper() in _SUBTYPES[fmt] else None
+    fmt, suffix, name = output_format(source_format, taken)
+    subtype = subtype.upper() if fmt in _SUBTYPES and subtype.upper() in _SUBTYPES[fmt] else _DEFAULT_SUBTYPE[fmt]
+    note = "" if name == source_format else f"written as {fmt} {subtype} ({source_format.upper()} in)"
     buffer = io.BytesIO()
-    sf.write(buffer, np.clip(wave.T, -1.0, 1.0), rate, format=fmt, subtype=subtype or _DEFAULT_SUBTYPE[fmt])
+    sf.write(buffer, np.clip(wave.T, -1.0, 1.0), rate, format=fmt, subtype=subtype)
     return buffer.getvalue(), suffix, note
 
 
@@ -235,9 +247,30 @@ _DEFAULT_SUBTYPE = {"WAV": "PCM_16", "AIFF": "PCM_16", "FLAC": "PCM_16", "OGG": 
 
 
 def plan_audio(
-    job: AudioJob, bars: list[Bar], *, min_silence_s: float = MIN_SILENCE_S, speed: float = 1.0, lossless: bool = False
+    job: AudioJob,
+    bars: list[Bar],
+    *,
+    min_silence_s: float = MIN_SILENCE_S,
+    speed: float = 1.0,
+    lossless: bool = False,
+    taken: frozenset[str] | None = None,
 ) -> tuple[Plan, float]:
-    """The shortest rendition that meets ``bars``, and its length in seconds."""
+    """The shortest rendition that meets ``bars``, and its length in seconds, written in a format the provider
+    takes (``taken``; None: unknown). An original in a format it does not take is converted where it would
+    otherwise be kept."""
+    plan, seconds = _plan_shorter(job, bars, min_silence_s, speed, lossless, taken)
+    if plan.status == "kept" and taken is not None and job.media.format not in taken:
+        data, suffix, note = encode(job.wave, job.rate, job.media.format, getattr(job.media, "codec", "") or "", taken)
+        source = job.media.format.upper()
+        action = f"converted to {suffix.lstrip('.').upper()} at the same length: the provider does not take {source}"
+        notes = [*plan.notes, note]
+        return Plan("converted", f"{action} ({plan.action})", data, suffix, None, {}, plan.tried, notes), seconds
+    return plan, seconds
+
+
+def _plan_shorter(
+    job: AudioJob, bars: list[Bar], min_silence_s: float, speed: float, lossless: bool, taken: frozenset[str] | None
+) -> tuple[Plan, float]:
     before_s = job.duration_s
     if lossless:
         return Plan("kept", "kept: no lossless change shortens a recording (billing is by the second)"), before_s
@@ -264,7 +297,7 @@ def plan_audio(
         tried.append({"cut": cut.describe(), "seconds": round(seconds, 3), **measures, "meets": ok})
         if ok:
             subtype = getattr(job.media, "codec", "") or ""
-            data, suffix, note = encode(wave, job.rate, job.media.format, subtype)
+            data, suffix, note = encode(wave, job.rate, job.media.format, subtype, taken)
             action = f"{before_s:.2f} s -> {seconds:.2f} s: {cut.describe()}"
             return Plan("shrunk", action, data, suffix, None, measures, tried, [note] if note else []), seconds
     if not tried:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmtok.budgets.formats import format_warning
 from mmtok.budgets.pricing import Model, price, resolve
 from mmtok.budgets.shrink.bars import Bar, bars_for, make_bars
 from mmtok.budgets.shrink.result import (
@@ -132,7 +133,8 @@ def shrink_models(
 
 @dataclass
 class _Options:
-    """``shrink_models``' settings; the audio plan does not depend on the model, so it is made once."""
+    """``shrink_models``' settings; the audio plan depends on the model only through the formats its provider takes,
+    so it is made once per set of them."""
 
     lossless: bool
     detail: str | None
@@ -140,7 +142,7 @@ class _Options:
     min_silence_s: float
     crop: bool
     prices: tuple[str | os.PathLike[str], ...]
-    audio_plan: Plan | None = None
+    audio_plans: dict[frozenset[str] | None, Plan] = field(default_factory=dict)
 
     def plan(self, job: Any, kind: str, model: Model, bars: Mapping[str, Bar]) -> Plan:
         if kind == "image":
@@ -155,14 +157,16 @@ class _Options:
 
             image_bars = bars_for(bars, "image")
             return plan_video(job, model, image_bars, lossless=self.lossless, detail=self.detail, prices=self.prices)
+        from mmtok.budgets.formats import taken_formats
         from mmtok.budgets.shrink.audio import plan_audio
 
-        if self.audio_plan is None:
+        taken = taken_formats(model, "audio")
+        if taken not in self.audio_plans:
             audio_bars = bars_for(bars, "audio")
-            self.audio_plan = plan_audio(
-                job, audio_bars, min_silence_s=self.min_silence_s, speed=self.speed, lossless=self.lossless
+            self.audio_plans[taken] = plan_audio(
+                job, audio_bars, min_silence_s=self.min_silence_s, speed=self.speed, lossless=self.lossless, taken=taken
             )[0]
-        return self.audio_plan
+        return self.audio_plans[taken]
 
 
 def _load_job(source: Path, jobs: dict[str, Any] | None) -> tuple[Any, Any]:
@@ -214,7 +218,7 @@ def _finish(
         write_bytes_atomic(target, plan.data)
     else:
         copy_atomic(source, target)
-    send_detail = plan.detail if plan.status != "kept" else detail
+    send_detail = detail if plan.status in ("kept", "converted") else plan.detail  # converted: the same size
     after = price(target, model.asked, detail=send_detail if kind != "audio" else None, prices=prices)
     status, action, notes = plan.status, plan.action, list(plan.notes)
     if plan.status != "kept" and not cheaper_or_equal(after, before, kind):
@@ -223,6 +227,7 @@ def _finish(
         after, send_detail = price(target, model.asked, detail=detail, prices=prices), detail
         status, action = "kept", f"kept: the rendition ({plan.action}) priced higher when written"
     out = mmtok_load(target)
+    refused = format_warning(model, out)  # e.g. a video whose container the provider does not take: not converted
     used = {m: str(b) for m, b in bars.items() if b.modality == ("audio" if kind == "audio" else "image")}
     return ShrinkResult(
         source=source,
@@ -243,7 +248,7 @@ def _finish(
         seconds_before=getattr(media, "duration_s", None),
         seconds_after=getattr(out, "duration_s", None),
         notes=notes,
-        warnings=list(plan.warnings),
+        warnings=[*plan.warnings, *([f"{target.name}: {refused}"] if refused else [])],
     )
 
 

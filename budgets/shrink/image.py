@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mmtok.budgets.formats import NAMES, taken_formats
 from mmtok.budgets.pricing import Model, image_token_count
 from mmtok.budgets.shrink import candidates as C
 from mmtok.budgets.shrink import pictures as P
@@ -54,17 +55,18 @@ class ImageJob:
             self._readings[key] = read_text(image)
         return self._readings[key]
 
-    def ocr_agreement(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition) -> float:
-        """Agreement of RapidOCR reading the rendition at the model's view of it with reading the original file's
-        pixels (one reading per input, shared by every model); recorded against the view's scale."""
+    def ocr_agreement(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition, fmt: str) -> float:
+        """Agreement of RapidOCR reading the rendition (written as ``fmt``) at the model's view of it with reading
+        the original file's pixels (one reading per input, shared by every model); recorded against the view's
+        scale."""
         from mmtok.budgets.shrink.ocr import agreement
 
         truth = self.reading(("original",), self.decoded.rgb)
         if not truth.strip():
             return 1.0  # the original has no text to keep (nothing was read in it)
-        image = P.resized(self.rendered(box, rendition.size), rendition.view.size)
-        value = agreement(truth, self.reading(("rendition", box, rendition.size, rendition.view.size), image))
-        self._ocr_outcomes.setdefault(box, []).append((self.scale(box, rendition), value))
+        image = P.resized(self.rendered(box, rendition.size, fmt), rendition.view.size)
+        value = agreement(truth, self.reading(_reading_key(box, rendition, fmt), image))
+        self._ocr_outcomes.setdefault((box, fmt), []).append((self.scale(box, rendition), value))
         return value
 
     def scale(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition) -> float:
@@ -72,20 +74,22 @@ class ImageJob:
         base = box[2] - box[0] if box else self.width
         return rendition.view.width / base
 
-    def read_already(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition) -> bool:
-        return ("rendition", box, rendition.size, rendition.view.size) in self._readings
+    def read_already(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition, fmt: str) -> bool:
+        return _reading_key(box, rendition, fmt) in self._readings
 
-    def predicted_to_fail(self, box: tuple[int, int, int, int] | None, rendition: C.Rendition, bar: Bar) -> bool:
-        """A reading at a larger or equal scale (for any model) already missed ``bar``: a smaller one is not read.
-        Only failures are inferred; a rendition that is chosen has always been read."""
-        if self.read_already(box, rendition) or not self.reading(("original",), self.decoded.rgb).strip():
+    def predicted_to_fail(
+        self, box: tuple[int, int, int, int] | None, rendition: C.Rendition, bar: Bar, fmt: str
+    ) -> bool:
+        """A reading at a larger or equal scale (for any model writing ``fmt``) already missed ``bar``: a smaller
+        one is not read. Only failures are inferred; a rendition that is chosen has always been read."""
+        if self.read_already(box, rendition, fmt) or not self.reading(("original",), self.decoded.rgb).strip():
             return False
         scale = self.scale(box, rendition)
-        return any(s >= scale - 1e-9 and not bar.met(v) for s, v in self._ocr_outcomes.get(box, []))
+        return any(s >= scale - 1e-9 and not bar.met(v) for s, v in self._ocr_outcomes.get((box, fmt), []))
 
-    def smallest_passing_scale(self, box: tuple[int, int, int, int] | None, bar: Bar) -> float | None:
-        """The smallest scale at which any model's rendition met ``bar``: where the next search starts."""
-        passed = [s for s, v in self._ocr_outcomes.get(box, []) if bar.met(v)]
+    def smallest_passing_scale(self, box: tuple[int, int, int, int] | None, bar: Bar, fmt: str) -> float | None:
+        """The smallest scale at which any model's rendition in ``fmt`` met ``bar``: where the next search starts."""
+        passed = [s for s, v in self._ocr_outcomes.get((box, fmt), []) if bar.met(v)]
         return min(passed, default=None)
 
     def pixels(self, box: tuple[int, int, int, int] | None, size: tuple[int, int]) -> PIL.Image.Image:
@@ -93,18 +97,21 @@ class ImageJob:
         source = self.decoded.pixels if box is None else self.decoded.pixels.crop(box)
         return P.resized(source, size)
 
-    def rendered(self, box: tuple[int, int, int, int] | None, size: tuple[int, int]) -> PIL.Image.Image:
-        """What the output file decodes to (RGB over white): lossy formats are encoded and decoded back, so the
-        measures see the compression too."""
-        key = (box, size)
+    def rendered(self, box: tuple[int, int, int, int] | None, size: tuple[int, int], fmt: str) -> PIL.Image.Image:
+        """What the output file, written as ``fmt`` (a Pillow format), decodes to (RGB over white): lossy formats
+        are encoded and decoded back, so the measures see the compression too."""
+        key = (box, size, fmt)
         if key not in self._renders:
-            fmt = self.decoded.output_format[0]
             pixels = self.pixels(box, size)
             if fmt == "PNG":
                 self._renders[key] = pixels if pixels.mode == "RGB" else P.over_white(pixels)
             else:
                 self._renders[key] = P.decode_bytes(P.encode(pixels, fmt))
         return self._renders[key]
+
+
+def _reading_key(box: tuple[int, int, int, int] | None, rendition: C.Rendition, fmt: str) -> tuple:
+    return ("rendition", box, rendition.size, rendition.view.size, fmt)
 
 
 def _size(w: int, h: int) -> str:
@@ -122,9 +129,28 @@ def plan_image(
     prices: tuple = (),
 ) -> Plan:
     """The cheapest rendition of ``job``'s image for ``model`` that meets ``bars`` (or, with ``lossless``, the
-    same tokens in fewer bytes)."""
+    same tokens in fewer bytes), written in a format the model's provider takes (``budgets/formats.toml``). An
+    original in a format it does not take is converted (same pixels) where it would otherwise be kept."""
+    taken = taken_formats(model, "image")
+    written = job.decoded.output_format(taken)
     if lossless:
-        return _plan_lossless(job, model, detail, prices)
+        plan = _plan_lossless(job, model, detail, prices, written, taken)
+    else:
+        plan = _plan_cheaper(job, model, bars, detail, crop, prices, written)
+    if plan.status == "kept" and not job.decoded.format_taken(taken):
+        return _converted(job, model, plan, written, taken)
+    return plan
+
+
+def _plan_cheaper(
+    job: ImageJob,
+    model: Model,
+    bars: list[Bar],
+    detail: str | None,
+    crop: bool,
+    prices: tuple,
+    written: tuple[str, str],
+) -> Plan:
     original = image_token_count(job.width, job.height, model.asked, detail, prices).tokens
     reference = C.view(model, job.width, job.height, detail)
     box, border = (job.crop if crop else None) or (None, None)
@@ -143,7 +169,7 @@ def plan_image(
             notes=notes,
             warnings=list(job.decoded.warnings),
         )
-    search = _LadderSearch(job, ladder, reference, box, border, bars)
+    search = _LadderSearch(job, ladder, reference, box, border, bars, written[0])
     found = search.cheapest_meeting()
     if found is None:
         bars_text = ", ".join(str(b) for b in bars)
@@ -156,7 +182,8 @@ def plan_image(
             notes=notes,
             warnings=list(job.decoded.warnings),
         )
-    return _shrunk(job, model, ladder[found], box, base, dict(search.results[found][1]), search.tried, notes)
+    measures = dict(search.results[found][1])
+    return _shrunk(job, model, ladder[found], box, base, measures, search.tried, notes, written)
 
 
 def _ladder(
@@ -178,7 +205,14 @@ class _LadderSearch:
     measured once, and one the OCR bar is predicted to fail (by a larger scale that failed) is not measured."""
 
     def __init__(
-        self, job: ImageJob, ladder: list[C.Rendition], reference: Any, box: Any, border: Any, bars: list[Bar]
+        self,
+        job: ImageJob,
+        ladder: list[C.Rendition],
+        reference: Any,
+        box: Any,
+        border: Any,
+        bars: list[Bar],
+        fmt: str,
     ):
         self.job, self.ladder, self.reference, self.box, self.border, self.bars = (
             job,
@@ -188,6 +222,7 @@ class _LadderSearch:
             border,
             bars,
         )
+        self.fmt = fmt  # the Pillow format the rendition is written as
         self.ocr_bar = next((bar for bar in bars if bar.metric == "ocr"), None)
         self.tried: list[dict[str, Any]] = []
         self.results: dict[int, tuple[bool, dict[str, float | None]]] = {}
@@ -204,11 +239,11 @@ class _LadderSearch:
         if (
             i not in self.results
             and ocr_bar is not None
-            and self.job.predicted_to_fail(self.box, self.ladder[i], ocr_bar)
+            and self.job.predicted_to_fail(self.box, self.ladder[i], ocr_bar, self.fmt)
         ):
             self._record(i, False, {}, {"ocr": "below the bar at a larger scale"})
         if i not in self.results:
-            measures = _measure(self.job, self.ladder[i], self.reference, self.box, self.border, self.bars)
+            measures = _measure(self.job, self.ladder[i], self.reference, self.box, self.border, self.bars, self.fmt)
             ok = all(measures.get(bar.metric) is not None and bar.met(measures[bar.metric]) for bar in self.bars)
             self._record(i, ok, measures, {k: _round(v) for k, v in measures.items()})
         return self.results[i][0]
@@ -216,7 +251,8 @@ class _LadderSearch:
     def cheapest_meeting(self) -> int | None:
         """The index of the cheapest rung that meets the bars (None: none does)."""
         low, high = 0, len(self.ladder)  # the answer is in [low, high]; high == len: none found yet
-        start = self.job.smallest_passing_scale(self.box, self.ocr_bar) if self.ocr_bar is not None else None
+        bar = self.ocr_bar
+        start = self.job.smallest_passing_scale(self.box, bar, self.fmt) if bar is not None else None
         while low < high:
             mid = (low + high) // 2
             if start is not None:  # another model's search found where the text stops being read: probe above it
@@ -238,9 +274,11 @@ def _shrunk(
     measures: dict[str, Any],
     tried: list[dict[str, Any]],
     notes: list[str],
+    written: tuple[str, str],
 ) -> Plan:
-    """The plan that writes ``chosen``: what was done, the bytes (None when the source can be copied as it is)."""
-    fmt, suffix = job.decoded.output_format
+    """The plan that writes ``chosen`` as ``written`` (Pillow format, suffix): what was done, the bytes (None when
+    the source can be copied as it is)."""
+    fmt, suffix = written
     steps = [_size(job.width, job.height)]
     if box is not None:
         steps.append(f"crop {base[0]}x{base[1]} (uniform border)")
@@ -248,7 +286,7 @@ def _shrunk(
         steps.append(_size(*chosen.size))
     level = f", {_detail_name(model)} {chosen.detail}" if chosen.detail else ""
     same_pixels = box is None and chosen.size == (job.width, job.height)
-    data = None if same_pixels and _copyable(job) else P.encode(job.pixels(box, chosen.size), fmt)
+    data = None if same_pixels and _copyable(job, fmt) else P.encode(job.pixels(box, chosen.size), fmt)
     if job.decoded.source_format != fmt.lower() and data is not None:
         notes.append(f"written as {fmt} ({job.decoded.source_format.upper()} in)")
     return Plan(
@@ -276,10 +314,12 @@ def _measure(
     box: tuple[int, int, int, int] | None,
     border: tuple[int, int, int] | None,
     bars: list[Bar],
+    fmt: str,
 ) -> dict[str, float | None]:
-    """The rendition's measures: SSIM at the model's view, then (if SSIM passed) OCR agreement with the original."""
+    """The rendition's measures, written as ``fmt``: SSIM at the model's view, then (if SSIM passed) OCR agreement
+    with the original."""
     wanted = {bar.metric: bar for bar in bars}
-    image = job.rendered(box, rendition.size)
+    image = job.rendered(box, rendition.size, fmt)
     out: dict[str, float | None] = {}
     if "ssim" in wanted:
         seen = P.to_view(image, rendition.view.size, reference.size, (job.width, job.height), box, border)
@@ -289,24 +329,32 @@ def _measure(
                 out["ocr"] = None  # not read: the SSIM bar already failed
             return out
     if "ocr" in wanted:
-        out["ocr"] = job.ocr_agreement(box, rendition)
+        out["ocr"] = job.ocr_agreement(box, rendition, fmt)
     return out
 
 
-def _plan_lossless(job: ImageJob, model: Model, detail: str | None, prices: tuple) -> Plan:
+def _plan_lossless(
+    job: ImageJob,
+    model: Model,
+    detail: str | None,
+    prices: tuple,
+    written: tuple[str, str],
+    taken: frozenset[str] | None,
+) -> Plan:
     """The model's own view of the image, with no metadata; or, where the view is the image itself or is not
     published, the same pixels with no metadata."""
-    fmt, suffix = job.decoded.output_format
+    fmt, suffix = written
+    webp = taken is None or "webp" in taken
     notes = list(job.decoded.notes)
     width, height = job.width, job.height
     rendition = C.lossless(model, width, height, detail, prices)
     reference = C.view(model, width, height, detail)
     if rendition is not None:
-        data, suffix = P.encode_smallest(job.pixels(None, rendition.size), fmt)
+        data, suffix = P.encode_smallest(job.pixels(None, rendition.size), fmt, webp)
         action = f"{_size(width, height)} -> {_size(*rendition.size)} (the model's own view), metadata dropped"
     else:
         why = "already within the model's view" if reference.published else "no internal size is published"
-        data, suffix = _same_pixels(job, fmt, suffix)
+        data, suffix = _same_pixels(job, fmt, suffix, webp)
         action = f"{_size(width, height)}, not resized ({why}), metadata dropped"
     if data is None or len(data) >= (job.media.size_bytes or 0):
         return Plan(
@@ -319,27 +367,36 @@ def _plan_lossless(job: ImageJob, model: Model, detail: str | None, prices: tupl
     if reference.published:
         seen = P.decode_bytes(data)
         measures["ssim"] = P.ssim(job.original_view(reference.size), P.resized(seen, reference.size))
-    written = {".jpg": "jpeg", ".webp": "webp", ".png": "png"}[suffix]
-    if job.decoded.source_format != written:
-        notes.append(f"written as {written.upper()} ({job.decoded.source_format.upper()} in)")
+    name = P.written_name(suffix)
+    if job.decoded.source_format != name:
+        notes.append(f"written as {name.upper()} ({job.decoded.source_format.upper()} in)")
     return Plan("lossless", action, data, suffix, detail, measures, [], notes, list(job.decoded.warnings))
 
 
-def _copyable(job: ImageJob) -> bool:
-    """The original file is itself a valid output: upright already, one frame, a format that is kept."""
+def _converted(job: ImageJob, model: Model, kept: Plan, written: tuple[str, str], taken: frozenset[str] | None) -> Plan:
+    """``kept``, but for a provider that does not take the original's format: its pixels (upright, first frame,
+    no metadata) in one it takes; pixel-exact sources as the smallest exact file, lossy ones at quality 90."""
+    data, suffix = P.encode_smallest(job.decoded.pixels, written[0], taken is None or "webp" in taken)
+    name, source = NAMES[P.written_name(suffix)], NAMES.get(job.decoded.source_format, job.decoded.source_format)
+    action = f"converted to {name} at the same size: {model.asked} does not take {source} ({kept.action})"
+    return Plan("converted", action, data, suffix, None, {}, kept.tried, kept.notes, kept.warnings)
+
+
+def _copyable(job: ImageJob, fmt: str) -> bool:
+    """The original file is itself a valid output written as ``fmt``: upright already, one frame, its format."""
     return (
         not job.decoded.warnings
         and not any(n.startswith("EXIF orientation") for n in job.decoded.notes)
-        and job.decoded.output_format[0].lower() == job.decoded.source_format
+        and fmt.lower() == job.decoded.source_format
     )
 
 
-def _same_pixels(job: ImageJob, fmt: str, suffix: str) -> tuple[bytes | None, str]:
+def _same_pixels(job: ImageJob, fmt: str, suffix: str, webp: bool) -> tuple[bytes | None, str]:
     """The image at its own size with no metadata: JPEG segments cut without re-encoding where it is upright,
     otherwise re-encoded (pixel-exact sources losslessly, at their smallest)."""
-    if fmt == "JPEG" and _copyable(job):
+    if fmt == "JPEG" and _copyable(job, fmt):
         return P.strip_jpeg_metadata(job.path.read_bytes()), suffix
-    return P.encode_smallest(job.decoded.pixels, fmt)
+    return P.encode_smallest(job.decoded.pixels, fmt, webp)
 
 
 def _detail_name(model: Model) -> str:

@@ -24,7 +24,7 @@ JPEG_QUALITY = 90
 WEBP_QUALITY = 90
 SSIM_PROTOCOL = "SSIM of luma in [-1, 1] (torchmetrics' definition: Gaussian 11 / 1.5), at the model's view"
 
-# input format -> output format (Pillow name, suffix)
+# input format -> output format (Pillow name, suffix), where the model's provider takes it (see ``output_format``)
 OUTPUT_FORMATS = {
     "jpeg": ("JPEG", ".jpg"),
     "webp": ("WEBP", ".webp"),
@@ -35,6 +35,7 @@ OUTPUT_FORMATS = {
     "avif": ("WEBP", ".webp"),  # lossy photos that may hold alpha, as WebP can; providers take neither AVIF nor
     "heif": ("WEBP", ".webp"),  # (but Gemini) HEIF, and all but xAI take WebP (budgets/formats.toml)
 }
+WRITERS = {"jpeg": ("JPEG", ".jpg"), "png": ("PNG", ".png"), "webp": ("WEBP", ".webp")}  # mmtok name -> writer
 
 
 @dataclass
@@ -56,9 +57,30 @@ class Decoded:
     def has_alpha(self) -> bool:
         return self.pixels.mode == "RGBA"
 
-    @property
-    def output_format(self) -> tuple[str, str]:
-        return OUTPUT_FORMATS.get(self.source_format, ("PNG", ".png"))
+    def output_format(self, taken: frozenset[str] | None = None) -> tuple[str, str]:
+        """(Pillow format, suffix) to write this image as, for a provider that takes ``taken`` (None: unknown)."""
+        return output_format(self.source_format, self.has_alpha, taken)
+
+    def format_taken(self, taken: frozenset[str] | None) -> bool:
+        return taken is None or self.source_format in taken
+
+
+def output_format(source_format: str, has_alpha: bool, taken: frozenset[str] | None) -> tuple[str, str]:
+    """The source's own kind of format (``OUTPUT_FORMATS``) when the provider takes it or nothing is known; else,
+    among what it takes, JPEG for a lossy source without alpha, PNG (then WebP, JPEG) for the others."""
+    preferred = OUTPUT_FORMATS.get(source_format, WRITERS["png"])
+    if taken is None or written_name(preferred[1]) in taken:
+        return preferred
+    lossy = preferred[0] != "PNG" and not has_alpha
+    for name in ("jpeg", "png", "webp") if lossy else ("png", "webp", "jpeg"):
+        if name in taken:
+            return WRITERS[name]
+    return preferred  # a provider that takes none of them: the quote's format warning says so
+
+
+def written_name(suffix: str) -> str:
+    """The mmtok format name of a written suffix: ``.jpg`` -> ``jpeg``."""
+    return {".jpg": "jpeg", ".webp": "webp", ".png": "png"}[suffix]
 
 
 def decode(path: object, source_format: str) -> Decoded:
@@ -149,11 +171,14 @@ def encode(image: PIL.Image.Image, pillow_format: str) -> bytes:
     return buffer.getvalue()
 
 
-def encode_smallest(image: PIL.Image.Image, pillow_format: str) -> tuple[bytes, str]:
+def encode_smallest(image: PIL.Image.Image, pillow_format: str, webp: bool = True) -> tuple[bytes, str]:
     """(bytes, suffix) for ``--lossless``: a pixel-exact source (PNG, GIF, BMP, TIFF) as the smaller of a PNG and a
-    lossless WebP (both exact; every provider here takes WebP); JPEG and WebP sources at quality 90."""
+    lossless WebP (both exact; ``webp=False`` for a provider that does not take WebP); JPEG and WebP sources at
+    quality 90."""
     if pillow_format != "PNG":
         return encode(image, pillow_format), ".jpg" if pillow_format == "JPEG" else ".webp"
+    if not webp:
+        return encode(image, "PNG"), ".png"
     png, webp = io.BytesIO(), io.BytesIO()
     image.save(png, "PNG", compress_level=6)  # lossless WebP is smaller on nearly every image; PNG level 9 is slow
     image.save(webp, "WEBP", lossless=True, quality=80, method=4)

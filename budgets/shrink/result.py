@@ -1,8 +1,10 @@
 """What shrinking one input for one model gives back, and where it is written.
 
 Statuses: ``shrunk`` (fewer tokens, every bar met), ``lossless`` (the same tokens in fewer bytes), ``kept`` (the
-original, copied unchanged: no cheaper rendition meets the bars, or none exists). The output never costs more than
-the original: it is priced again from the written file, and a rendition that would cost more is never kept.
+original, copied unchanged: no cheaper rendition meets the bars, or none exists), ``converted`` (what ``kept`` would
+be, in a file format the model's provider takes, because it does not take the original's). The output never costs
+more than the original: it is priced again from the written file, and a rendition that would cost more is never
+kept.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     from mmtok.budgets.pricing import Quote
     from mmtok.media import Media
 
-STATUSES = ("shrunk", "lossless", "kept")
+STATUSES = ("shrunk", "lossless", "kept", "converted")
 
 
 @dataclass
