@@ -32,6 +32,13 @@ class TokenCount:
     def exact(self) -> bool:
         return self.label == "exact"
 
+    def but(self, working: str | None = None, label: str | None = None) -> TokenCount:
+        """This count with another working or label (``dataclasses.replace``'s result, at a fifth of its cost: it
+        runs for most quotes)."""
+        return TokenCount(
+            self.tokens, self.working if working is None else working, self.label if label is None else label, self.view
+        )
+
 
 def weakest(labels: list[str] | tuple[str, ...]) -> str:
     """The least certain of ``labels`` (a total built from an estimate is an estimate)."""

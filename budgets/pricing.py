@@ -137,8 +137,15 @@ class Quote:
 
     def to_dict(self) -> dict[str, Any]:
         tokens: dict[str, int] = {}
+        sums = {False: [0, Decimal(0)], True: [0, Decimal(0)]}  # input, output: tokens and cost, in one pass
+        total = Decimal(0)
         for ln in self.lines:
             tokens[ln.modality] = tokens.get(ln.modality, 0) + ln.tokens
+            part = sums[ln.modality in OUTPUT_KINDS]
+            part[0] += ln.tokens
+            part[1] += ln.cost
+            total += ln.cost  # in line order, as total_cost adds them
+        (input_tokens, input_cost), (output_tokens, output_cost) = sums[False], sums[True]
         return {
             "item": self.item,
             "model": self.model,
@@ -146,11 +153,11 @@ class Quote:
             "provider": self.provider,
             "family": self.family,
             "tokens": tokens,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "input_cost": str(self.input_cost),
-            "output_cost": str(self.output_cost),
-            "total_cost": str(self.total_cost),
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "input_cost": str(input_cost),
+            "output_cost": str(output_cost),
+            "total_cost": str(total),
             "currency": self.currency,
             "label": self.label,
             "complete": self.complete,
@@ -310,7 +317,7 @@ def _sheet_card(row: ModelRow, option: str) -> RateCard:
 # ------------------------------------------------------------------------------------------------------ tokens
 def _relabel(count: F.TokenCount, floor: str) -> F.TokenCount:
     label = F.weakest([count.label, floor])
-    return count if label == count.label else dataclasses.replace(count, label=label)
+    return count if label == count.label else count.but(label=label)
 
 
 def _image_count(model: Model, width: int, height: int, detail: str | None) -> F.TokenCount:
@@ -340,7 +347,7 @@ def _image_count(model: Model, width: int, height: int, detail: str | None) -> F
         elif level in ("unspecified", "high", "auto"):
             tiles = F.gemini_tiles(width, height)
             working = f"media_resolution={level} (pan & scan): {tiles.working}"
-            count = dataclasses.replace(tiles, working=working, label="estimate")
+            count = tiles.but(working, "estimate")
         else:
             raise PriceError(f"media_resolution must be low, medium or high on {model.asked}, got {level!r}")
     elif formula == "fixed-level":
@@ -375,7 +382,7 @@ def _openai_patch(model: Model, params: dict[str, Any], width: int, height: int,
         raise PriceError(f"detail={detail} is not available on {model.asked} (levels: {', '.join(levels)}, auto)")
     sizing = levels[level]
     count = F.openai_patch(width, height, params["multiplier"], sizing.get("patch_budget"), sizing["max_dim"])
-    return dataclasses.replace(count, working=f"detail={level}: {count.working}")
+    return count.but(f"detail={level}: {count.working}")
 
 
 def _audio_count(model: Model, duration_s: float, what: str = "audio", by_duration: bool = False) -> F.TokenCount:

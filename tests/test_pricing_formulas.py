@@ -320,3 +320,12 @@ def test_the_label_mmtok_models_shows_is_the_one_a_quote_carries():
         assert quoted == shown, (family.name, name, shown, quoted)
         checked += 1
     assert checked >= 8
+
+
+def test_a_token_count_changed_by_but_keeps_every_other_field():
+    import dataclasses
+
+    count = F.TokenCount(5, "w", "documented", (1, 2))
+    assert count.but(label="estimate") == dataclasses.replace(count, label="estimate")
+    assert count.but("x") == dataclasses.replace(count, working="x") and count.but() == count
+    assert [f.name for f in dataclasses.fields(F.TokenCount)] == ["tokens", "working", "label", "view"]  # all copied

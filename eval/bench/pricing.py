@@ -7,7 +7,8 @@ the raw-read limit (open + read 4 KiB per file), Pillow's lazy open, ``mmtok.loa
 current models (library), and ``mmtok price --json`` as a subprocess (end to end: interpreter start-up, imports, walk,
 pricing and JSON output). The one-photo case, ``mmtok price one.jpg -m gpt-4o --json``, runs beside ``python -c pass``
 (its anchor). Every price is checked against one computed from the fully decoded image's size. Rate cards come from
-the warm on-disk cache, as on any call after the first of the day.
+the warm on-disk cache, as on any call after the first of the day. mmtok's bytecode is compiled first, as ``make``
+leaves an install.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import PIL.ImageOps
 
 import mmtok
 from mmtok.budgets.pricing import price
-from mmtok.eval.bench import machine, print_table, time_interleaved, write_json
+from mmtok.eval.bench import compile_package, machine, print_table, time_interleaved, write_json
 from mmtok.eval.bench.inspect import pillow_lazy, raw_read
 from mmtok.eval.tools.corpus import folder_files, photo_folder
 from mmtok.media import Image
@@ -65,6 +66,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
 
+    compile_package()  # the CLI runs from bytecode, as after `make` (see compile_package)
     folder = photo_folder(args.files)
     files = folder_files(folder)
     raw_read(files)
