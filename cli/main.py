@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import importlib
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -11,19 +13,83 @@ import click
 import typer
 
 from mmtok.cli.common import print_error
-from mmtok.cli.demo import demo
-from mmtok.cli.eval_cmd import eval_app
-from mmtok.cli.inspect import inspect
-from mmtok.cli.plan import plan
-from mmtok.cli.price import models, price
-from mmtok.cli.prices import prices_app
-from mmtok.cli.shrink import shrink
-from mmtok.cli.tokenize import detokenize, tokenize
-from mmtok.cli.train import train_app
-from mmtok.cli.truncate import truncate
 from mmtok.errors import MmtokError
 
-app = typer.Typer(
+# name -> (module, attribute): the commands, then the command groups, in the order help lists them. The names are
+# this package's own; nothing a user passes chooses a module.
+COMMANDS = {
+    "inspect": ("mmtok.cli.inspect", "inspect"),
+    "demo": ("mmtok.cli.demo", "demo"),
+    "price": ("mmtok.cli.price", "price"),
+    "models": ("mmtok.cli.price", "models"),
+    "tokenize": ("mmtok.cli.tokenize", "tokenize"),
+    "detokenize": ("mmtok.cli.tokenize", "detokenize"),
+    "truncate": ("mmtok.cli.truncate", "truncate"),
+    "shrink": ("mmtok.cli.shrink", "shrink"),
+    "plan": ("mmtok.cli.plan", "plan"),
+    "version": ("mmtok.cli.main", "version"),
+}
+GROUPS = {
+    "prices": ("mmtok.cli.prices", "prices_app"),
+    "train": ("mmtok.cli.train", "train_app"),
+    "eval": ("mmtok.cli.eval_cmd", "eval_app"),
+}
+
+
+class MmtokApp(typer.Typer):
+    """mmtok's Typer app, which registers its commands when they are first needed.
+
+    Run as the ``mmtok`` command with a command or group named first (``mmtok price ...``), it registers that one
+    alone: the others are neither imported nor made into Click commands, about a fifth of a warm start-up. Anything
+    else (no command, ``--help``, ``-V``, a misspelt name) and every other use of the app (Typer's ``get_command``,
+    the test runner) sees all of them."""
+
+    def __init__(self, **options: Any) -> None:
+        self._wanted: set[str] | None = None  # None: every command
+        self._loaded = False
+        super().__init__(**options)
+
+    @property
+    def registered_commands(self) -> list[Any]:
+        self._load()
+        return self._commands
+
+    @registered_commands.setter
+    def registered_commands(self, value: list[Any]) -> None:
+        self._commands = value
+
+    @property
+    def registered_groups(self) -> list[Any]:
+        self._load()
+        return self._groups
+
+    @registered_groups.setter
+    def registered_groups(self, value: list[Any]) -> None:
+        self._groups = value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        named = sys.argv[1] if len(sys.argv) > 1 else None
+        if not self._loaded and not args and "args" not in kwargs and (named in COMMANDS or named in GROUPS):
+            self._wanted = {named}
+        return super().__call__(*args, **kwargs)
+
+    def _load(self) -> None:
+        if self._loaded or not hasattr(self, "_groups"):  # loaded, or still in Typer's __init__
+            return
+        self._loaded = True
+        wanted = self._wanted
+        for name, (module, attribute) in COMMANDS.items():
+            if wanted is None or name in wanted:
+                self.command(name=name)(_guarded(getattr(importlib.import_module(module), attribute)))
+        for name, (module, attribute) in GROUPS.items():
+            if wanted is None or name in wanted:
+                group = getattr(importlib.import_module(module), attribute)
+                for info in group.registered_commands:
+                    info.callback = _guarded(info.callback)
+                self.add_typer(group, name=name)
+
+
+app = MmtokApp(
     name="mmtok",
     help="Count, price, shrink and plan the tokens of images, audio, video and text.",
     no_args_is_help=True,
@@ -60,21 +126,6 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: objec
     print_warning(f"{category.__name__}: {message}")
 
 
-app.command()(inspect)
-app.command()(demo)
-app.command()(price)
-app.command()(models)
-app.command()(tokenize)
-app.command()(detokenize)
-app.command()(truncate)
-app.command()(shrink)
-app.command()(plan)
-app.add_typer(prices_app, name="prices")
-app.add_typer(train_app, name="train")
-app.add_typer(eval_app, name="eval")
-
-
-@app.command()
 def version() -> None:
     """Print the installed mmtok version."""
     import mmtok
@@ -85,6 +136,8 @@ def version() -> None:
 def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     """``command`` that ends in one ``error:`` line and exit 1 on anything it did not handle: never a traceback.
     Usage errors and exits pass through as they are."""
+    if getattr(command, "_mmtok_guarded", False):
+        return command
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -99,12 +152,8 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
             print_error(f"unexpected {type(e).__name__}: {e} (a bug in mmtok: please report it)")
             raise typer.Exit(1) from None
 
+    run._mmtok_guarded = True  # type: ignore[attr-defined]
     return run
-
-
-for _typer in (app, prices_app, train_app, eval_app):
-    for _info in _typer.registered_commands:
-        _info.callback = _guarded(_info.callback)
 
 
 if __name__ == "__main__":
