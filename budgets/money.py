@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
-import hashlib
 import importlib.util
 import json
 from dataclasses import dataclass, field
@@ -171,6 +170,8 @@ def genai_fingerprint() -> str:
     taken-in data file's hash."""
     custom = genai_data_file()
     if custom is not None:
+        import hashlib  # here, not at the top: OpenSSL's module takes ~10 ms to load, on every CLI start
+
         return "file-" + hashlib.sha1(custom.read_bytes()).hexdigest()[:16]
     spec = importlib.util.find_spec("genai_prices")
     if spec is None or spec.origin is None:
