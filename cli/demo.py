@@ -112,6 +112,7 @@ def _price_step(media: list, show: bool) -> dict[str, Any]:
                     "input_tokens": quote.input_tokens,
                     "cost_usd": str(quote.total_cost),
                     "exact": quote.exact,
+                    "warnings": [w.replace(f"{item.path}: ", "", 1) for w in quote.warnings],
                 }
             )
     if show:
@@ -137,6 +138,7 @@ def _print_prices(media: list, rows: list[dict], totals: dict, sources: dict) ->
             cell = "[dim]not accepted[/]"
         else:
             cell = f"{row['input_tokens']:,} / {_usd(row['cost_usd'])}" + ("" if row["exact"] else " ~")
+            cell += " !" if row["warnings"] else ""
         cells.setdefault(row["sample"], []).append(cell)
     for sample, line in cells.items():
         table.add_row(sample, *line)
@@ -146,6 +148,13 @@ def _print_prices(media: list, rows: list[dict], totals: dict, sources: dict) ->
     for name, source in sources.items():
         console().print(f"[dim]{name}: prices of {source['as_of']} from {source['source']}[/]")
     console().print("[dim]~ not exact: a documented count, an upper bound or an estimate (see `mmtok price`)[/]")
+    console().print("[dim]! the quote has a warning, said below[/]")
+    said: dict[tuple[str, str], list[str]] = {}  # (model, warning) -> the samples it was given for
+    for row in rows:
+        for warning in row.get("warnings", []):
+            said.setdefault((row["model"], warning), []).append(row["sample"])
+    for (model, warning), samples in said.items():
+        console().print(f"! {', '.join(samples)} on {model}: {warning}", markup=False, highlight=False)
 
 
 def _usd(value: str) -> str:

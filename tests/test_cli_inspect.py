@@ -81,6 +81,8 @@ def test_demo_json_is_one_object_per_step_inspect_price_tokenize_ask(tmp_path):
     assert {Path(m["path"]).name for m in inspected["media"]} >= {"astronaut.png", "clip.mp4", "speech.wav", "note.txt"}
     assert priced["models"][-1] == "gemini-3.1-pro-preview" and priced["quotes"]
     assert {"sample": "speech.wav", "model": "gpt-5.2", "accepted": False} in priced["quotes"]
+    (m4a,) = [q for q in priced["quotes"] if q["sample"] == "speech.m4a" and q["accepted"]]
+    assert any(w.startswith("Google's Gemini API takes audio as") for w in m4a["warnings"])  # the quote's warnings
     assert (tmp_path / "demo" / "tokens" / "chelsea.safetensors").is_file()
     assert {r["stream"] for r in tokenized["sequences"]} == {"image", "audio", "video"}
     assert len(asked["photos"]) == 8 and 0 <= asked["correct_truncated"] <= 8 and 0 < asked["kept_ratio"] < 1
@@ -94,6 +96,7 @@ def test_demo_tables_at_80_columns_name_every_sample_and_model(tmp_path):
     for name in ("astronaut.png", "clip.mp4", "speech.wav", "note.txt", "gemini-3.1-pro-preview"):
         assert name in result.stdout
     assert "1. inspect" in result.stdout and "2. price" in result.stdout
+    assert "! speech.m4a on gemini-3.1-pro-preview:" in result.stdout  # the quote's warning is said, not hidden
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
