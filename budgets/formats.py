@@ -23,7 +23,8 @@ from mmtok.files import read_toml
 
 MODALITIES = ("image", "audio", "video")
 KEYS = frozenset({"name", "families", "unless_asked", *MODALITIES})
-RULE_KEYS = frozenset({"formats", "source", "read", "quote"})
+RULE_KEYS = frozenset({"formats", "source", "read", "quote", "animated_gif"})
+ANIMATED_GIF = ("refused", "first frame")  # what the provider's page says of an animated GIF
 NAMES = {  # mmtok's format names as a reader of a warning knows them
     "jpeg": "JPEG",
     "png": "PNG",
@@ -60,6 +61,7 @@ class Rule:
     source: str
     read: dt.date
     quote: str  # the page's own words
+    animated_gif: str = ""  # "" (not said) | "refused" (still GIFs only) | "first frame" (only it is read)
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,34 @@ def format_warning(model: Any, item: Any) -> str:
     modality, fmt = getattr(item, "kind", None), getattr(item, "format", None)
     if modality not in MODALITIES or not fmt or getattr(item, "path", None) is None or model.family is None:
         return ""
-    return _verdict(model.asked, model.family.name, modality, fmt)
+    verdict = _verdict(model.asked, model.family.name, modality, fmt)
+    if verdict or fmt != "gif":
+        return verdict
+    found = _applying(model.asked, model.family.name, modality)
+    if found is None or not found[1].animated_gif or not _animated(str(item.path), item.size_bytes):
+        return ""
+    entry, rule = found
+    page = f"({rule.source}, read {rule.read})"
+    if rule.animated_gif == "first frame":
+        return f"{entry.name} reads only the first frame of an animated GIF {page}: the rest is not seen"
+    return (
+        f"{entry.name} takes GIFs that are not animated {page}, and this one is: send its first frame "
+        f"(`mmtok shrink -m {model.asked}` writes it as {_image_written('gif', rule.formats)})"
+    )
+
+
+def animation_refused(model: Any) -> bool:
+    """The model's provider takes still GIFs only (an animated one must be sent as its first frame)."""
+    found = None if model.family is None else _applying(model.asked, model.family.name, "image")
+    return found is not None and found[1].animated_gif == "refused"
+
+
+@functools.lru_cache(maxsize=1024)
+def _animated(path: str, size_bytes: int | None) -> bool:
+    """Whether the GIF at ``path`` (of this size: a file replaced since is read again) is animated."""
+    from mmtok.headers import gif_is_animated
+
+    return bool(gif_is_animated(path))
 
 
 def taken_formats(model: Any, modality: str) -> frozenset[str] | None:
@@ -175,4 +204,7 @@ def _rule(table: Any, where: str) -> Rule:
         raise PriceError(f"{where}: 'formats' must list format names among {', '.join(sorted(NAMES))}")
     if not isinstance(table.get("read"), dt.date) or not isinstance(table.get("source"), str):
         raise PriceError(f"{where}: 'source' (the provider's page) and 'read' (the date it was read) are required")
-    return Rule(frozenset(formats), table["source"], table["read"], str(table.get("quote", "")))
+    animated = table.get("animated_gif", "")
+    if animated and (animated not in ANIMATED_GIF or "gif" not in formats):
+        raise PriceError(f"{where}: 'animated_gif' is one of {', '.join(ANIMATED_GIF)}, for a list that takes GIF")
+    return Rule(frozenset(formats), table["source"], table["read"], str(table.get("quote", "")), animated)

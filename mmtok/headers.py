@@ -20,6 +20,10 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import mmap
 
 HEAD_BYTES = 4096
 TAIL_BYTES = 4096  # the end marker is looked for here first; past it, the file is searched from the image data on
@@ -413,3 +417,41 @@ def _jpeg_scan_start(src: _Source, pos: int, size: int) -> int:
     except HeaderError:
         pass
     return min(pos, size)
+
+
+def gif_is_animated(path: str | os.PathLike[str]) -> bool | None:
+    """Whether a GIF holds more than one image, by walking its blocks (no pixel is decoded): True at the second
+    image descriptor, False at the trailer; None when the file cannot tell (not a GIF, cut short, malformed). The
+    walk reads the file through a memory map, so a large first frame costs one pass over its sub-block lengths."""
+    import mmap
+
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _gif_images_over_one(data)
+    except (OSError, ValueError, IndexError):  # unreadable, empty (mmap of 0 bytes), or a walk off the end
+        return None
+
+
+def _gif_images_over_one(data: mmap.mmap) -> bool | None:
+    if data[:6] not in (b"GIF87a", b"GIF89a") or len(data) < 13:
+        return None
+    pos = 13 + (3 << ((data[10] & 7) + 1) if data[10] & 0x80 else 0)  # header, screen descriptor, global table
+    images, size = 0, len(data)
+    while pos < size:
+        block = data[pos]
+        if block == 0x3B:  # trailer
+            return False
+        if block == 0x2C:  # image descriptor: 9 bytes, a local colour table, the LZW code size, then sub-blocks
+            images += 1
+            if images > 1:
+                return True
+            packed = data[pos + 9]
+            pos += 10 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0) + 1
+        elif block == 0x21:  # extension: its label, then sub-blocks
+            pos += 2
+        else:
+            return None
+        while data[pos]:  # sub-blocks: a length byte, then that many bytes; a zero length ends them
+            pos += data[pos] + 1
+        pos += 1
+    return None  # no trailer: cut short

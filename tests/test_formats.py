@@ -20,7 +20,9 @@ TODAY = "2026-12-01"
 
 
 def _format_warnings(path: Path, model: str) -> list[str]:
-    return [w for w in price(path, model=model, at=TODAY).warnings if "the request would be refused" in w]
+    return [
+        w for w in price(path, model=model, at=TODAY).warnings if ", read 2026-12-01)" in w
+    ]  # the format warnings cite the page they read
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +127,58 @@ def test_vertex_ai_and_families_of_your_own_sheet_are_not_checked(photos, sample
     )
     quote = price(photos[".heic"], model="my-vlm-7b", at=TODAY, prices=(sheet,))
     assert not [w for w in quote.warnings if "would be refused" in w], quote.warnings
+
+
+@pytest.fixture
+def gifs(tmp_path):
+    import numpy as np
+
+    frames = [
+        PIL.Image.fromarray(np.random.default_rng(i).integers(0, 255, (120, 160, 3), dtype=np.uint8)).convert("P")
+        for i in range(3)
+    ]
+    frames[0].save(tmp_path / "anim.gif", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    frames[0].save(tmp_path / "still.gif")
+    (tmp_path / "cut.gif").write_bytes((tmp_path / "anim.gif").read_bytes()[:3000])
+    return tmp_path
+
+
+def test_an_animated_gif_is_told_apart_from_a_still_one(gifs):
+    from mmtok.headers import gif_is_animated
+
+    assert gif_is_animated(gifs / "anim.gif") is True and gif_is_animated(gifs / "still.gif") is False
+    assert gif_is_animated(gifs / "cut.gif") is None  # cut before its trailer: cannot tell
+    (openai,) = _format_warnings(gifs / "anim.gif", "gpt-4o")
+    assert (
+        "OpenAI takes GIFs that are not animated" in openai
+        and "`mmtok shrink -m gpt-4o` writes it as PNG or lossless WebP when smaller" in openai
+    )
+    (claude,) = _format_warnings(gifs / "anim.gif", "claude-opus-4-7")
+    assert "Anthropic reads only the first frame of an animated GIF" in claude
+    (mistral,) = _format_warnings(gifs / "anim.gif", "pixtral-large-latest")
+    assert "Mistral takes GIFs that are not animated" in mistral
+    for model in ("gpt-4o", "claude-opus-4-7", "pixtral-large-latest"):
+        assert not _format_warnings(gifs / "still.gif", model)
+
+
+def test_an_animated_gif_for_openai_is_converted_to_its_first_frame(gifs, tmp_path):
+    from mmtok.budgets.shrink import shrink
+
+    out = shrink(gifs / "anim.gif", "pixtral-large-latest", keep=["ssim>=0.9999"], out=tmp_path / "out")
+    assert out.status == "converted" and out.path.suffix in (".png", ".webp")  # no smaller size keeps the noise
+    assert "does not take an animated GIF" in out.action and not _format_warnings(out.path, "pixtral-large-latest")
+    low = shrink(gifs / "anim.gif", "gpt-4o", keep=["ssim>=0.9999"], out=tmp_path / "out")
+    assert low.status == "shrunk" and low.detail == "low" and low.path.suffix == ".png"  # its first frame
+    assert not _format_warnings(low.path, "gpt-4o")
+    kept = shrink(gifs / "anim.gif", "claude-opus-4-7", keep=["ssim>=0.9999"], out=tmp_path / "out")
+    assert kept.status == "kept"  # Anthropic reads the first frame: the file may go as it is
+
+
+def test_animated_gif_must_name_what_the_page_says_for_a_gif_list(tmp_path):
+    path = tmp_path / "formats.toml"
+    path.write_text(
+        '[[provider]]\nname = "x"\nfamilies = ["x-*"]\n'
+        'image = { formats = ["png"], animated_gif = "refused", source = "s", read = 2026-12-01 }\n'
+    )
+    with pytest.raises(PriceError, match="animated_gif"):
+        accepted(path)

@@ -12,7 +12,7 @@ import functools
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mmtok.budgets.formats import NAMES, taken_formats
+from mmtok.budgets.formats import NAMES, animation_refused, taken_formats
 from mmtok.budgets.pricing import Model, image_token_count
 from mmtok.budgets.shrink import candidates as C
 from mmtok.budgets.shrink import pictures as P
@@ -130,14 +130,16 @@ def plan_image(
 ) -> Plan:
     """The cheapest rendition of ``job``'s image for ``model`` that meets ``bars`` (or, with ``lossless``, the
     same tokens in fewer bytes), written in a format the model's provider takes (``budgets/formats.toml``). An
-    original in a format it does not take is converted (same pixels) where it would otherwise be kept."""
+    original in a format it does not take (or an animated GIF, where it takes still ones only) is converted (same
+    pixels, first frame) where it would otherwise be kept."""
     taken = taken_formats(model, "image")
     written = job.decoded.output_format(taken)
     if lossless:
         plan = _plan_lossless(job, model, detail, prices, written, taken)
     else:
         plan = _plan_cheaper(job, model, bars, detail, crop, prices, written)
-    if plan.status == "kept" and not job.decoded.format_taken(taken):
+    refused = not job.decoded.format_taken(taken) or (job.decoded.frames > 1 and animation_refused(model))
+    if plan.status == "kept" and refused:
         return _converted(job, model, plan, written, taken)
     return plan
 
@@ -378,6 +380,7 @@ def _converted(job: ImageJob, model: Model, kept: Plan, written: tuple[str, str]
     no metadata) in one it takes; pixel-exact sources as the smallest exact file, lossy ones at quality 90."""
     data, suffix = P.encode_smallest(job.decoded.pixels, written[0], taken is None or "webp" in taken)
     name, source = NAMES[P.written_name(suffix)], NAMES.get(job.decoded.source_format, job.decoded.source_format)
+    source = f"an animated {source}" if job.decoded.frames > 1 else source
     action = f"converted to {name} at the same size: {model.asked} does not take {source} ({kept.action})"
     return Plan("converted", action, data, suffix, None, {}, kept.tried, kept.notes, kept.warnings)
 

@@ -48,6 +48,7 @@ class Decoded:
     source_format: str
     notes: list[str]
     warnings: list[str]
+    frames: int = 1  # in the file (only the first is kept)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -115,7 +116,7 @@ def decode(path: object, source_format: str) -> Decoded:
         else:
             notes.append("alpha kept (measured over white)")
     rgb = pixels if pixels.mode == "RGB" else over_white(pixels)
-    return Decoded(pixels, rgb, source_format, notes, warnings)
+    return Decoded(pixels, rgb, source_format, notes, warnings, frames)
 
 
 def over_white(image: PIL.Image.Image) -> PIL.Image.Image:
