@@ -52,3 +52,19 @@ def test_keep_freed_memory_reuses_the_block_without_faults() -> None:
     faults = _faults("keep")
     assert faults[0] >= PAGES // 2, faults  # the first touch still faults
     assert max(faults[1:]) < 1000, faults  # then the freed block is reused
+
+
+def test_the_products_alone_run_on_the_layers_shapes_and_give_a_floor() -> None:
+    import torch
+
+    from mmtok.eval.bench.moe import DENSE_PRODUCTS, EXPERT_PRODUCTS, DenseSwiGLU, gemm_cases, product_floors
+    from mmtok.models.moe import MoE, MoEConfig
+
+    torch.manual_seed(0)
+    moe = MoE(MoEConfig(dim=32, hidden_dim=16, num_experts=8, top_k=2)).eval()
+    cases = gemm_cases(moe, DenseSwiGLU(32, 32), torch.randn(64, 32), backward=True)
+    assert set(cases) == {EXPERT_PRODUCTS, DENSE_PRODUCTS}
+    for run in cases.values():
+        run()
+    floors = product_floors({"E8 fwd": {EXPERT_PRODUCTS: 100.0, DENSE_PRODUCTS: 125.0}})
+    assert floors == {"E8 fwd": 1.25}  # rates: the experts' products at 100 tokens/s take 1.25x the dense 125

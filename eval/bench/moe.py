@@ -14,7 +14,9 @@ per step (median): glibc hands blocks of more than 32 MiB back to the kernel whe
 tensors are that large pays fresh page faults every time (the dense FFN's T x K F intermediates are 64 MB at the
 default size, and the E64 layer's weight gradients 32 MiB each). ``--keep-freed-memory`` (glibc only) raises
 glibc's mmap and trim thresholds for the whole run, so freed memory is reused without faults: the ratios without
-the allocator's part.
+the allocator's part. Rows (d) and (e) time the matrix products alone, on operands of each layer's shapes (the
+experts' rows as routed): their ratio is the part of (a) / (c) that the smaller expert products cost by their shape,
+before any gathering, scattering or elementwise work.
 """
 
 from __future__ import annotations
@@ -87,6 +89,48 @@ def counting_faults(fn: Callable[[], None], faults: list[int]) -> Callable[[], N
     return run
 
 
+def gemm_cases(moe: MoE, dense: DenseSwiGLU, x: torch.Tensor, backward: bool) -> dict[str, Callable[[], None]]:
+    """The matrix products alone, on operands of the layer's shapes: each expert's (its routed rows of this ``x``)
+    and the dense FFN's, forward (x W1, x W3, h W2) and, with ``backward``, the five products of the segments'
+    backward (the output gradient through W2, W2's, W1's and W3's weight gradients, the input gradient through W1
+    and W3). Their time ratio is what the shapes alone cost against dense, whatever the dispatch around them."""
+    counts = torch.bincount(moe.router(x).experts.flatten(), minlength=moe.cfg.num_experts).tolist()
+    w = moe.experts
+    kw = {"device": x.device, "dtype": x.dtype}
+
+    def operands(rows: int, d: int, f: int) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.randn(*shape, **kw) for shape in ((rows, d), (rows, f), (rows, d)))
+
+    experts = [(e, *operands(n, w.w1_EDF.shape[1], w.w1_EDF.shape[2])) for e, n in enumerate(counts) if n]
+    W1, W3, W2 = (layer.weight.detach().T for layer in (dense.w1, dense.w3, dense.w2))
+    whole = operands(x.shape[0], W1.shape[0], W1.shape[1])
+
+    def products(x_ND, h_NF, g_ND, w1, w3, w2) -> None:
+        x_ND @ w1, x_ND @ w3, h_NF @ w2
+        if backward:
+            grad_h = g_ND @ w2.T
+            h_NF.T @ g_ND, x_ND.T @ grad_h, x_ND.T @ grad_h, (grad_h @ w1.T).addmm_(grad_h, w3.T)
+
+    def expert_products() -> None:
+        with torch.no_grad():
+            for e, *ops in experts:
+                products(*ops, w.w1_EDF[e], w.w3_EDF[e], w.w2_EFD[e])
+
+    def dense_products() -> None:
+        with torch.no_grad():
+            products(*whole, W1, W3, W2)
+
+    return {EXPERT_PRODUCTS: expert_products, DENSE_PRODUCTS: dense_products}
+
+
+EXPERT_PRODUCTS, DENSE_PRODUCTS = "(d) the experts' matrix products alone", "(e) the dense FFN's products alone"
+
+
+def product_floors(results: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Per shape and mode: the experts' products' time over the dense FFN's (the floor of (a) / (c))."""
+    return {key: rates[DENSE_PRODUCTS] / rates[EXPERT_PRODUCTS] for key, rates in results.items()}
+
+
 def ratios(results: dict[str, dict[str, float]]) -> dict[str, dict[str, dict[str, float]]]:
     """Per shape and mode, each path's time over the dense FFN's and its speed over the HF loop's."""
     out = {}
@@ -153,6 +197,7 @@ def main() -> None:
             cases = {name: moe_run(path, backward) for name, path in paths.items()}
             cases["(c) dense FFN, same active FLOPs"] = dense_run(backward)
             cases["(c') dense FFN in 1,024-token chunks"] = dense_run(backward, ChunkedDense(dense))
+            cases.update(gemm_cases(moe, dense, x, backward))
             for fn in cases.values():
                 fn()  # warm-up (kernels, allocator)
             step_faults: dict[str, list[int]] = {name: [] for name in cases}
@@ -178,6 +223,8 @@ def main() -> None:
             for name, rate in rates.items()
         ]
         print_table(key, ["path", "tokens/s", "time / (c)", "time / (c')", "speed / loop", "page faults / step"], rows)
+        floor = product_floors(results)[key]
+        print(f"  the expert shapes' products alone take {floor:.3g}x the dense FFN's: the floor of (a) / (c) here")
     write_json(
         args.json,
         {
@@ -187,6 +234,7 @@ def main() -> None:
             "repeats": args.repeats,
             "results": results,
             "ratios": ratios(results),
+            "products_alone_expert_over_dense": product_floors(results),
             "machine": machine(),
             "torch": torch.__version__,
             "cuda": torch.version.cuda if device.type == "cuda" else None,
