@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ def format_warning(model: Any, item: Any) -> str:
     if verdict or fmt != "gif":
         return verdict
     found = _applying(model.asked, model.family.name, modality)
-    if found is None or not found[1].animated_gif or not _animated(str(item.path), item.size_bytes):
+    if found is None or not found[1].animated_gif or not _animated(*_file_key(item.path)):
         return ""
     entry, rule = found
     page = f"({rule.source}, read {rule.read})"
@@ -107,9 +108,18 @@ def animation_refused(model: Any) -> bool:
     return found is not None and found[1].animated_gif == "refused"
 
 
+def _file_key(path: Any) -> tuple[str, int, int]:
+    """A file's path, size and modification time: a file replaced since is read again."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return str(path), -1, -1
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
 @functools.lru_cache(maxsize=1024)
-def _animated(path: str, size_bytes: int | None) -> bool:
-    """Whether the GIF at ``path`` (of this size: a file replaced since is read again) is animated."""
+def _animated(path: str, size: int, mtime_ns: int) -> bool:
+    """Whether the GIF at ``path`` (as it was at this size and time) is animated."""
     from mmtok.headers import gif_is_animated
 
     return bool(gif_is_animated(path))
@@ -164,7 +174,8 @@ def _image_written(fmt: str, taken: frozenset[str]) -> str:
     from mmtok.budgets.shrink.pictures import output_format, written_name  # imported only when a warning is written
 
     opaque, clear = (NAMES[written_name(output_format(fmt, alpha, taken)[1])] for alpha in (False, True))
-    text = opaque if opaque == clear else f"{opaque} ({clear} if it has transparency)"
+    which = "it has transparency or is lossless" if fmt == "webp" else "it has transparency"
+    text = opaque if opaque == clear else f"{opaque} ({clear} if {which})"
     return text + (" or lossless WebP when smaller" if opaque == "PNG" and "webp" in taken else "")
 
 

@@ -45,8 +45,8 @@ class MmtokApp(typer.Typer):
     the test runner) sees all of them."""
 
     def __init__(self, **options: Any) -> None:
-        self._wanted: set[str] | None = None  # None: every command
-        self._loaded = False
+        self._wanted: set[str] | None = None  # while a lazy call runs: the one name it needs
+        self._registered: set[str] = set()
         super().__init__(**options)
 
     @property
@@ -69,20 +69,30 @@ class MmtokApp(typer.Typer):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         named = sys.argv[1] if len(sys.argv) > 1 else None
-        if not self._loaded and not args and "args" not in kwargs and (named in COMMANDS or named in GROUPS):
-            self._wanted = {named}
-        return super().__call__(*args, **kwargs)
+        lazy = not args and "args" not in kwargs and (named in COMMANDS or named in GROUPS)
+        self._wanted = {named} if lazy else None  # type: ignore[assignment]
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            self._wanted = None  # any later use of the app sees every command
 
     def _load(self) -> None:
-        if self._loaded or not hasattr(self, "_groups"):  # loaded, or still in Typer's __init__
+        """Register what is wanted (everything, outside a lazy call) and not registered yet, in help's order."""
+        if not hasattr(self, "_groups"):  # still in Typer's __init__
             return
-        self._loaded = True
-        wanted = self._wanted
+        wanted = set(COMMANDS) | set(GROUPS) if self._wanted is None else self._wanted
+        missing = wanted - self._registered
+        if not missing:
+            return
+        self._registered |= missing
+        if self._commands or self._groups:  # a lazy call registered some: start again, in order
+            self._commands, self._groups = [], []
+            missing = set(self._registered)
         for name, (module, attribute) in COMMANDS.items():
-            if wanted is None or name in wanted:
+            if name in missing:
                 self.command(name=name)(_guarded(getattr(importlib.import_module(module), attribute)))
         for name, (module, attribute) in GROUPS.items():
-            if wanted is None or name in wanted:
+            if name in missing:
                 group = getattr(importlib.import_module(module), attribute)
                 for info in group.registered_commands:
                     info.callback = _guarded(info.callback)

@@ -420,9 +420,10 @@ def _jpeg_scan_start(src: _Source, pos: int, size: int) -> int:
 
 
 def gif_is_animated(path: str | os.PathLike[str]) -> bool | None:
-    """Whether a GIF holds more than one image, by walking its blocks (no pixel is decoded): True at the second
-    image descriptor, False at the trailer; None when the file cannot tell (not a GIF, cut short, malformed). The
-    walk reads the file through a memory map, so a large first frame costs one pass over its sub-block lengths."""
+    """Whether a GIF holds more than one image, by walking its blocks as Pillow reads them (no pixel is decoded):
+    True at the second image descriptor, False at the trailer; None when the file cannot tell (not a GIF, cut short,
+    or more than ``_GIF_MAX_STEPS`` sub-blocks before an answer: a crafted file of 1-byte sub-blocks). The walk reads
+    the file through a memory map, so a large first frame costs one pass over its sub-block lengths."""
     import mmap
 
     try:
@@ -432,26 +433,56 @@ def gif_is_animated(path: str | os.PathLike[str]) -> bool | None:
         return None
 
 
+_GIF_MAX_STEPS = 4_000_000  # sub-blocks and stray bytes walked (a 1 GB first frame of 255-byte sub-blocks: ~0.3 s)
+
+
 def _gif_images_over_one(data: mmap.mmap) -> bool | None:
     if data[:6] not in (b"GIF87a", b"GIF89a") or len(data) < 13:
         return None
     pos = 13 + (3 << ((data[10] & 7) + 1) if data[10] & 0x80 else 0)  # header, screen descriptor, global table
-    images, size = 0, len(data)
-    while pos < size:
+    images, size, steps = 0, len(data), 0
+    while pos < size and steps < _GIF_MAX_STEPS:
         block = data[pos]
+        steps += 1
         if block == 0x3B:  # trailer
             return False
+        if block not in (0x2C, 0x21):  # a stray byte between blocks: skipped, as Pillow skips it
+            pos += 1
+            continue
         if block == 0x2C:  # image descriptor: 9 bytes, a local colour table, the LZW code size, then sub-blocks
             images += 1
             if images > 1:
                 return True
             packed = data[pos + 9]
             pos += 10 + (3 << ((packed & 7) + 1) if packed & 0x80 else 0) + 1
-        elif block == 0x21:  # extension: its label, then sub-blocks
+        else:  # extension: its label, then sub-blocks
             pos += 2
-        else:
-            return None
-        while data[pos]:  # sub-blocks: a length byte, then that many bytes; a zero length ends them
+        while data[pos] and steps < _GIF_MAX_STEPS:  # sub-blocks: a length byte, that many bytes; 0 ends them
             pos += data[pos] + 1
+            steps += 1
         pos += 1
-    return None  # no trailer: cut short
+    return None  # no trailer (cut short), or too many steps to tell
+
+
+def webp_is_lossless(path: str | os.PathLike[str]) -> bool:
+    """Whether a WebP file's (first) image is VP8L, the lossless codec, by walking its RIFF chunks to the first image
+    data (an ICC profile or EXIF block before it is skipped by its size; an animation's first frame is looked into).
+    False for VP8 (lossy), and for anything that cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(12)[8:12] != b"WEBP":
+                return False
+            for _ in range(_MAX_CHUNK_WALK):
+                head = f.read(8)
+                if len(head) < 8:
+                    return False
+                fourcc, length = head[:4], struct.unpack("<I", head[4:])[0]
+                if fourcc in (b"VP8L", b"VP8 "):
+                    return fourcc == b"VP8L"
+                if fourcc == b"ANMF":  # a frame: 16 bytes of position and timing, then its own chunks
+                    f.seek(16, os.SEEK_CUR)
+                    continue
+                f.seek(length + (length & 1), os.SEEK_CUR)  # chunks are padded to an even size
+    except OSError:
+        return False
+    return False

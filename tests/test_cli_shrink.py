@@ -183,6 +183,6 @@ def test_a_format_the_provider_does_not_take_is_converted_for_it_alone(tmp_path)
     assert table.exit_code == 0, table.output
     assert "1 of 2 converted to a file format the provider takes" in table.stderr
     rows = {r["model"]: r for r in _rows(runner.invoke(app, [*args, "--json"]))}
-    assert rows["grok-4.20"]["status"] == "converted" and rows["grok-4.20"]["output"].endswith("p.grok-4.20.jpg")
+    assert rows["grok-4.20"]["status"] == "converted" and rows["grok-4.20"]["output"].endswith("p.grok-4.20.png")
     assert rows["claude-sonnet-4-5"]["status"] == "kept"  # Anthropic takes WebP: the original, unchanged
     assert (out / "p.claude-sonnet-4-5.webp").read_bytes() == webp.read_bytes()

@@ -51,3 +51,18 @@ def test_no_command_or_a_misspelt_one_sees_every_command():
     assert report["code"] == 2 and "price" in done.stderr
     done, report = _mmtok("prices", "status")
     assert report["code"] == 0 and "mmtok.cli.prices" in report["loaded"] and "mmtok.cli.shrink" not in report["loaded"]
+
+
+def test_after_a_lazy_call_the_app_still_has_every_command(monkeypatch):
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+
+    monkeypatch.setattr(sys, "argv", ["mmtok", "version"])
+    try:
+        app()
+    except SystemExit as e:
+        assert e.code in (0, None)
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0 and all(name in result.stdout for name in ("shrink", "tokenize", "prices", "train"))
+    assert CliRunner().invoke(app, ["shrink", "--help"]).exit_code == 0

@@ -111,7 +111,7 @@ def test_a_malformed_table_is_refused_naming_the_problem(tmp_path, text, message
 def test_the_advice_names_what_shrink_writes_for_that_provider(photos):
     (warning,) = _format_warnings(photos[".webp"], "grok-4")
     assert "xAI takes image as JPEG, PNG, not WebP" in warning
-    assert "`mmtok shrink -m grok-4` writes it as JPEG (PNG if it has transparency)" in warning
+    assert "`mmtok shrink -m grok-4` writes it as JPEG (PNG if it has transparency or is lossless)" in warning
     (claude,) = _format_warnings(photos[".heic"], "claude-opus-4-7")
     assert "`mmtok shrink -m claude-opus-4-7` writes it as WebP" in claude
 
@@ -148,6 +148,10 @@ def test_an_animated_gif_is_told_apart_from_a_still_one(gifs):
 
     assert gif_is_animated(gifs / "anim.gif") is True and gif_is_animated(gifs / "still.gif") is False
     assert gif_is_animated(gifs / "cut.gif") is None  # cut before its trailer: cannot tell
+    data = (gifs / "anim.gif").read_bytes()
+    second = data.index(b"\x21\xf9", 800)  # the second frame's graphic control extension
+    (gifs / "stray.gif").write_bytes(data[:second] + b"\x00" + data[second:])
+    assert gif_is_animated(gifs / "stray.gif") is True  # a stray byte between blocks is skipped, as Pillow skips it
     (openai,) = _format_warnings(gifs / "anim.gif", "gpt-4o")
     assert (
         "OpenAI takes GIFs that are not animated" in openai

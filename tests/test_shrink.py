@@ -248,9 +248,9 @@ def test_animated_gif_keeps_its_first_frame_with_a_warning(tmp_path):
     frames = [photo(600, 400, seed=i).convert("P") for i in range(3)]
     source = tmp_path / "anim.gif"
     frames[0].save(source, save_all=True, append_images=frames[1:], duration=100)
-    result = shrink(source, "claude-opus-4-7", out=tmp_path / "out", **AT_DEFAULT)
+    result = shrink(source, "claude-opus-4-7", out=tmp_path / "out", keep=["ssim>=0.3"])
+    assert result.status == "shrunk" and result.path.suffix == ".png"  # a smaller first frame
     assert "animated GIF with 3 frames: only the first frame is kept" in result.warnings
-    assert result.path.suffix in (".png", ".gif")
 
 
 def test_bad_inputs_and_models_raise_one_error(tmp_path):
@@ -351,13 +351,15 @@ def test_an_xai_model_gets_jpeg_or_png_never_webp(tmp_path):
 def test_a_format_the_provider_does_not_take_is_converted_where_it_would_be_kept(tmp_path):
     webp = _save(photo(1200, 800), tmp_path / "p.webp", quality=90)
     kept = shrink(webp, "grok-4.20", keep=["ssim>=0.9999"], out=tmp_path / "out")
-    assert kept.status == "converted" and kept.path.suffix == ".jpg" and kept.media.format == "jpeg"
-    assert kept.action.startswith("converted to JPEG at the same size: grok-4.20 does not take WebP (kept: no cheaper")
+    assert kept.status == "converted" and kept.media.format == "png"  # JPEG at quality 90 misses so near a bar
+    assert kept.action.startswith("converted to PNG at the same size: grok-4.20 does not take WebP (kept: no cheaper")
     assert (kept.media.width, kept.media.height) == (1200, 800) and kept.tokens_after == kept.tokens_before
+    with PIL.Image.open(webp) as original, PIL.Image.open(kept.path) as written:
+        assert np.array_equal(np.asarray(original.convert("RGB")), np.asarray(written.convert("RGB")))
     assert not price(kept.path, "grok-4.20").warnings
     alpha = photo(600, 400).convert("RGBA")
     alpha.putalpha(128)
-    clear = shrink(_save(alpha, tmp_path / "a.webp", lossless=True), "grok-4.20", lossless=True, out=tmp_path / "out")
+    clear = shrink(_save(alpha, tmp_path / "a.webp", quality=90), "grok-4.20", lossless=True, out=tmp_path / "out")
     assert clear.status == "converted" and clear.path.suffix == ".png"  # alpha: PNG, not JPEG
     assert PIL.Image.open(clear.path).mode == "RGBA"
 
@@ -380,5 +382,45 @@ def test_a_video_container_the_provider_does_not_take_is_not_rewritten_but_warne
     mkv = write_video(tmp_path / "v.mkv", [i / 24 for i in range(48)])
     result = shrink(mkv, "gemini-2.5-flash", keep=["ssim>=0.3"], out=tmp_path / "out")
     assert result.path.suffix == ".mkv"
-    (warning,) = result.warnings
-    assert warning.startswith("v.gemini-2.5-flash.mkv: Google's Gemini API takes video as AVI, MOV, MP4, WebM")
+    assert not result.warnings  # said once, by the quotes: the original's and the output's
+    (before,) = [w for w in result.before.warnings if "takes video as" in w]
+    assert "Google's Gemini API takes video as AVI, MOV, MP4, WebM" in before
+    assert any("takes video as" in w for w in result.after.warnings)
+
+
+def test_a_lossless_webp_for_xai_comes_out_as_png_and_exact_when_lossless(tmp_path):
+    shot = _save(text_image(800, 500), tmp_path / "shot.webp", lossless=True)
+    same = shrink(shot, "grok-4.20", lossless=True, out=tmp_path / "out")
+    assert same.status == "converted" and same.path.suffix == ".png"  # exact pixels stay exact
+    assert np.array_equal(np.asarray(PIL.Image.open(same.path).convert("RGB")), np.asarray(text_image(800, 500)))
+    smaller = shrink(shot, "grok-4.20", keep=["ssim>=0.9999"], out=tmp_path / "out2")
+    assert smaller.path.suffix == ".png"  # a pixel-exact source is written exactly, whatever its size
+
+
+def test_a_lossy_source_converted_to_jpeg_meets_the_ssim_bar_or_goes_exact(tmp_path):
+    for quality in (80, 95):
+        lossy = _save(photo(900, 600), tmp_path / f"p{quality}.webp", quality=quality)
+        for bar in (0.9, 0.99):
+            out = shrink(lossy, "grok-4.20", keep=[f"ssim>={bar}"], out=tmp_path / "out")
+            if out.status == "converted" and out.path.suffix == ".jpg":
+                assert out.measures["ssim"] >= bar  # a JPEG under the bar is never the answer
+            elif out.status == "converted":
+                assert out.path.suffix == ".png" and not out.measures  # exact: nothing to measure
+            else:
+                assert out.status == "shrunk" and out.measures["ssim"] >= bar
+
+
+def test_only_gif_animation_is_refused_and_a_kept_gif_has_no_first_frame_warning(tmp_path):
+    frames = [photo(300, 200, seed=i) for i in range(3)]
+    webp = tmp_path / "anim.webp"
+    frames[0].save(webp, save_all=True, append_images=frames[1:], duration=100, lossless=True)
+    out = shrink(webp, "gpt-4o", keep=["ssim>=0.9999"], out=tmp_path / "out")
+    assert out.status != "converted" and "animated" not in out.action  # OpenAI's page says nothing of WebP frames
+    gif = tmp_path / "anim.gif"
+    frames = [f.convert("P") for f in frames]
+    frames[0].save(gif, save_all=True, append_images=frames[1:], duration=100)
+    kept = shrink(gif, "claude-opus-4-7", keep=["ssim>=0.9999"], out=tmp_path / "out")
+    assert kept.status == "kept" and not kept.warnings  # the original is copied, every frame with it
+    assert any("reads only the first frame" in w for w in kept.before.warnings)
+    xai = shrink(gif, "grok-4.20", keep=["ssim>=0.9999"], out=tmp_path / "out")
+    assert xai.status == "converted" and "grok-4.20 does not take GIF" in xai.action  # not "an animated GIF"

@@ -7,6 +7,7 @@ is raised for one bad model or input in :func:`shrink_models`: errors are yielde
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -227,7 +228,7 @@ def _finish(
         after, send_detail = price(target, model.asked, detail=detail, prices=prices), detail
         status, action = "kept", f"kept: the rendition ({plan.action}) priced higher when written"
     out = mmtok_load(target)
-    refused = format_warning(model, out)  # e.g. a video whose container the provider does not take: not converted
+    before = _said_once(before, format_warning(model, media), format_warning(model, out))
     used = {m: str(b) for m, b in bars.items() if b.modality == ("audio" if kind == "audio" else "image")}
     return ShrinkResult(
         source=source,
@@ -248,8 +249,16 @@ def _finish(
         seconds_before=getattr(media, "duration_s", None),
         seconds_after=getattr(out, "duration_s", None),
         notes=notes,
-        warnings=[*plan.warnings, *([f"{target.name}: {refused}"] if refused else [])],
+        warnings=list(plan.warnings),
     )
+
+
+def _said_once(before: Any, original: str, written: str) -> Any:
+    """The original's quote with its file-format warning left out when the written file deals with it (converted, or
+    a first frame); one the output still has (a video's container, which is never rewritten) stays, said once."""
+    if not original or written:
+        return before
+    return dataclasses.replace(before, warnings=tuple(w for w in before.warnings if not w.endswith(original)))
 
 
 def _detail_name(model: Model, kind: str) -> str:

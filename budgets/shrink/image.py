@@ -130,17 +130,17 @@ def plan_image(
 ) -> Plan:
     """The cheapest rendition of ``job``'s image for ``model`` that meets ``bars`` (or, with ``lossless``, the
     same tokens in fewer bytes), written in a format the model's provider takes (``budgets/formats.toml``). An
-    original in a format it does not take (or an animated GIF, where it takes still ones only) is converted (same
-    pixels, first frame) where it would otherwise be kept."""
+    original in a format it does not take (or an animated GIF, where it takes still ones only) is converted (the
+    same size, first frame) where it would otherwise be kept."""
     taken = taken_formats(model, "image")
     written = job.decoded.output_format(taken)
     if lossless:
         plan = _plan_lossless(job, model, detail, prices, written, taken)
     else:
         plan = _plan_cheaper(job, model, bars, detail, crop, prices, written)
-    refused = not job.decoded.format_taken(taken) or (job.decoded.frames > 1 and animation_refused(model))
-    if plan.status == "kept" and refused:
-        return _converted(job, model, plan, written, taken)
+    animated_gif = job.decoded.source_format == "gif" and job.decoded.frames > 1
+    if plan.status == "kept" and (not job.decoded.format_taken(taken) or (animated_gif and animation_refused(model))):
+        return _converted(job, model, plan, written, taken, bars if not lossless else [], detail)
     return plan
 
 
@@ -169,7 +169,6 @@ def _plan_cheaper(
             "kept",
             f"kept: no rendition costs fewer than {original:,} tokens on {model.asked}",
             notes=notes,
-            warnings=list(job.decoded.warnings),
         )
     search = _LadderSearch(job, ladder, reference, box, border, bars, written[0])
     found = search.cheapest_meeting()
@@ -182,7 +181,6 @@ def _plan_cheaper(
             f"{best.get('tokens'):,} tokens: {_summary(best)})",
             tried=search.tried,
             notes=notes,
-            warnings=list(job.decoded.warnings),
         )
     measures = dict(search.results[found][1])
     return _shrunk(job, model, ladder[found], box, base, measures, search.tried, notes, written)
@@ -363,7 +361,6 @@ def _plan_lossless(
             "kept",
             "kept: no smaller file shows the model the same image",
             notes=notes,
-            warnings=list(job.decoded.warnings),
         )
     measures: dict[str, float | None] = {}
     if reference.published:
@@ -375,14 +372,34 @@ def _plan_lossless(
     return Plan("lossless", action, data, suffix, detail, measures, [], notes, list(job.decoded.warnings))
 
 
-def _converted(job: ImageJob, model: Model, kept: Plan, written: tuple[str, str], taken: frozenset[str] | None) -> Plan:
+def _converted(
+    job: ImageJob,
+    model: Model,
+    kept: Plan,
+    written: tuple[str, str],
+    taken: frozenset[str] | None,
+    bars: list[Bar],
+    detail: str | None,
+) -> Plan:
     """``kept``, but for a provider that does not take the original's format: its pixels (upright, first frame,
-    no metadata) in one it takes; pixel-exact sources as the smallest exact file, lossy ones at quality 90."""
-    data, suffix = P.encode_smallest(job.decoded.pixels, written[0], taken is None or "webp" in taken)
+    no metadata) at the same size in one it takes. Exact sources as the smallest exact file; lossy ones as JPEG at
+    quality 90, unless its SSIM at the model's view misses the ``ssim`` bar (or there are no bars: ``--lossless``)
+    and the provider takes PNG, which is exact."""
+    webp = taken is None or "webp" in taken
+    data, suffix = P.encode_smallest(job.decoded.pixels, written[0], webp)
+    measures: dict[str, float | None] = {}
+    if written[0] == "JPEG":
+        reference = C.view(model, job.width, job.height, detail).size
+        measures["ssim"] = P.ssim(job.original_view(reference), P.resized(P.decode_bytes(data), reference))
+        ssim_bar = next((bar for bar in bars if bar.metric == "ssim"), None)
+        if (not bars or (ssim_bar is not None and not ssim_bar.met(measures["ssim"]))) and "png" in (taken or ()):
+            data, suffix = P.encode_smallest(job.decoded.pixels, "PNG", webp)
+            measures = {}
     name, source = NAMES[P.written_name(suffix)], NAMES.get(job.decoded.source_format, job.decoded.source_format)
-    source = f"an animated {source}" if job.decoded.frames > 1 else source
+    if job.decoded.format_taken(taken):  # the format is taken, its animation is not
+        source = f"an animated {source}"
     action = f"converted to {name} at the same size: {model.asked} does not take {source} ({kept.action})"
-    return Plan("converted", action, data, suffix, None, {}, kept.tried, kept.notes, kept.warnings)
+    return Plan("converted", action, data, suffix, None, measures, kept.tried, kept.notes, list(job.decoded.warnings))
 
 
 def _copyable(job: ImageJob, fmt: str) -> bool:

@@ -35,6 +35,7 @@ OUTPUT_FORMATS = {
     "avif": ("WEBP", ".webp"),  # lossy photos that may hold alpha, as WebP can; providers take neither AVIF nor
     "heif": ("WEBP", ".webp"),  # (but Gemini) HEIF, and all but xAI take WebP (budgets/formats.toml)
 }
+EXACT_FORMATS = frozenset({"png", "gif", "bmp", "tiff"})  # formats whose pixels are stored exactly
 WRITERS = {"jpeg": ("JPEG", ".jpg"), "png": ("PNG", ".png"), "webp": ("WEBP", ".webp")}  # mmtok name -> writer
 
 
@@ -49,6 +50,7 @@ class Decoded:
     notes: list[str]
     warnings: list[str]
     frames: int = 1  # in the file (only the first is kept)
+    exact: bool = False  # the file's pixels are stored exactly (PNG, GIF, BMP, TIFF, lossless WebP)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -60,19 +62,22 @@ class Decoded:
 
     def output_format(self, taken: frozenset[str] | None = None) -> tuple[str, str]:
         """(Pillow format, suffix) to write this image as, for a provider that takes ``taken`` (None: unknown)."""
-        return output_format(self.source_format, self.has_alpha, taken)
+        return output_format(self.source_format, self.has_alpha, taken, self.exact)
 
     def format_taken(self, taken: frozenset[str] | None) -> bool:
         return taken is None or self.source_format in taken
 
 
-def output_format(source_format: str, has_alpha: bool, taken: frozenset[str] | None) -> tuple[str, str]:
+def output_format(
+    source_format: str, has_alpha: bool, taken: frozenset[str] | None, exact: bool = False
+) -> tuple[str, str]:
     """The source's own kind of format (``OUTPUT_FORMATS``) when the provider takes it or nothing is known; else,
-    among what it takes, JPEG for a lossy source without alpha, PNG (then WebP, JPEG) for the others."""
+    among what it takes, JPEG for a lossy source without alpha, PNG (then WebP, JPEG) for the others (alpha, or
+    ``exact`` pixels: a lossless WebP)."""
     preferred = OUTPUT_FORMATS.get(source_format, WRITERS["png"])
     if taken is None or written_name(preferred[1]) in taken:
         return preferred
-    lossy = preferred[0] != "PNG" and not has_alpha
+    lossy = preferred[0] != "PNG" and not has_alpha and not exact
     for name in ("jpeg", "png", "webp") if lossy else ("png", "webp", "jpeg"):
         if name in taken:
             return WRITERS[name]
@@ -89,6 +94,7 @@ def decode(path: object, source_format: str) -> Decoded:
     import PIL.Image
     import PIL.ImageOps
 
+    from mmtok.headers import webp_is_lossless
     from mmtok.media.types import pillow_formats
 
     notes: list[str] = []
@@ -116,7 +122,8 @@ def decode(path: object, source_format: str) -> Decoded:
         else:
             notes.append("alpha kept (measured over white)")
     rgb = pixels if pixels.mode == "RGB" else over_white(pixels)
-    return Decoded(pixels, rgb, source_format, notes, warnings, frames)
+    exact = source_format in EXACT_FORMATS or (source_format == "webp" and webp_is_lossless(path))  # type: ignore[arg-type]
+    return Decoded(pixels, rgb, source_format, notes, warnings, frames, exact)
 
 
 def over_white(image: PIL.Image.Image) -> PIL.Image.Image:
