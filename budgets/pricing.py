@@ -737,22 +737,43 @@ def price(
     the prompt cache. ``text_tokens``: more text input tokens, of a prompt whose size you know. ``prices``: your own
     sheets (their rows and aliases override).
     """
-    options = Options.of(
-        detail=detail,
-        at=at,
-        batch=batch,
-        tier=tier,
-        output_tokens=output_tokens,
-        output_audio=output_audio,
-        cached_input_tokens=cached_input_tokens,
-        cache_write_tokens=cache_write_tokens,
-        text_tokens=text_tokens,
+    options = _options(
+        detail, at, batch, tier, output_tokens, output_audio, cached_input_tokens, cache_write_tokens, text_tokens
     )
     given = options.text_tokens + options.cached_input_tokens + options.cache_write_tokens
     attachments = _attachments(items, text, allow_empty=given > 0)
     label = attachments[0][0] if len(attachments) == 1 else f"request of {len(attachments)} parts"
     label = label if attachments else "<text>"
     return _quote(resolve(model, prices), attachments, options, label)
+
+
+def _options(
+    detail: Any, at: Any, batch: Any, tier: Any, output: Any, audio: Any, cached: Any, written: Any, text: Any
+) -> Options:
+    """``Options.of`` for ``price``'s arguments, made once per distinct set (a folder prices with the same ones)."""
+    try:
+        return _options_cached(detail, at, batch, tier, output, audio, cached, written, text)
+    except TypeError:  # an unhashable argument: Options.of says what is wrong with it
+        return _options_of(detail, at, batch, tier, output, audio, cached, written, text)
+
+
+def _options_of(
+    detail: Any, at: Any, batch: Any, tier: Any, output: Any, audio: Any, cached: Any, written: Any, text: Any
+) -> Options:
+    return Options.of(
+        detail=detail,
+        at=at,
+        batch=batch,
+        tier=tier,
+        output_tokens=output,
+        output_audio=audio,
+        cached_input_tokens=cached,
+        cache_write_tokens=written,
+        text_tokens=text,
+    )
+
+
+_options_cached = functools.lru_cache(maxsize=256, typed=True)(_options_of)  # typed: 1 is not True
 
 
 def price_requests(
