@@ -277,6 +277,7 @@ class CardCache:
     def __init__(self) -> None:
         self._stored: dict[str, dict[str, Any] | None] | None = None
         self._cards: dict[str, RateCard | None] = {}
+        self.by_model: dict[tuple[int, dt.date, str], tuple[Any, RateCard]] = {}  # pricing's final card per model
 
     @functools.cached_property
     def _file(self) -> Path:

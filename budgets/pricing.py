@@ -251,8 +251,22 @@ def resolve(model: str, prices: PriceSheets = ()) -> Model:
 
 
 def rate_card(model: Model, at: dt.date | None = None, option: str = "standard") -> RateCard:
-    """What ``model`` costs on ``at`` under ``option``: its sheet row, else genai-prices, else LiteLLM's map."""
+    """What ``model`` costs on ``at`` under ``option``: its sheet row, else genai-prices, else LiteLLM's map. Kept
+    per model object, date and option in ``CARDS`` (whose ``forget`` drops it with the price data), so a folder's
+    quotes look their card up once."""
     at = at or dt.date.today()
+    key = (id(model), at, option)
+    kept = CARDS.by_model.get(key)
+    if kept is not None and kept[0] is model:  # the same object: an id is not reused while it is held here
+        return kept[1]
+    card = _rate_card(model, at, option)
+    if len(CARDS.by_model) >= 4096:
+        CARDS.by_model.clear()
+    CARDS.by_model[key] = (model, card)
+    return card
+
+
+def _rate_card(model: Model, at: dt.date, option: str) -> RateCard:
     if option not in OPTIONS:
         raise PriceError(f"unknown price option {option!r}; use {', '.join(OPTIONS)}")
     if model.row is not None:
