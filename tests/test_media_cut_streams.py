@@ -293,3 +293,59 @@ def test_an_mp3s_frame_count_is_found_after_its_id3_tag(tmp_path):
         encode_sound(container, container.add_stream("libmp3lame", rate=44100, layout="mono"), 2)
     assert not states_frame_count(tmp_path / "bare.mp3")
     assert states_frame_count(tmp_path / "missing.mp3")  # a file gone since FFmpeg opened it keeps FFmpeg's duration
+
+
+def _bare_mp3(path: Path, seconds: float, rate: int = 44100, layout: str = "mono", bit_rate: int = 128_000) -> Path:
+    with av.open(str(path), "w", format="mp3", options={"write_xing": "0"}) as container:
+        stream = container.add_stream("libmp3lame", rate=rate, layout=layout)
+        stream.bit_rate = bit_rate
+        encode_sound(container, stream, seconds)
+    return path
+
+
+def _packets_span(path: Path) -> float:
+    from mmtok.media.reach import measured_spans
+
+    with av.open(str(path)) as container:
+        return measured_spans(container)[container.streams.audio[0].index]
+
+
+@pytest.mark.parametrize(
+    ("rate", "layout", "bit_rate"),
+    [(44100, "mono", 128_000), (48000, "stereo", 192_000), (22050, "mono", 64_000), (8000, "mono", 16_000)],
+)
+def test_an_mp3s_frame_walk_equals_its_packets_span(tmp_path, rate, layout, bit_rate):
+    """MPEG-1, 2 and 2.5 Layer III; whole, cut mid-frame, and with ID3v1 or APEv2 tags after the audio."""
+    from mmtok.media.reach import mp3_span
+
+    whole = _bare_mp3(tmp_path / "a.mp3", 7, rate, layout, bit_rate)
+    data = whole.read_bytes()
+    variants = {
+        "whole": data,
+        "cut": data[: len(data) // 3 + 17],
+        "id3v1": data + b"TAG" + bytes(125),
+        "ape": data + b"APETAGEX" + bytes(24),
+    }
+    for name, content in variants.items():
+        path = tmp_path / f"{name}.mp3"
+        path.write_bytes(content)
+        assert mp3_span(path) == pytest.approx(_packets_span(path), abs=1e-9), name
+
+
+def test_an_mp3_the_walk_cannot_vouch_for_is_measured_by_its_packets(tmp_path, monkeypatch):
+    from mmtok.media import reach
+
+    data = _bare_mp3(tmp_path / "a.mp3", 7).read_bytes()
+    junk = tmp_path / "junk.mp3"
+    junk.write_bytes(data[:5000] + b"not a frame" + data[5000:])  # FFmpeg resyncs; the walk does not guess
+    assert reach.mp3_span(junk) is None
+    assert mmtok.load(junk).duration_s == pytest.approx(_packets_span(junk), abs=1e-6)
+    assert reach.mp3_span(tmp_path / "missing.mp3") is None
+    (tmp_path / "empty.mp3").write_bytes(b"")
+    assert reach.mp3_span(tmp_path / "empty.mp3") is None
+
+    def no_pass(container):
+        raise AssertionError("a clean Xing-less MP3 needs no pass over its packets")
+
+    monkeypatch.setattr(reach, "measured_spans", no_pass)
+    assert mmtok.load(tmp_path / "a.mp3").duration_s == pytest.approx(7.0, abs=0.05)  # the walk alone

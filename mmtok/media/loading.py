@@ -300,7 +300,7 @@ def _load_av(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Au
         with _av_open(path) as container:
             videos = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
             estimated = fmt in reach.MEASURED_FORMATS or (fmt == "mp3" and not reach.states_frame_count(path))
-            measured = reach.measured_spans(container) if measure or estimated or not container.duration else {}
+            measured = _measured(path, fmt, container) if measure or estimated or not container.duration else {}
             audio = _av_audio_meta(path, fmt, container, size_bytes, measured)
             video = _av_video_meta(path, fmt, container, videos[0], audio, size_bytes, measured) if videos else None
             if not measured:  # durations from headers (or FFmpeg's estimates): held to the data
@@ -367,6 +367,19 @@ def _held_to_packets(
 
 def _entry_end(entry: Any) -> int:
     return int(entry.pos) + max(0, int(entry.size))
+
+
+def _measured(path: Path, fmt: str, container: Any) -> dict[int, float]:
+    """Each stream's span from its data: an MP3's by walking its frame headers where that vouches for the whole
+    file (``reach.mp3_span``, equal to the packets' span), else by a pass over the packets."""
+    from mmtok.media import reach
+
+    sounds = container.streams.audio
+    if fmt == "mp3" and len(sounds) == 1:
+        span = reach.mp3_span(path)
+        if span:
+            return {sounds[0].index: span}
+    return reach.measured_spans(container)
 
 
 def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int, measured: dict[int, float]) -> Audio | None:

@@ -5,7 +5,8 @@ keeps the duration its header states, with no index past the end to show the cut
 where the packets must still go on (``must_reach``: the rule decoding applies) and reads a few there. Some
 durations are FFmpeg's estimates, not a header's: ADTS AAC states none (FFmpeg divides the size by the bitrate of
 the first frames, so a quiet start puts a 5 s file at 93 s), and MP3's comes from a frame count or the bitrate.
-For those, ``measured_spans`` reads every packet's time (demuxing only).
+For those, ``measured_spans`` reads every packet's time (demuxing only); an MP3's frames are walked instead
+(``mp3_span``: the same span, from the frame headers alone, 0.05 s for an hour against 1 s).
 """
 
 from __future__ import annotations
@@ -151,3 +152,77 @@ def _packet_end_s(packet: Any) -> float | None:
 def stream_seconds(value: int | None, time_base: Any) -> float:
     """A stream's count of ``time_base`` units in seconds; 0 without either."""
     return float(value * time_base) if value and time_base else 0.0
+
+
+def mp3_span(path: Path) -> float | None:
+    """An MPEG audio (Layer II or III) file's length in seconds, by walking its frame headers from the first frame
+    to the end: the frames times their samples, over the sample rate, as a pass over the packets measures it but
+    without demuxing (a memory map, one header read per frame: about 7x faster). None where the walk cannot vouch for
+    the whole file (free-format bitrates, a header that changes version, layer or rate, bytes that are not a frame
+    or a tag): the caller measures the packets then."""
+    import mmap
+
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return _mp3_frames_span(data, _id3v2_size(data))
+    except (OSError, ValueError):
+        return None
+
+
+def _id3v2_size(data: Any) -> int:
+    if data[:3] != b"ID3" or len(data) < 10:
+        return 0
+    return 10 + sum((b & 0x7F) << (7 * (3 - i)) for i, b in enumerate(data[6:10])) + (10 if data[5] & 0x10 else 0)
+
+
+_MP3_TRAILERS = (b"TAG", b"APETAGEX", b"LYRICSBEGIN")  # ID3v1, APEv2 and Lyrics3 blocks after the audio
+
+
+def _mp3_frames_span(data: Any, pos: int) -> float | None:
+    size = len(data)
+    while pos + 4 <= size and data[pos] != 0xFF:  # padding between the tag and the first frame
+        if data[pos] != 0:
+            return None
+        pos += 1
+    if pos + 4 > size or (key := data[pos + 1] << 8 | data[pos + 2]) & 0xFFFC not in _MP3_FRAMES:
+        return None
+    stream = key & 0xFE0C  # version, layer and sample rate: the same in every frame of one stream
+    frames = 0
+    while pos + 4 <= size:
+        if data[pos] != 0xFF:
+            if any(data[pos : pos + len(tag)] == tag for tag in _MP3_TRAILERS):
+                break
+            return None
+        key = data[pos + 1] << 8 | data[pos + 2]
+        entry = _MP3_FRAMES.get(key & 0xFFFC)  # padding and private bits cleared
+        if entry is None or key & 0xFE0C != stream:
+            return None
+        frames += 1
+        pos += entry[0] + (key >> 1 & 1)  # the padding bit adds one byte (slot)
+    samples, rate = _MP3_FRAMES[stream | 0x10][1:]  # any bitrate of this stream: the samples and rate are its own
+    return frames * samples / rate
+
+
+def _mp3_frame_table() -> dict[int, tuple[int, int, int]]:
+    """Header bytes 2-3 (sync bits, version, layer, protection, bitrate, rate; the padding and private bits
+    cleared) -> (frame bytes without padding, samples per frame, sample rate), for Layers II and III of MPEG-1, 2
+    and 2.5."""
+    rates = {3: (44100, 48000, 32000), 2: (22050, 24000, 16000), 0: (11025, 12000, 8000)}
+    kbps = {
+        (3, 2): (32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384),  # MPEG-1 Layer II
+        (3, 1): (32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),  # MPEG-1 Layer III
+    }
+    low = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160)  # MPEG-2 and 2.5, Layers II and III
+    table = {}
+    for version, version_rates in rates.items():
+        for layer in (2, 1):  # the header's codes for Layer II and Layer III
+            samples = 1152 if layer == 2 or version == 3 else 576
+            for protection in (0, 1):
+                for index, rate in enumerate(version_rates):
+                    for b, kilobits in enumerate(kbps.get((version, layer), low), start=1):
+                        key = (0xE0 | version << 3 | layer << 1 | protection) << 8 | b << 4 | index << 2
+                        table[key] = (samples // 8 * kilobits * 1000 // rate, samples, rate)
+    return table
+
+
+_MP3_FRAMES = _mp3_frame_table()
