@@ -8,6 +8,9 @@ seek to any packet and the few packets after it, without decoding. On generated 
 320x180 with a keyframe every 10 s in MP4 and Matroska; VP9 in WebM; LAME MP3; FLAC), in the same run and
 interleaved: PyAV opening and closing the file (the header read FFmpeg does, the anchor), ``mmtok.load`` with the
 probe switched off, and ``mmtok.load`` as shipped. Medians of ``--repeats``, warm page cache.
+
+An MP3 that states no frame count (no Xing frame) is measured instead: ``mmtok.load`` walks its frame headers
+(``reach.mp3_span``); beside it, the same load with the walk switched off, which takes the pass over the packets.
 """
 
 from __future__ import annotations
@@ -42,6 +45,30 @@ def make_files(folder: Path, seconds: int) -> dict[str, Path]:
         sf.write(path, 0.2 * np.sin(2 * np.pi * 440 * np.arange(seconds * 16000) / 16000), 16000)
     files["flac"] = path
     return files
+
+
+def bare_mp3(folder: Path, seconds: int) -> Path:
+    """A LAME MP3 without a Xing frame (FFmpeg's ``write_xing=0``): it states no frame count."""
+    from mmtok.eval.tools.av_files import encode_sound
+
+    path = folder / f"{seconds}s-no-xing.mp3"
+    if not path.is_file():
+        with av.open(str(path), "w", format="mp3", options={"write_xing": "0"}) as container:
+            encode_sound(container, container.add_stream("libmp3lame", rate=44100, layout="mono"), seconds)
+    return path
+
+
+def measure(path: Path, walk: bool) -> Callable[[], None]:
+    shipped = reach.mp3_span
+
+    def run() -> None:
+        reach.mp3_span = shipped if walk else (lambda path: None)
+        try:
+            mmtok.load(path)
+        finally:
+            reach.mp3_span = shipped
+
+    return run
 
 
 def header_read(path: Path) -> Callable[[], None]:
@@ -83,6 +110,12 @@ def main() -> None:
         cases[f"{name}: header read (PyAV open, or sf.info)"] = header_read(path)
         cases[f"{name}: mmtok.load without the end probe"] = load(path, probe=False)
         cases[f"{name}: mmtok.load"] = load(path, probe=True)
+    bare = bare_mp3(cache_dir("corpus") / "load-av", args.seconds)
+    measuring = {
+        "mp3 without a frame count: mmtok.load, frame headers walked": measure(bare, walk=True),
+        "mp3 without a frame count: mmtok.load, packets passed over": measure(bare, walk=False),
+    }
+    cases.update(measuring)
     for run in cases.values():
         run()  # warm: page cache, imports
     seconds = time_interleaved(cases, args.repeats)
@@ -97,6 +130,12 @@ def main() -> None:
         "ms per file",
         ["file", "header read", "load, no probe", "load", "load / no probe", "probe ms"],
         rows,
+    )
+    walked, passed = (seconds[k] for k in measuring)
+    ratios["mp3 without a frame count"] = {"packet pass / frame walk": passed / walked}
+    print(
+        f"\nmp3 without a frame count ({bare.stat().st_size / 1e6:.1f} MB): load {walked * 1e3:.2f} ms with its frame"
+        f" headers walked, {passed * 1e3:.2f} ms with a pass over its packets ({passed / walked:.1f}x)"
     )
     write_json(
         args.json,
