@@ -157,9 +157,9 @@ def stream_seconds(value: int | None, time_base: Any) -> float:
 def mp3_span(path: Path) -> float | None:
     """An MPEG audio (Layer II or III) file's length in seconds, by walking its frame headers from the first frame
     to the end: the frames times their samples, over the sample rate, as a pass over the packets measures it but
-    without demuxing (a memory map, one header read per frame: 19x faster, eval/results/bench_load_av.json). None where the walk cannot vouch for
-    the whole file (free-format bitrates, a header that changes version, layer or rate, bytes that are not a frame
-    or a tag): the caller measures the packets then."""
+    without demuxing (a memory map, one header read per frame: 19x faster, eval/results/bench_load_av.json).
+    None where the walk cannot vouch for the whole file (free-format bitrates, a header that changes version,
+    layer or rate, bytes that are not a frame or a tag): the caller measures the packets then."""
     import mmap
 
     try:
