@@ -62,7 +62,7 @@ def test_gemini_takes_mp4_not_matroska_and_flac_not_m4a(tmp_path, samples):
     assert not _format_warnings(mp4, "gemini-3-flash-preview")
     (m4a,) = _format_warnings(samples / "speech.m4a", "gemini-3-flash-preview")
     assert "takes audio as AAC, AIFF, FLAC, MP3, Ogg, WAV, not M4A" in m4a
-    assert "`mmtok shrink -m gemini-3-flash-preview` writes it as WAV" in m4a
+    assert "`mmtok shrink -m gemini-3-flash-preview` writes it as FLAC" in m4a  # lossless, and smaller than WAV
     assert not _format_warnings(samples / "speech.flac", "gemini-3-flash-preview")
 
 

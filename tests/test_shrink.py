@@ -374,6 +374,9 @@ def test_audio_for_a_provider_that_does_not_take_its_container_is_written_as_wav
     assert openai.seconds_after == pytest.approx(openai.seconds_before, abs=1e-3)
     gemini = shrink(flac, "gemini-3-flash-preview", lossless=True, out=tmp_path / "out")  # Gemini takes FLAC
     assert gemini.status == "kept" and gemini.path.read_bytes() == flac.read_bytes()
+    m4a = shrink(mmtok.sample_path("speech.m4a"), "gemini-3-flash-preview", lossless=True, out=tmp_path / "out")
+    assert m4a.status == "converted" and m4a.path.suffix == ".flac"  # not taken: FLAC, lossless and smaller than WAV
+    assert "written as FLAC PCM_16 (M4A in)" in m4a.notes
 
 
 def test_a_video_container_the_provider_does_not_take_is_not_rewritten_but_warned(tmp_path):

@@ -216,9 +216,10 @@ def tempo(wave: np.ndarray, rate: int, factor: float) -> np.ndarray:
 
 def output_format(source_format: str, taken: frozenset[str] | None) -> tuple[str, str, str]:
     """(soundfile format, suffix, mmtok name): the input's own container where libsndfile writes it and the model's
-    provider takes it (or nothing is known), else WAV, else FLAC, among what it takes (else WAV)."""
+    provider takes it (or nothing is known), else FLAC (lossless, about half WAV's size), else WAV, among what it
+    takes (else WAV)."""
     own = [source_format] if source_format in OUTPUT_FORMATS else []
-    for name in [*own, "wav", "flac"]:
+    for name in [*own, "flac", "wav"]:
         if taken is None or name in taken:
             return (*OUTPUT_FORMATS[name], name)
     return (*OUTPUT_FORMATS["wav"], "wav")  # a provider that takes neither: the quote's format warning says so
