@@ -324,12 +324,16 @@ def test_an_mp3s_frame_walk_equals_its_packets_span(tmp_path, rate, layout, bit_
         "whole": data,
         "cut": data[: len(data) // 3 + 17],
         "id3v1": data + b"TAG" + bytes(125),
-        "ape": data + b"APETAGEX" + bytes(24),
+        "ape": data + _ape_tag(),
+        "ape+id3v1": data + _ape_tag() + b"TAG" + bytes(125),
     }
     for name, content in variants.items():
         path = tmp_path / f"{name}.mp3"
         path.write_bytes(content)
         assert mp3_span(path) == pytest.approx(_packets_span(path), abs=1e-9), name
+    lyrics = tmp_path / "lyrics3.mp3"  # FFmpeg reads a Lyrics3 block as frames: the walk leaves it to the packets
+    lyrics.write_bytes(data + b"LYRICSBEGIN" + b"LYR00005hello" + b"000024" + b"LYRICS200")
+    assert mp3_span(lyrics) is None and mmtok.load(lyrics).duration_s == pytest.approx(_packets_span(lyrics))
 
 
 def test_an_mp3_the_walk_cannot_vouch_for_is_measured_by_its_packets(tmp_path, monkeypatch):
@@ -349,3 +353,51 @@ def test_an_mp3_the_walk_cannot_vouch_for_is_measured_by_its_packets(tmp_path, m
 
     monkeypatch.setattr(reach, "measured_spans", no_pass)
     assert mmtok.load(tmp_path / "a.mp3").duration_s == pytest.approx(7.0, abs=0.05)  # the walk alone
+
+
+def _ape_tag() -> bytes:
+    """An APEv2 tag with a header and one item: its footer's size counts the items and the footer."""
+    item = (5).to_bytes(4, "little") + bytes(4) + b"Title\0hello"
+    size = (len(item) + 32).to_bytes(4, "little")
+
+    def block(flags: int) -> bytes:
+        return (
+            b"APETAGEX"
+            + (2000).to_bytes(4, "little")
+            + size
+            + (1).to_bytes(4, "little")
+            + flags.to_bytes(4, "little")
+            + bytes(8)
+        )
+
+    return block(0xA0000000) + item + block(0x80000000)
+
+
+def test_audio_after_a_tag_in_the_middle_is_not_cut_off(tmp_path):
+    """Two files joined with cat (each ending in an ID3v1 tag), and a crafted one: a tag ends the audio only where it
+    ends the file, so the walk gives way to the packets there, as FFmpeg reads on."""
+    from mmtok.media.reach import mp3_span
+
+    one = _bare_mp3(tmp_path / "one.mp3", 3).read_bytes() + b"TAG" + bytes(125)
+    joined = tmp_path / "joined.mp3"
+    joined.write_bytes(one + one)
+    crafted = tmp_path / "crafted.mp3"
+    crafted.write_bytes(one[:2000] + b"TAG" + bytes(125) + _bare_mp3(tmp_path / "long.mp3", 20).read_bytes())
+    for path in (joined, crafted):
+        assert mp3_span(path) is None
+        assert mmtok.load(path).duration_s == pytest.approx(_packets_span(path), abs=1e-6)
+    assert mmtok.load(joined).duration_s == pytest.approx(2 * mmtok.load(tmp_path / "one.mp3").duration_s, abs=0.05)
+
+
+def test_a_xing_frame_the_header_check_missed_is_not_counted_as_audio(tmp_path):
+    """More than 4 KiB of zeros between the ID3v2 tag and the Xing frame: ``states_frame_count`` does not see it,
+    and the walk does not count that frame."""
+    from mmtok.media.reach import _id3v2_size, mp3_span
+
+    data = av_file(tmp_path / "x.mp3", "mp3", None, "libmp3lame", 3).read_bytes()  # ID3v2, then an Info frame
+    tag = _id3v2_size(data)
+    padded = tmp_path / "padded.mp3"
+    size = tag - 10 + 6000  # the tag grows by 6,000 bytes of zero padding (its syncsafe size field)
+    syncsafe = bytes((size >> shift) & 0x7F for shift in (21, 14, 7, 0))
+    padded.write_bytes(data[:6] + syncsafe + data[10:tag] + bytes(6000) + data[tag:])
+    assert mp3_span(padded) == pytest.approx(_packets_span(padded), abs=1e-9)

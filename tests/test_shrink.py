@@ -427,3 +427,38 @@ def test_only_gif_animation_is_refused_and_a_kept_gif_has_no_first_frame_warning
     assert any("reads only the first frame" in w for w in kept.before.warnings)
     xai = shrink(gif, "grok-4.20", keep=["ssim>=0.9999"], out=tmp_path / "out")
     assert xai.status == "converted" and "grok-4.20 does not take GIF" in xai.action  # not "an animated GIF"
+
+
+def _pyav_audio(path, codec, container_format, rate, channels, frames, fmt):
+    """A tone through PyAV's ``codec`` (``fmt``: "s32p" planar 32-bit or "s16" interleaved 16-bit samples)."""
+    from fractions import Fraction
+
+    import av
+
+    layout = "stereo" if channels == 2 else "mono"
+    tone = 0.3 * np.sin(2 * np.pi * 440 * np.arange(frames) / rate)
+    with av.open(str(path), "w", format=container_format) as container:
+        stream = container.add_stream(codec, rate=rate, layout=layout)
+        stream.codec_context.format = fmt
+        for at in range(0, frames, 4096):
+            part = tone[at : at + 4096]
+            if fmt == "s32p":
+                samples = np.repeat((part * (2**31 - 1)).astype(np.int32)[None], channels, 0)
+            else:
+                samples = np.repeat((part * 32767).astype(np.int16), channels)[None]
+            frame = av.AudioFrame.from_ndarray(samples, format=fmt, layout=layout)
+            frame.sample_rate, frame.pts, frame.time_base = rate, at, Fraction(1, rate)
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return path
+
+
+def test_a_24_bit_alac_converted_to_flac_keeps_24_bits_and_a_rate_flac_cannot_hold_goes_to_wav(tmp_path):
+    alac = _pyav_audio(tmp_path / "a24.m4a", "alac", "ipod", 16000, 1, 32000, "s32p")
+    out = shrink(alac, "gemini-3-flash-preview", lossless=True, out=tmp_path / "out")
+    assert out.status == "converted" and out.path.suffix == ".flac"
+    assert sf.info(out.path).subtype == "PCM_24" and "written as FLAC PCM_24 (M4A in)" in out.notes
+    high = _pyav_audio(tmp_path / "hi.mka", "pcm_s16le", "matroska", 768_000, 2, 768_000, "s16")
+    wav = shrink(high, "gemini-3-flash-preview", lossless=True, out=tmp_path / "out")
+    assert wav.status == "converted" and wav.path.suffix == ".wav"  # FLAC holds at most 655,350 Hz
+    assert sf.info(wav.path).samplerate == 768_000

@@ -37,7 +37,7 @@ LONG_SILENCE_S = 2.0
 MAX_SPEED = 2.0  # one atempo stage; faster speech is where tiny.en starts to drop words
 ASR_BEAM = 5  # beam search: tiny.en's greedy reading of synthetic speech flips words when the silence around it changes
 
-# input container -> (soundfile format, suffix); compressed formats soundfile cannot write become WAV
+# input container -> (soundfile format, suffix) where libsndfile writes it (others: see ``output_format``)
 OUTPUT_FORMATS = {"wav": ("WAV", ".wav"), "flac": ("FLAC", ".flac"), "ogg": ("OGG", ".ogg"), "aiff": ("AIFF", ".aiff")}
 
 
@@ -66,6 +66,15 @@ class AudioJob:
     @property
     def duration_s(self) -> float:
         return self.wave.shape[1] / self.rate
+
+    @functools.cached_property
+    def subtype(self) -> str:
+        """The sample format to write: the input's own where libsndfile read it (``PCM_24``...), else 24-bit for a
+        decoder that gives more than 16 bits (24-bit ALAC, FLAC in Ogg) and 16-bit for the others (lossy codecs)."""
+        codec = (getattr(self.media, "codec", "") or "").upper()
+        if any(codec in subtypes for subtypes in _SUBTYPES.values()):
+            return codec
+        return "PCM_24" if _decoded_bits(self.path, self.media.stream_index) > 16 else "PCM_16"
 
     @property
     def segments(self) -> list[Segment]:
@@ -214,12 +223,18 @@ def tempo(wave: np.ndarray, rate: int, factor: float) -> np.ndarray:
     return np.concatenate(out, axis=1) if out else wave[:, :0]
 
 
-def output_format(source_format: str, taken: frozenset[str] | None) -> tuple[str, str, str]:
+FLAC_LIMITS = (655_350, 8)  # the most Hz and channels libsndfile's FLAC writer takes
+
+
+def output_format(
+    source_format: str, taken: frozenset[str] | None, rate: int = 0, channels: int = 0
+) -> tuple[str, str, str]:
     """(soundfile format, suffix, mmtok name): the input's own container where libsndfile writes it and the model's
-    provider takes it (or nothing is known), else FLAC (lossless, about half WAV's size), else WAV, among what it
-    takes (else WAV)."""
-    own = [source_format] if source_format in OUTPUT_FORMATS else []
-    for name in [*own, "flac", "wav"]:
+    provider takes it (or nothing is known), else FLAC (lossless, about half WAV's size) where it holds the stream
+    (``rate`` and ``channels``; 0: unknown), else WAV, among what the provider takes (else WAV)."""
+    flac = ["flac"] if rate <= FLAC_LIMITS[0] and channels <= FLAC_LIMITS[1] else []
+    own = [source_format] if source_format in OUTPUT_FORMATS and (source_format != "flac" or flac) else []
+    for name in [*own, *flac, "wav"]:
         if taken is None or name in taken:
             return (*OUTPUT_FORMATS[name], name)
     return (*OUTPUT_FORMATS["wav"], "wav")  # a provider that takes neither: the quote's format warning says so
@@ -231,7 +246,7 @@ def encode(
     """(file bytes, suffix, note) in ``output_format``'s container: 16-bit unless the input's own subtype fits."""
     import soundfile as sf
 
-    fmt, suffix, name = output_format(source_format, taken)
+    fmt, suffix, name = output_format(source_format, taken, rate, wave.shape[0])
     subtype = subtype.upper() if fmt in _SUBTYPES and subtype.upper() in _SUBTYPES[fmt] else _DEFAULT_SUBTYPE[fmt]
     note = "" if name == source_format else f"written as {fmt} {subtype} ({source_format.upper()} in)"
     buffer = io.BytesIO()
@@ -261,7 +276,7 @@ def plan_audio(
     otherwise be kept."""
     plan, seconds = _plan_shorter(job, bars, min_silence_s, speed, lossless, taken)
     if plan.status == "kept" and taken is not None and job.media.format not in taken:
-        data, suffix, note = encode(job.wave, job.rate, job.media.format, getattr(job.media, "codec", "") or "", taken)
+        data, suffix, note = encode(job.wave, job.rate, job.media.format, job.subtype, taken)
         source = job.media.format.upper()
         action = f"converted to {suffix.lstrip('.').upper()} at the same length: the provider does not take {source}"
         notes = [*plan.notes, note]
@@ -297,8 +312,7 @@ def _plan_shorter(
         ok = all(bar.met(measures["wer"]) for bar in wanted)  # type: ignore[arg-type]
         tried.append({"cut": cut.describe(), "seconds": round(seconds, 3), **measures, "meets": ok})
         if ok:
-            subtype = getattr(job.media, "codec", "") or ""
-            data, suffix, note = encode(wave, job.rate, job.media.format, subtype, taken)
+            data, suffix, note = encode(wave, job.rate, job.media.format, job.subtype, taken)
             action = f"{before_s:.2f} s -> {seconds:.2f} s: {cut.describe()}"
             return Plan("shrunk", action, data, suffix, None, measures, tried, [note] if note else []), seconds
     if not tried:
@@ -310,6 +324,21 @@ def _plan_shorter(
         f"kept: no shorter rendition meets {bars_text} (the mildest, {best['seconds']:.2f} s: wer {best['wer']:.3f})",
         tried=tried,
     ), before_s
+
+
+def _decoded_bits(path: Path, stream_index: int | None) -> int:
+    """The bits per sample of the integers FFmpeg's decoder gives for the stream: 32 for 24- and 32-bit sources
+    (ALAC, FLAC, PCM), 16 for 16-bit ones; 0 for float output (lossy codecs) or when it cannot be read."""
+    import av
+
+    if stream_index is None:
+        return 0
+    try:
+        with av.open(str(path)) as container:
+            name = container.streams[stream_index].codec_context.format.name
+    except (av.FFmpegError, IndexError, OSError, AttributeError):
+        return 0
+    return {"s16": 16, "s16p": 16, "s32": 32, "s32p": 32, "u8": 8, "u8p": 8}.get(name, 0)
 
 
 def _wer(reference: str, hypothesis: str) -> float:

@@ -175,32 +175,50 @@ def _id3v2_size(data: Any) -> int:
     return 10 + sum((b & 0x7F) << (7 * (3 - i)) for i, b in enumerate(data[6:10])) + (10 if data[5] & 0x10 else 0)
 
 
-_MP3_TRAILERS = (b"TAG", b"APETAGEX", b"LYRICSBEGIN")  # ID3v1, APEv2 and Lyrics3 blocks after the audio
-
-
 def _mp3_frames_span(data: Any, pos: int) -> float | None:
-    size = len(data)
-    while pos + 4 <= size and data[pos] != 0xFF:  # padding between the tag and the first frame
+    end = _mp3_audio_end(data)
+    if end is None:
+        return None
+    while pos + 4 <= end and data[pos] != 0xFF:  # padding between the tag and the first frame
         if data[pos] != 0:
             return None
         pos += 1
-    if pos + 4 > size or (key := data[pos + 1] << 8 | data[pos + 2]) & 0xFFFC not in _MP3_FRAMES:
+    if pos + 4 > end or (key := data[pos + 1] << 8 | data[pos + 2]) & 0xFFFC not in _MP3_FRAMES:
         return None
     stream = key & 0xFE0C  # version, layer and sample rate: the same in every frame of one stream
-    frames = 0
-    while pos + 4 <= size:
-        if data[pos] != 0xFF:
-            if any(data[pos : pos + len(tag)] == tag for tag in _MP3_TRAILERS):
-                break
-            return None
+    first = _MP3_FRAMES[key & 0xFFFC][0] + (key >> 1 & 1)
+    frames = 0 if any(tag in data[pos : pos + first] for tag in (b"Xing", b"Info", b"VBRI")) else 1
+    pos += first  # a Xing, Info or VBRI frame holds no audio: FFmpeg does not pass it on as a packet
+    while pos + 4 <= end:
         key = data[pos + 1] << 8 | data[pos + 2]
         entry = _MP3_FRAMES.get(key & 0xFFFC)  # padding and private bits cleared
-        if entry is None or key & 0xFE0C != stream:
-            return None
+        if data[pos] != 0xFF or entry is None or key & 0xFE0C != stream:
+            return None  # not a frame of this stream: FFmpeg may resync where the walk does not guess
         frames += 1
         pos += entry[0] + (key >> 1 & 1)  # the padding bit adds one byte (slot)
+    if pos < end or (pos > end and end < len(data)):  # 1-3 bytes left, or a frame running into the tags
+        return None
     samples, rate = _MP3_FRAMES[stream | 0x10][1:]  # any bitrate of this stream: the samples and rate are its own
     return frames * samples / rate
+
+
+def _mp3_audio_end(data: Any) -> int | None:
+    """Where the audio ends: before the tags that end the file (ID3v1, then APEv2 blocks), each found at the very
+    end and measured by its own size fields, as FFmpeg's demuxer leaves them out; None when one is malformed."""
+    end = len(data)
+    if end >= 128 and data[end - 128 : end - 125] == b"TAG":
+        end -= 128
+    for _ in range(4):
+        if end >= 32 and data[end - 32 : end - 24] == b"APETAGEX":  # an APEv2 footer: its size, and a header flag
+            size = int.from_bytes(data[end - 20 : end - 16], "little")
+            header = 32 if int.from_bytes(data[end - 12 : end - 8], "little") & 0x80000000 else 0
+            start = end - size - header
+        else:  # (a Lyrics3 block is not a tag to FFmpeg, which reads it as frames: the packets decide there)
+            return end
+        if start < 0 or start >= end:
+            return None
+        end = start
+    return end
 
 
 def _mp3_frame_table() -> dict[int, tuple[int, int, int]]:
