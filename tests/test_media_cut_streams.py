@@ -401,3 +401,36 @@ def test_a_xing_frame_the_header_check_missed_is_not_counted_as_audio(tmp_path):
     syncsafe = bytes((size >> shift) & 0x7F for shift in (21, 14, 7, 0))
     padded.write_bytes(data[:6] + syncsafe + data[10:tag] + bytes(6000) + data[tag:])
     assert mp3_span(padded) == pytest.approx(_packets_span(padded), abs=1e-9)
+
+
+def _many_channels(path: Path, channels: int, rate: int = 16000) -> Path:
+    samples = np.random.default_rng(0).normal(0, 3000, (rate, channels)).astype(np.int16)
+    with av.open(str(path), "w", format="matroska") as container:
+        stream = container.add_stream("pcm_s16le", rate=rate, layout=f"{channels}c")
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout=f"{channels}c")
+        frame.sample_rate, frame.pts, frame.time_base = rate, 0, Fraction(1, rate)
+        container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return path
+
+
+def test_ten_channels_through_ffmpeg_decode_in_a_process_that_survives(tmp_path):
+    """PyAV's planar to_ndarray read past a frame's eight data pointers: a 10-channel stream killed the process
+    (SIGSEGV). Decoded packed now, in a child process so a crash would fail this test, not the run."""
+    import subprocess
+    import sys
+
+    path = _many_channels(tmp_path / "ten.mka", 10)
+    script = "import sys, mmtok; w = mmtok.load(sys.argv[1]).waveform(); print(*w.shape)"
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.split() == ["10", "16000"]
+
+
+def test_packed_decoding_gives_the_samples_planar_decoding_gave(tmp_path):
+    path = _many_channels(tmp_path / "two.mka", 2)
+    mine = mmtok.load(path).waveform().numpy()
+    with av.open(str(path)) as container:
+        resampler = av.AudioResampler(format="fltp", layout="2c", rate=16000)
+        planar = np.concatenate([f.to_ndarray() for fr in container.decode(audio=0) for f in resampler.resample(fr)], 1)
+    assert np.array_equal(mine, planar)

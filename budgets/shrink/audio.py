@@ -195,7 +195,7 @@ def tempo(wave: np.ndarray, rate: int, factor: float) -> np.ndarray:
     channels = wave.shape[0]
     layout = {1: "mono", 2: "stereo"}.get(channels, f"{channels}c")
     graph = Graph()
-    source = graph.add_abuffer(format="fltp", sample_rate=rate, layout=layout, time_base=Fraction(1, rate))
+    source = graph.add_abuffer(format="flt", sample_rate=rate, layout=layout, time_base=Fraction(1, rate))
     stretch = graph.add("atempo", f"{factor:g}")
     sink = graph.add("abuffersink")
     source.link_to(stretch)
@@ -206,15 +206,14 @@ def tempo(wave: np.ndarray, rate: int, factor: float) -> np.ndarray:
     def drain() -> None:
         while True:
             try:
-                out.append(graph.pull().to_ndarray())
+                out.append(graph.pull().to_ndarray().reshape(-1, channels).T)  # packed: (1, n x C) -> (C, n)
             except (av.BlockingIOError, av.EOFError):
                 return
 
     block = 8192
     for start in range(0, wave.shape[1], block):
-        frame = av.AudioFrame.from_ndarray(
-            np.ascontiguousarray(wave[:, start : start + block], dtype=np.float32), format="fltp", layout=layout
-        )
+        packed = np.ascontiguousarray(wave[:, start : start + block].T, dtype=np.float32).reshape(1, -1)
+        frame = av.AudioFrame.from_ndarray(packed, format="flt", layout=layout)  # packed: planar breaks past 8
         frame.sample_rate, frame.pts, frame.time_base = rate, start, Fraction(1, rate)
         graph.push(frame)
         drain()

@@ -256,7 +256,7 @@ class Audio:
                 stream = (
                     container.streams.audio[0] if self.stream_index is None else container.streams[self.stream_index]
                 )
-                resampler = av.AudioResampler(format="fltp", layout="mono" if mono else f"{channels}c", rate=rate)
+                resampler = av.AudioResampler(format="flt", layout="mono" if mono else f"{channels}c", rate=rate)
                 frames = container.decode(stream)
                 for frame in [*frames, None]:
                     for out in resampler.resample(frame):
@@ -367,10 +367,12 @@ def _padding_samples(rate: int) -> int:
 
 
 def _planar(path: Path | None, frame: Any, channels: int) -> np.ndarray:
-    array = frame.to_ndarray()  # (C, n)
-    if array.shape[0] != channels:
-        raise MediaError(path, f"audio stream switches from {channels} to {array.shape[0]} channels midway")
-    return array
+    """A packed float32 frame as ``(C, n)``. Packed, because PyAV's planar ``to_ndarray`` reads past the eight data
+    pointers of a frame with more than eight planes (a 10-channel stream crashed the process)."""
+    got = frame.layout.nb_channels
+    if got != channels:
+        raise MediaError(path, f"audio stream switches from {channels} to {got} channels midway")
+    return frame.to_ndarray().reshape(-1, channels).T  # (1, n x C), sample after sample -> (C, n)
 
 
 def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: int, rate: int) -> torch.Tensor:
@@ -382,8 +384,8 @@ def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: i
     try:
         with _av_open(path) as container:
             stream = container.streams[stream_index]
-            # Planar float32 at the header's layout and rate, even if a damaged stream changes them midway.
-            resampler = av.AudioResampler(format="fltp", layout=f"{channels}c", rate=rate)
+            # Packed float32 at the header's layout and rate, even if a damaged stream changes them midway.
+            resampler = av.AudioResampler(format="flt", layout=f"{channels}c", rate=rate)
             for frame in container.decode(stream):
                 pieces.extend(_planar(path, out, channels) for out in resampler.resample(frame))
             pieces.extend(_planar(path, out, channels) for out in resampler.resample(None))
