@@ -31,7 +31,7 @@ from mmtok.budgets import formulas as F
 from mmtok.budgets.catalog import Catalog, CatalogEntry, catalog, dashed_date, split_name
 from mmtok.budgets.formats import format_warning
 from mmtok.budgets.money import CARDS, MILLION, OPTIONS, RateCard, Tier, litellm_card, plain
-from mmtok.budgets.sheets import Family, ModelRow, families, sheets
+from mmtok.budgets.sheets import Family, ModelRow, families, sheet_stamp, sheets
 from mmtok.errors import MediaError, MmtokError, PriceError
 from mmtok.media import Audio, Image, Text, Video, iter_files, load
 
@@ -204,7 +204,8 @@ def _family(names: Iterable[str], prices: tuple[Path, ...]) -> Family | None:
 
 
 @functools.lru_cache(maxsize=512)
-def _resolve(asked: str, prices: tuple[Path, ...], catalog_in_use: Catalog) -> Model:
+def _resolve(asked: str, prices: tuple[Path, ...], catalog_in_use: Catalog, stamps: tuple[float, ...]) -> Model:
+    """``resolve``'s model, cached by the sheets' modification times too: a sheet edited since is read again."""
     book = sheets(prices)
     provider, bare = split_name(asked)
     target = book.aliases.get(bare)
@@ -247,7 +248,8 @@ def resolve(model: str, prices: PriceSheets = ()) -> Model:
     """The model named ``model`` (provider prefixes, any case, dated snapshots, aliases)."""
     if not isinstance(model, str) or not model.strip():
         raise PriceError(f"a model name is needed, got {model!r}")
-    return _resolve(model, tuple(Path(p) for p in prices), catalog())
+    paths = tuple(Path(p) for p in prices)
+    return _resolve(model, paths, catalog(), tuple(sheet_stamp(p) for p in paths))
 
 
 def rate_card(model: Model, at: dt.date | None = None, option: str = "standard") -> RateCard:
@@ -519,6 +521,8 @@ class Options:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise PriceError(f"{name} must be a non-negative integer, got {value!r}")
+        if self.at is not None and not isinstance(self.at, dt.date):
+            raise PriceError(f"at must be a date like 2026-07-24, got {self.at!r}")
         if self.detail is not None and self.detail not in DETAIL_LEVELS:
             raise PriceError(f"detail must be one of {', '.join(DETAIL_LEVELS)}, got {self.detail!r}")
         if self.option not in OPTIONS:

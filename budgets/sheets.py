@@ -245,7 +245,8 @@ def _families_cached(paths: tuple[Path, ...], stamps: tuple[float, ...]) -> tupl
     return tuple(families)
 
 
-def _stamp(path: Path) -> float:
+def sheet_stamp(path: Path) -> float:
+    """A sheet's modification time: what the caches of its contents are keyed by."""
     try:
         return os.stat(path).st_mtime
     except OSError:
@@ -255,7 +256,7 @@ def _stamp(path: Path) -> float:
 def families(extra_sheets: tuple[Path, ...] = ()) -> tuple[Family, ...]:
     """Families from user sheets first (so they can add or replace rules), then the shipped ``families.toml``."""
     paths = (*extra_sheets, _package_dir() / "families.toml")
-    return _families_cached(paths, tuple(_stamp(p) for p in paths))
+    return _families_cached(paths, tuple(sheet_stamp(p) for p in paths))
 
 
 def _parse_row(name: str, row: Any, sheet: Path, provider: str, currency: str) -> ModelRow:
@@ -335,7 +336,7 @@ def _sheets_cached(paths: tuple[Path, ...], stamps: tuple[float, ...]) -> Sheets
 def sheets(extra_sheets: tuple[Path, ...] = ()) -> Sheets:
     """Shipped sheets, then user sheets (a user row or alias replaces a shipped one of the same name)."""
     paths = (*shipped_sheets(), *extra_sheets)
-    return _sheets_cached(paths, tuple(_stamp(p) for p in paths))
+    return _sheets_cached(paths, tuple(sheet_stamp(p) for p in paths))
 
 
 def model_rows(extra_sheets: tuple[Path, ...] = ()) -> dict[str, ModelRow]:

@@ -522,3 +522,27 @@ def test_a_file_far_too_small_for_its_declared_duration_is_refused_or_priced_wit
     quote = price(flac, model="gpt-live-1", at=TODAY)
     assert any("cannot hold that" in w for w in quote.warnings), quote.warnings
     assert not any("cannot hold" in w for w in price(samples / "speech.flac", model="gpt-live-1", at=TODAY).warnings)
+
+
+def test_a_price_sheet_edited_between_calls_is_read_again(tmp_path):
+    import os
+
+    sheet = tmp_path / "mine.toml"
+
+    def write(rate: int, stamp: float) -> None:
+        sheet.write_text(
+            f'provider = "me"\n[models.my-model]\ninput_per_mtok = "{rate}"\nsource = "a bill"\nas_of = 2026-12-01\n'
+        )
+        os.utime(sheet, (stamp, stamp))
+
+    write(1, 1_000_000_000)
+    before = price(text="hello world", model="my-model", prices=[sheet])
+    write(5, 1_000_000_100)
+    after = price(text="hello world", model="my-model", prices=[sheet])
+    assert after.total_cost == 5 * before.total_cost and "$5/1M" in after.lines[0].rate
+
+
+@pytest.mark.parametrize("at", [5, ["2026-11-01"], 2026.11])
+def test_a_date_that_is_not_a_date_is_one_price_error(at):
+    with pytest.raises(PriceError, match="at must be a date like 2026-07-24"):
+        price(text="hello", model="gpt-4o", at=at)
