@@ -462,3 +462,23 @@ def test_a_24_bit_alac_converted_to_flac_keeps_24_bits_and_a_rate_flac_cannot_ho
     wav = shrink(high, "gemini-3-flash-preview", lossless=True, out=tmp_path / "out")
     assert wav.status == "converted" and wav.path.suffix == ".wav"  # FLAC holds at most 655,350 Hz
     assert sf.info(wav.path).samplerate == 768_000
+
+
+def test_a_converted_jpeg_is_measured_as_any_rendition_is_ocr_included(tmp_path):
+    from mmtok.budgets.shrink.bars import bars_for
+    from mmtok.budgets.shrink.image import ImageJob, _converted
+    from mmtok.budgets.shrink.result import Plan
+
+    shot = _save(text_image(900, 560), tmp_path / "shot.webp", quality=90)
+    job, model, kept = ImageJob(shot, mmtok.load(shot)), resolve("grok-4.20"), Plan("kept", "kept: test")
+    taken = frozenset({"jpeg", "png"})
+
+    def convert(keep: list[str]):
+        return _converted(job, model, kept, ("JPEG", ".jpg"), taken, bars_for(make_bars(keep), "image"), None, ())
+
+    jpeg = convert(["ssim>=0.5", "ocr>=0.5"])
+    assert jpeg.suffix == ".jpg" and jpeg.measures["ssim"] >= 0.5 and jpeg.measures["ocr"] >= 0.5  # both read
+    exact = convert(["ssim>=0.99999", "ocr>=0.5"])
+    assert exact.suffix == ".png" and not exact.measures  # the JPEG missed a bar: exact instead
+    lossless = _converted(job, model, kept, ("JPEG", ".jpg"), taken, [], None, ())
+    assert lossless.suffix == ".png"  # no bars (--lossless): exact

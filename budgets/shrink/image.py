@@ -140,7 +140,7 @@ def plan_image(
         plan = _plan_cheaper(job, model, bars, detail, crop, prices, written)
     animated_gif = job.decoded.source_format == "gif" and job.decoded.frames > 1
     if plan.status == "kept" and (not job.decoded.format_taken(taken) or (animated_gif and animation_refused(model))):
-        return _converted(job, model, plan, written, taken, bars if not lossless else [], detail)
+        return _converted(job, model, plan, written, taken, bars if not lossless else [], detail, prices)
     return plan
 
 
@@ -380,19 +380,20 @@ def _converted(
     taken: frozenset[str] | None,
     bars: list[Bar],
     detail: str | None,
+    prices: tuple,
 ) -> Plan:
     """``kept``, but for a provider that does not take the original's format: its pixels (upright, first frame,
     no metadata) at the same size in one it takes. Exact sources as the smallest exact file; lossy ones as JPEG at
-    quality 90, unless its SSIM at the model's view misses the ``ssim`` bar (or there are no bars: ``--lossless``)
-    and the provider takes PNG, which is exact."""
+    quality 90, measured as any rendition is (``_measure``: SSIM, then OCR), unless it misses a bar (or there are
+    no bars: ``--lossless``) and the provider takes PNG, which is exact."""
     webp = taken is None or "webp" in taken
     data, suffix = P.encode_smallest(job.decoded.pixels, written[0], webp)
     measures: dict[str, float | None] = {}
     if written[0] == "JPEG":
-        reference = C.view(model, job.width, job.height, detail).size
-        measures["ssim"] = P.ssim(job.original_view(reference), P.resized(P.decode_bytes(data), reference))
-        ssim_bar = next((bar for bar in bars if bar.metric == "ssim"), None)
-        if (not bars or (ssim_bar is not None and not ssim_bar.met(measures["ssim"]))) and "png" in (taken or ()):
+        same = _as_is(model, (job.width, job.height), detail, prices)
+        measures = _measure(job, same, same.view, None, None, bars, "JPEG") if bars else {}
+        met = bool(bars) and all(measures.get(b.metric) is not None and b.met(measures[b.metric]) for b in bars)
+        if not met and "png" in (taken or ()):
             data, suffix = P.encode_smallest(job.decoded.pixels, "PNG", webp)
             measures = {}
     name, source = NAMES[P.written_name(suffix)], NAMES.get(job.decoded.source_format, job.decoded.source_format)
