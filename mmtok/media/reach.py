@@ -24,6 +24,7 @@ MEASURED_FORMATS = frozenset({"aac"})
 # A frame count (Xing/VBRI) or the bitrate: measured when the packets stop short of it (a cut file, a quiet start),
 # and always when no frame count is stated (``states_frame_count``): a bitrate estimate can be short too.
 ESTIMATED_FORMATS = frozenset({"mp3"})
+FRAME_COUNT_TAGS = (b"Xing", b"Info", b"VBRI")  # an MP3's first frame that states the stream's frame count
 MAX_PACKETS = 2_000_000  # a probe that reads from the start stops here (~15 s) and decides nothing
 TIMED_STREAMS = ("video", "audio", "subtitle")  # what a container's duration covers, in the order seeks prefer
 PRICED_STREAMS = ("video", "audio")
@@ -125,18 +126,13 @@ def states_frame_count(path: Path) -> bool:
     except OSError:  # gone since FFmpeg opened it: FFmpeg's own duration stands
         return True
     sync = next((i for i in range(len(frame) - 1) if frame[i] == 0xFF and frame[i + 1] & 0xE0 == 0xE0), None)
-    return sync is not None and any(tag in frame[sync : sync + 200] for tag in (b"Xing", b"Info", b"VBRI"))
+    return sync is not None and any(tag in frame[sync : sync + 200] for tag in FRAME_COUNT_TAGS)
 
 
 def _first_frame_bytes(path: Path) -> bytes:
     """4 KiB from the end of an MP3's ID3v2 tag, where its first frame starts."""
     with open(path, "rb") as f:
-        head = f.read(10)
-        skip = 0
-        if head[:3] == b"ID3" and len(head) == 10:
-            skip = 10 + sum((b & 0x7F) << (7 * (3 - i)) for i, b in enumerate(head[6:10]))  # syncsafe size
-            skip += 10 if head[5] & 0x10 else 0  # a footer
-        f.seek(skip)
+        f.seek(_id3v2_size(f.read(10)))
         return f.read(4096)
 
 
@@ -170,6 +166,7 @@ def mp3_span(path: Path) -> float | None:
 
 
 def _id3v2_size(data: Any) -> int:
+    """The bytes an ID3v2 tag at the start of ``data`` takes (its syncsafe size, its header, a footer); 0 without."""
     if data[:3] != b"ID3" or len(data) < 10:
         return 0
     return 10 + sum((b & 0x7F) << (7 * (3 - i)) for i, b in enumerate(data[6:10])) + (10 if data[5] & 0x10 else 0)
@@ -187,7 +184,7 @@ def _mp3_frames_span(data: Any, pos: int) -> float | None:
         return None
     stream = key & 0xFE0C  # version, layer and sample rate: the same in every frame of one stream
     first = _MP3_FRAMES[key & 0xFFFC][0] + (key >> 1 & 1)
-    frames = 0 if any(tag in data[pos : pos + first] for tag in (b"Xing", b"Info", b"VBRI")) else 1
+    frames = 0 if any(tag in data[pos : pos + first] for tag in FRAME_COUNT_TAGS) else 1
     pos += first  # a Xing, Info or VBRI frame holds no audio: FFmpeg does not pass it on as a packet
     while pos + 4 <= end:
         key = data[pos + 1] << 8 | data[pos + 2]
