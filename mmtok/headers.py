@@ -20,10 +20,25 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import mmap
+
+
+class RandomAccess(Protocol):
+    """Bytes read by offset without holding them all: a base64 string in a request body, a ranged HTTP read."""
+
+    def pread(self, n: int, offset: int) -> bytes: ...
+
+
+Readable = int | RandomAccess  # an open file descriptor, or any random-access reader
+
+
+def pread(source: Readable, n: int, offset: int) -> bytes:
+    """``n`` bytes at ``offset`` of a file descriptor or a :class:`RandomAccess` reader (fewer at the end)."""
+    return os.pread(source, n, offset) if isinstance(source, int) else source.pread(n, offset)
+
 
 HEAD_BYTES = 4096
 TAIL_BYTES = 4096  # the end marker is looked for here first; past it, the file is searched from the image data on
@@ -109,11 +124,11 @@ def _heif_family(head: bytes) -> str | None:
 
 
 class _Source:
-    """Random access (``os.pread``) over a file descriptor whose first bytes are already in memory."""
+    """Random access over a file descriptor (or a :class:`RandomAccess` reader) whose first bytes are in memory."""
 
     __slots__ = ("fd", "head")
 
-    def __init__(self, fd: int | None, head: bytes) -> None:
+    def __init__(self, fd: Readable | None, head: bytes) -> None:
         self.fd = fd
         self.head = head
 
@@ -125,16 +140,17 @@ class _Source:
             return self.head[offset:end]
         if self.fd is None:
             raise HeaderError("truncated header")
-        data = os.pread(self.fd, n, offset)
+        data = pread(self.fd, n, offset)
         if len(data) < n:
             raise HeaderError("truncated header")
         return data
 
 
-def read_image_header(fd: int | None, head: bytes, fmt: str) -> ImageHeader:
+def read_image_header(fd: Readable | None, head: bytes, fmt: str) -> ImageHeader:
     """Parse the header of an image of format ``fmt`` whose first bytes are ``head``.
 
-    ``fd`` is the open file descriptor for reads beyond ``head`` (None when ``head`` is the whole file).
+    ``fd`` is the open file descriptor (or a :class:`RandomAccess` reader) for reads beyond ``head`` (None when
+    ``head`` is the whole file).
     """
     src = _Source(fd, head)
     try:
@@ -344,7 +360,7 @@ def _tiff_tags(src: _Source, base: int) -> dict[int, int]:
 
 
 # ------------------------------------------------------------------------------------------------ end of file
-def check_image_end(fd: int | None, head: bytes, fmt: str, size: int, body_offset: int | None = None) -> None:
+def check_image_end(fd: Readable | None, head: bytes, fmt: str, size: int, body_offset: int | None = None) -> None:
     """Raise :class:`TruncatedError` when a JPEG, PNG or WebP file of ``size`` bytes stops before its end.
 
     Reads only the last :data:`TAIL_BYTES` in the common case. Data appended after the end marker (a camera's
@@ -372,18 +388,18 @@ def check_image_end(fd: int | None, head: bytes, fmt: str, size: int, body_offse
             )
 
 
-def _contains(fd: int | None, head: bytes, needle: bytes, start: int, size: int) -> bool:
+def _contains(fd: Readable | None, head: bytes, needle: bytes, start: int, size: int) -> bool:
     """Whether ``needle`` occurs in bytes ``start..size``: the last TAIL_BYTES first, then all of them."""
     tail_from = max(start, size - TAIL_BYTES)
     if size <= len(head):
         return head.rfind(needle, tail_from, size) >= 0 or head.find(needle, start, size) >= 0
     assert fd is not None
     # rfind: the marker normally ends the file, and JPEG data is full of FF bytes that slow a forward search
-    if os.pread(fd, size - tail_from, tail_from).rfind(needle) >= 0:
+    if pread(fd, size - tail_from, tail_from).rfind(needle) >= 0:
         return True
     overlap = len(needle) - 1
     for pos in range(start, tail_from, _SEARCH_CHUNK):
-        if needle in os.pread(fd, min(_SEARCH_CHUNK + overlap, size - pos), pos):
+        if needle in pread(fd, min(_SEARCH_CHUNK + overlap, size - pos), pos):
             return True
     return False
 
