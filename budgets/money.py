@@ -2,7 +2,7 @@
 
 A :class:`RateCard` holds what one model costs on one date under one service option (standard, batch, flex,
 priority): per-million-token rates for each kind of token the request can carry, in long-context tiers where the
-provider has them, and a per-request fee. Pricing a request is then a few multiplications (``pricing.py``).
+provider has them, and a per-request fee. Pricing a request is then a few multiplications (``pricing/``).
 
 genai-prices (pydantic's maintained database, ``Decimal`` prices, dated changes, batch/flex/priority variants,
 cliff-style long-context tiers) is the source for provider models. Its data is read through its own API:

@@ -1,0 +1,167 @@
+"""A request's quote on one model: each part counted, each line costed at the rate that applies, the warnings."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from mmtok.budgets import formulas as F
+from mmtok.budgets.formats import format_warning
+from mmtok.budgets.money import MILLION, RateCard, plain
+from mmtok.budgets.pricing.counts import count_parts
+from mmtok.budgets.pricing.models import INPUT_RATES, Model, rate_card
+from mmtok.budgets.pricing.options import Options
+from mmtok.budgets.pricing.quote import Line, Quote
+from mmtok.errors import PriceError
+
+AUDIO_RATE_WORDS = {"input_audio": "audio input", "output_audio": "audio output"}  # money.DOUBTFUL_INHERITED
+
+
+def _rate_text(card: RateCard, rate: Decimal, what: str, tier: str, rate_name: str = "") -> str:
+    where = card.rate_sources.get(rate_name) or f"{card.source} {card.model_ref}"
+    if rate_name in card.inherited:
+        where += f": its text rate, for want of an {AUDIO_RATE_WORDS[rate_name]} rate"
+    option = "" if card.option == "standard" else f", {card.option}"
+    return f"${rate}/1M {what} ({where}{option}{', ' + tier if tier else ''})"
+
+
+def _line_cost(
+    card: RateCard, rates: dict[str, Decimal], modality: str, tokens: int, quantity: float, tier: str
+) -> tuple[Decimal, str]:
+    item_rate = card.per_item.get(
+        {"image": "image_input_per_image", "audio": "audio_input_per_second", "video": "video_input_per_second"}.get(
+            modality, ""
+        )
+    )
+    if item_rate is not None:
+        cost = item_rate * Decimal(str(round(quantity, 6)))
+        if modality == "image":
+            return cost, f"${item_rate}/image ({card.source})"
+        where = f"{card.source} {card.model_ref}"
+        return cost, f"${plain(item_rate * 60)}/minute of {modality}, billed by duration ({where})"
+    rate_name = INPUT_RATES.get(modality, modality)
+    rate = rates.get(rate_name)
+    if rate is None:
+        raise PriceError(f"{card.source}: {card.model_ref} has no {rate_name.replace('_', ' ')} rate")
+    what = {"input": "input tokens", "cache_read": "cached input tokens", "cache_write": "cache-write tokens"}
+    return tokens * rate / MILLION, _rate_text(
+        card, rate, what.get(rate_name, f"{rate_name.replace('_', ' ')} tokens"), tier, rate_name
+    )
+
+
+def make_quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Options, label: str) -> Quote:
+    at = options.at or dt.date.today()
+    card = rate_card(model, at, options.option)
+    counted, missing, warnings = _counted_parts(model, attachments, options, "audio_input_per_second" in card.per_item)
+    input_tokens = sum(c.tokens for _, _, c, _ in counted)
+    tier = card.tier_for(input_tokens)
+    tier_text = f"tier > {tier.above_input_tokens:,} input tokens" if tier.above_input_tokens else ""
+    lines = []
+    for name, modality, count, quantity in counted:
+        try:
+            cost, rate = _line_cost(card, tier.rates, modality, count.tokens, quantity, tier_text)
+        except PriceError as e:
+            missing.append(f"{name}: {e}")
+            continue
+        lines.append(Line(name, modality, count.tokens, cost, count.working, rate, count.label))
+    if missing and not lines:
+        raise PriceError("; ".join(missing))  # nothing in the request can be priced: an error, not a zero
+    if options.output_tokens:
+        lines.append(_output_line(model, card, tier.rates, options, tier_text))
+    if card.request_fee:
+        lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
+    warnings += _model_warnings(model, card, at, input_tokens, tier.above_input_tokens)
+    warnings += _inherited_warnings(card, lines)
+    warnings += [
+        f"{line.item}: {line.tokens:,} {line.modality} tokens priced at $0 ({line.rate})"
+        for line in lines
+        if line.tokens and not line.cost
+    ]
+    return Quote(
+        label,
+        model.asked,
+        card.model_ref,
+        model.provider,
+        model.family.name if model.family else "",
+        tuple(lines),
+        card.source,
+        card.source_url,
+        card.as_of,
+        options.option,
+        tier_text,
+        tuple(missing),
+        tuple(warnings),
+    )
+
+
+def _counted_parts(
+    model: Model, attachments: Sequence[tuple[str, Any]], options: Options, by_duration: bool = False
+) -> tuple[list[tuple[str, str, F.TokenCount, float]], list[str], list[str]]:
+    """(name, modality, count, quantity) of each part of the request (media by the model's rules, then the token
+    counts given), the parts that cannot be counted, and the counting notes."""
+    counted: list[tuple[str, str, F.TokenCount, float]] = []
+    missing: list[str] = []
+    warnings: list[str] = []
+    for name, item in attachments:
+        try:
+            parts, note = count_parts(model, item, options.detail, by_duration)
+        except PriceError as e:
+            missing.append(f"{name}: {e}")
+            continue
+        counted += [(name, m, c, q) for m, c, q in parts]
+        warnings += [f"{name}: {n}" for n in (note, format_warning(model, item)) if n]
+    given = (("text", options.text_tokens), ("cache_read", options.cached_input_tokens))
+    for kind, tokens in (*given, ("cache_write", options.cache_write_tokens)):
+        if tokens:
+            counted.append(
+                ("cache", kind, F.TokenCount(tokens, f"{tokens} {kind.replace('_', ' ')} tokens, as given"), 0)
+            )
+    return counted, missing, warnings
+
+
+def _model_warnings(model: Model, card: RateCard, at: dt.date, input_tokens: int, tier_above: int | None) -> list[str]:
+    """What a quote must say about the model and its rates: retired, deprecated, priced as another, long context."""
+    warnings = []
+    if model.retired and model.retired <= at:
+        warnings.append(f"{model.asked} was retired on {model.retired} (LiteLLM map); priced as if still served")
+    if card.deprecated:
+        warnings.append(f"genai-prices marks {card.model_ref} as deprecated")
+    if model.entry is None and model.row is None and card.model_ref.split(":")[-1] != model.name:
+        warnings.append(f"{model.asked} is not in the model catalog: genai-prices prices it as {card.model_ref}")
+    if tier_above:
+        warnings.append(f"{input_tokens:,} input tokens: the long-context rates above {tier_above:,} apply")
+    return warnings
+
+
+def _inherited_warnings(card: RateCard, lines: Sequence[Line]) -> list[str]:
+    """A line priced at the text rate for want of an audio rate: the provider may charge audio more."""
+    used = sorted({INPUT_RATES.get(line.modality, line.modality) for line in lines} & set(card.inherited))
+    words = AUDIO_RATE_WORDS
+    return [
+        f"{card.source} gives {card.model_ref} no {words[r]} rate: its {words[r]} tokens are priced at the text "
+        f"rate, which may be below the provider's (check {card.source_url or 'the provider page'}, or give a "
+        "price sheet)"
+        for r in used
+    ]
+
+
+def _output_line(model: Model, card: RateCard, rates: dict[str, Decimal], options: Options, tier: str) -> Line:
+    audio = options.output_audio or model.output_modalities == ("audio",)
+    if audio and "audio" not in model.output_modalities and model.entry is not None:
+        raise PriceError(f"{model.asked} does not produce audio")
+    rate_name = "output_audio" if audio else "output"
+    rate = rates.get(rate_name)
+    if rate is None:
+        raise PriceError(f"{card.source}: {card.model_ref} has no {rate_name.replace('_', ' ')} rate")
+    tokens = options.output_tokens
+    what = "audio output tokens" if audio else "output tokens"
+    return Line(
+        "output",
+        rate_name,
+        tokens,
+        tokens * rate / MILLION,
+        f"{tokens} {what}, as given",
+        _rate_text(card, rate, what, tier, rate_name),
+    )
