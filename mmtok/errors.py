@@ -34,6 +34,10 @@ class PriceError(MmtokError, ValueError):
     """A price sheet or pricing request that cannot give an exact answer (unknown model, missing rate, ...)."""
 
 
+class RequestError(MmtokError, ValueError):
+    """An API request body that cannot be read as one (malformed JSON, an unknown shape, a part that lies)."""
+
+
 class TokenError(MmtokError, ValueError):
     """A TokenSequence whose parts are inconsistent, or a file that does not hold one."""
 
