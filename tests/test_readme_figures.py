@@ -1,7 +1,7 @@
-"""Every figure in the README's result tables comes from a results file: each table is preceded by a marker
-``<!-- figures: eval/results/x.json [more files] -->`` and every number in it (three significant digits or more,
-or with a decimal point; protocol columns excepted) must be found in those files, at the README's precision (as a
-value or a percentage)."""
+"""Every figure in the result tables of the README and the docs comes from a results file: each table is preceded by
+a marker ``<!-- figures: eval/results/x.json [more files] -->`` and every number in it (three significant digits or
+more, or with a decimal point; protocol columns excepted) must be found in those files, at the page's precision (as a
+value or a percentage, either sign: a page may write a minus as "−" or state a loss as a positive number)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+from tests.docs_pages import PAGES, ROOT, page_name
+
 MARKER = re.compile(r"<!-- figures: (.+?) -->\n((?:\|.*\n)+)")
 NUMBER = re.compile(r"(?<![\w.\-])\d[\d,]*(?:\.\d+)?(?![A-Za-wyz_\-])")  # not inside a name like gemini-2.5
 
@@ -51,26 +51,40 @@ def _matches(shown: str, candidates: list[Decimal]) -> bool:
     places = len(shown.split(".")[1]) if "." in shown else 0
     quantum = Decimal(1).scaleb(-places)
     for candidate in candidates:
-        for scaled in (candidate, candidate * 100):
+        for scaled in (candidate, candidate * 100, -candidate, -candidate * 100):
             if abs(scaled - value) <= quantum / 2 + Decimal("1e-9"):
                 return True
     return False
 
 
-TABLES = MARKER.findall(README)
+TABLES = [(page_name(path), files, table) for path in PAGES for files, table in MARKER.findall(path.read_text("utf-8"))]
+TABLE_START = re.compile(r"(?:^|\n)((?:<!--[^\n]*-->\n)?)\|[^\n]*\n\|[-:| ]+\|\n")
 
 
-def test_result_tables_are_marked():
-    results = README.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
-    tables = re.findall(r"(?:^|\n)((?:<!--[^\n]*-->\n)?)\|[^\n]*\n\|[-:| ]+\|\n", results)
-    assert tables and all(marker.startswith("<!-- figures:") for marker in tables), "a results table has no marker"
+def _results_sections() -> dict[str, str]:
+    """The text whose every table must be marked: the README's Results section, and the whole results page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sections = {"docs/results.md": (ROOT / "docs" / "results.md").read_text(encoding="utf-8")}
+    if "\n## Results\n" in readme:
+        sections["README.md"] = readme.split("\n## Results\n", 1)[1].split("\n## ", 1)[0]
+    return sections
 
 
-@pytest.mark.parametrize(("files", "table"), TABLES, ids=[t[0][:60] for t in TABLES])
-def test_every_figure_comes_from_its_results_file(files, table):
+@pytest.mark.parametrize("page", sorted(_results_sections()))
+def test_result_tables_are_marked(page):
+    tables = TABLE_START.findall(_results_sections()[page])
+    assert tables and all(marker.startswith("<!-- figures:") for marker in tables), f"a table in {page} has no marker"
+
+
+def test_the_docs_have_marked_tables():
+    assert {page for page, _, _ in TABLES} >= {"docs/results.md"}
+
+
+@pytest.mark.parametrize(("page", "files", "table"), TABLES, ids=[f"{t[0]}-{t[1][:50]}" for t in TABLES])
+def test_every_figure_comes_from_its_results_file(page, files, table):
     paths = [ROOT / f for f in files.split()]
     for path in paths:
-        assert path.is_file(), f"{path} is missing"
+        assert path.is_file(), f"{page}: {path} is missing"
     candidates = [n for p in paths for n in _file_numbers(p)]
     header, _, *rows = table.strip().splitlines()
     described = {i for i, name in enumerate(header.strip("|").split("|")) if "protocol" in name.lower()}
@@ -83,4 +97,4 @@ def test_every_figure_comes_from_its_results_file(files, table):
             for token in NUMBER.findall(cell):
                 if _significant(token) and not _matches(token, candidates):
                     missing.append(f"{token} in {row.strip()[:80]}")
-    assert not missing, f"figures not found in {files}: {missing[:10]}"
+    assert not missing, f"{page}: figures not found in {files}: {missing[:10]}"
