@@ -44,6 +44,8 @@ _LAZY = {
     "get_model": "mmtok.registry",
     "add_config_dir": "mmtok.registry",
     "price": "mmtok.budgets.pricing",
+    "price_request": "mmtok.budgets.pricing",
+    "parse_body": "mmtok.request",
     "image_tokens": "mmtok.budgets.pricing",
     "Quote": "mmtok.budgets.pricing",
     "truncate": "mmtok.truncation",

@@ -19,11 +19,12 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from mmtok.budgets.pricing.counts import image_token_count, image_tokens, model_image_count
+from mmtok.budgets.pricing.counts import Attachment, image_token_count, image_tokens, model_image_count
 from mmtok.budgets.pricing.models import INPUT_RATES, Model, PriceSheets, rate_card, resolve
 from mmtok.budgets.pricing.options import DETAIL_LEVELS, Options, request_options
 from mmtok.budgets.pricing.quote import OUTPUT_KINDS, Line, Quote
 from mmtok.budgets.pricing.quoting import make_quote
+from mmtok.budgets.pricing.requests import price_request, quote_request
 from mmtok.errors import MediaError, MmtokError, PriceError
 from mmtok.media import Text, iter_files, load
 
@@ -41,7 +42,9 @@ __all__ = [
     "image_tokens",
     "model_image_count",
     "price",
+    "price_request",
     "price_requests",
+    "quote_request",
     "rate_card",
     "resolve",
 ]
@@ -59,7 +62,7 @@ def _describe(item: Any) -> str:
     return f"<{type(item).__name__}>"
 
 
-def _attachments(items: Any, text: str | None, allow_empty: bool = False) -> list[tuple[str, Any]]:
+def _attachments(items: Any, text: str | None, allow_empty: bool = False) -> list[Attachment]:
     if items is None:
         items = []
     elif isinstance(items, (str, os.PathLike)) or not isinstance(items, (list, tuple)):
@@ -67,17 +70,19 @@ def _attachments(items: Any, text: str | None, allow_empty: bool = False) -> lis
     out = []
     for item in items:
         if not isinstance(item, (str, os.PathLike)):
-            out.append((_describe(item), item))
+            out.append(Attachment(_describe(item), item))
         elif os.fspath(item).endswith(".safetensors"):  # a token file: its sequences are the attachments
             from mmtok.tokens import load_sequences
 
             sequences = load_sequences(item)
             single = len(sequences) == 1
-            out += [(os.fspath(item) if single else f"{os.fspath(item)}[{k}]", s) for k, s in sequences.items()]
+            out += [
+                Attachment(os.fspath(item) if single else f"{os.fspath(item)}[{k}]", s) for k, s in sequences.items()
+            ]
         else:
-            out.append((os.fspath(item), load(item)))
+            out.append(Attachment(os.fspath(item), load(item)))
     if text is not None:
-        out.append(("<text>", Text.from_string(text)))
+        out.append(Attachment("<text>", Text.from_string(text)))
     if not out and not allow_empty:
         raise PriceError("nothing to price: pass paths, media objects, TokenSequences or text=...")
     return out

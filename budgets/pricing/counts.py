@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 from mmtok.budgets import formulas as F
 from mmtok.budgets.pricing.models import Model, PriceSheets, closest_names, resolve
@@ -133,11 +133,36 @@ def _video_counts(model: Model, video: Video, detail: str | None) -> tuple[list[
     return parts, ""
 
 
+class Attachment(NamedTuple):
+    """One part of a request as pricing takes it: a name for people, the item, and its own detail (an image's
+    ``detail`` or a part's Gemini ``media_resolution``; None: the request's)."""
+
+    name: str
+    item: Any  # Image | Audio | Video | Text | TokenSequence | Given
+    detail: str | None = None
+
+
+class Given(NamedTuple):
+    """Tokens counted elsewhere (a per-message overhead, a body's own count): priced as they are."""
+
+    modality: str
+    count: F.TokenCount
+
+
+class Uncountable(PriceError):
+    """A part whose tokens cannot be counted (a provider file id, a URL not read): as an attachment, it is left
+    out of the quote with its reason, which makes the quote incomplete."""
+
+
 def count_parts(
     model: Model, item: Any, detail: str | None, by_duration: bool = False
 ) -> tuple[list[tuple[str, F.TokenCount, float]], str]:
     """(modality, count, quantity) parts of one attachment; quantity is images or seconds, for per-item rates
     (``by_duration``: the model bills audio per second)."""
+    if isinstance(item, Given):
+        return [(item.modality, item.count, 0.0)], ""
+    if isinstance(item, Uncountable):
+        raise item
     if _is_token_sequence(item):
         if not (model.family and model.family.name == "mmtok-semantic"):
             raise PriceError(f"token sequences are priced on mmtok's own models (mmtok-*), not {model.asked}")

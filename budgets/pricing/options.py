@@ -26,6 +26,7 @@ class Options:
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
     text_tokens: int = 0  # more text input tokens, counted by the caller (a prompt of known size)
+    output_bound: str = ""  # where output_tokens is a budget, not a count: what set it ("the body's max_tokens")
 
     def __post_init__(self) -> None:
         for name in ("output_tokens", "cached_input_tokens", "cache_write_tokens", "text_tokens"):

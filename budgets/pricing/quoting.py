@@ -5,12 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
 
 from mmtok.budgets import formulas as F
 from mmtok.budgets.formats import format_warning
 from mmtok.budgets.money import MILLION, RateCard, plain
-from mmtok.budgets.pricing.counts import count_parts
+from mmtok.budgets.pricing.counts import Attachment, count_parts
 from mmtok.budgets.pricing.models import INPUT_RATES, Model, rate_card
 from mmtok.budgets.pricing.options import Options
 from mmtok.budgets.pricing.quote import Line, Quote
@@ -51,7 +50,7 @@ def _line_cost(
     )
 
 
-def make_quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Options, label: str) -> Quote:
+def make_quote(model: Model, attachments: Sequence[Attachment], options: Options, label: str) -> Quote:
     at = options.at or dt.date.today()
     card = rate_card(model, at, options.option)
     counted, missing, warnings = _counted_parts(model, attachments, options, "audio_input_per_second" in card.per_item)
@@ -97,16 +96,16 @@ def make_quote(model: Model, attachments: Sequence[tuple[str, Any]], options: Op
 
 
 def _counted_parts(
-    model: Model, attachments: Sequence[tuple[str, Any]], options: Options, by_duration: bool = False
+    model: Model, attachments: Sequence[Attachment], options: Options, by_duration: bool = False
 ) -> tuple[list[tuple[str, str, F.TokenCount, float]], list[str], list[str]]:
     """(name, modality, count, quantity) of each part of the request (media by the model's rules, then the token
     counts given), the parts that cannot be counted, and the counting notes."""
     counted: list[tuple[str, str, F.TokenCount, float]] = []
     missing: list[str] = []
     warnings: list[str] = []
-    for name, item in attachments:
+    for name, item, detail in attachments:
         try:
-            parts, note = count_parts(model, item, options.detail, by_duration)
+            parts, note = count_parts(model, item, detail or options.detail, by_duration)
         except PriceError as e:
             missing.append(f"{name}: {e}")
             continue
@@ -157,11 +156,15 @@ def _output_line(model: Model, card: RateCard, rates: dict[str, Decimal], option
         raise PriceError(f"{card.source}: {card.model_ref} has no {rate_name.replace('_', ' ')} rate")
     tokens = options.output_tokens
     what = "audio output tokens" if audio else "output tokens"
+    working = f"{tokens} {what}, as given"
+    if options.output_bound:
+        working = f"{tokens:,} {what} at most: {options.output_bound}"
     return Line(
         "output",
         rate_name,
         tokens,
         tokens * rate / MILLION,
-        f"{tokens} {what}, as given",
+        working,
         _rate_text(card, rate, what, tier, rate_name),
+        "upper bound" if options.output_bound else "exact",
     )

@@ -1,0 +1,60 @@
+"""Tokens a provider adds to a request beyond its parts (``budgets/overheads.toml``): OpenAI's message framing, the
+tool-use system prompt Anthropic adds when a body gives tools. Each comes with its source, read date and label."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+from pathlib import Path
+from typing import Any
+
+from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing.counts import Attachment, Given
+from mmtok.budgets.pricing.models import Model
+from mmtok.request import Request
+
+OVERHEADS_FILE = Path(__file__).resolve().parent.parent / "overheads.toml"
+
+
+@functools.cache
+def _table() -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads(OVERHEADS_FILE.read_text(encoding="utf-8"))
+
+
+def overheads(request: Request, model: Model) -> list[Attachment]:
+    """The overhead lines ``request`` costs on ``model`` (none where nothing is published for it)."""
+    found = []
+    chat = _table()["openai_chat_messages"]
+    if request.api == "openai-chat" and model.provider in chat["providers"] and request.messages:
+        found.append(_message_framing(request, chat))
+    tool = _tool_prompt(request, model)
+    if tool is not None:
+        found.append(tool)
+    return found
+
+
+def _message_framing(request: Request, rule: dict[str, Any]) -> Attachment:
+    messages, names = request.messages, request.named_messages
+    tokens = rule["per_message"] * messages + rule["per_name"] * names + rule["per_reply"]
+    working = (
+        f"{rule['per_message']} per message x {messages}"
+        + (f" + {rule['per_name']} per name x {names}" if names else "")
+        + f" + {rule['per_reply']} to prime the reply = {tokens} ({rule['source']}, read {rule['read']})"
+    )
+    return Attachment("<message framing>", Given("text", F.TokenCount(tokens, working, rule["label"])))
+
+
+def _tool_prompt(request: Request, model: Model) -> Attachment | None:
+    rule = _table()["anthropic_tool_prompt"]
+    if request.tools == 0 or model.provider != "anthropic":
+        return None
+    pair = next((v for pattern, v in rule["tokens"].items() if fnmatch.fnmatchcase(model.name, pattern)), None)
+    if pair is None:
+        return None
+    forced = request.tool_choice in ("any", "tool")
+    tokens = pair[forced]
+    choice = request.tool_choice or "auto"
+    working = f"tool-use system prompt, tool_choice {choice}: {tokens} ({rule['source']}, read {rule['read']})"
+    return Attachment("<tool prompt>", Given("text", F.TokenCount(tokens, working, rule["label"])))

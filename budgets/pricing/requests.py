@@ -1,0 +1,125 @@
+"""What an API request body costs: one quote per body and model, a line per part with its working and label.
+
+    >>> quote = price_request(open("body.json", "rb").read())                       # doctest: +SKIP
+    >>> [(line.item, line.modality, line.tokens, line.label) for line in quote.lines] # doctest: +SKIP
+
+The body is read by :func:`mmtok.request.parse_body` (the one parser the CLI, shrink, the proxy and MCP use), its
+media measured once (:func:`mmtok.request.measuring`), then priced on each model by the same rules as files. The
+body's own settings apply: ``detail`` and ``media_resolution`` per part (on the provider the body is for: another
+provider's model gets its own default), ``service_tier`` flex or priority, and the output budget (``max_tokens``,
+``max_output_tokens``, ...) as the output's upper bound unless an output count is given. A part mmtok cannot count
+makes the quote incomplete with one line naming it, never a zero.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from mmtok.budgets.pricing.counts import Attachment, Uncountable
+from mmtok.budgets.pricing.models import Model, PriceSheets, rate_card, resolve
+from mmtok.budgets.pricing.options import Options
+from mmtok.budgets.pricing.overheads import overheads
+from mmtok.budgets.pricing.quote import Quote
+from mmtok.budgets.pricing.quoting import make_quote
+from mmtok.errors import PriceError
+from mmtok.request import Measured, Policy, Request, measuring, parse_body
+
+# service_tier values as bodies write them -> mmtok's price option (OpenAI renamed priority "fast" on 2026-07-30;
+# Gemini's older pages spell SERVICE_TIER_PRIORITY). auto, default, standard_only and scale bill standard rates.
+SERVICE_TIERS = {"flex": "flex", "priority": "priority", "fast": "priority", "service_tier_flex": "flex",
+                 "service_tier_priority": "priority"}  # fmt: skip
+API_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "gemini": "google"}
+
+
+def price_request(
+    body: Request | bytes | str | dict[str, Any],
+    model: str | None = None,
+    *,
+    prices: PriceSheets = (),
+    at: dt.date | str | None = None,
+    batch: bool = False,
+    tier: str | None = None,
+    output_tokens: int | None = None,
+    output_audio: bool = False,
+    cached_input_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    policy: Policy | None = None,
+    source: str = "<body>",
+) -> Quote:
+    """Price an API request body (JSON text, a parsed dict, or a :class:`mmtok.request.Request`) on ``model``
+    (default: the model the body names). ``output_tokens``: the reply's size; None takes the body's output budget
+    as an upper bound. ``policy``: what reading the body's media may do (URLs, local paths, size caps). Other
+    arguments as :func:`mmtok.price`."""
+    request = body if isinstance(body, Request) else parse_body(body, source=source)
+    options = Options.of(
+        at=at,
+        batch=batch,
+        tier=tier,
+        output_tokens=output_tokens or 0,
+        output_audio=output_audio,
+        cached_input_tokens=cached_input_tokens,
+        cache_write_tokens=cache_write_tokens,
+    )
+    target = resolve(model_for(request, model), prices)
+    with measuring(request.parts, policy) as measured:
+        return quote_request(request, measured, target, options, output_given=output_tokens is not None)
+
+
+def model_for(request: Request, model: str | None) -> str:
+    """The model to price on: the one asked, else the body's own."""
+    name = model or request.model
+    if not name:
+        raise PriceError(
+            f"{request.source}: the body names no model (a Gemini body carries it in the URL): give one (-m MODEL)"
+        )
+    return name
+
+
+def quote_request(
+    request: Request, measured: Sequence[Measured], model: Model, options: Options, *, output_given: bool = False
+) -> Quote:
+    """The quote of a request whose parts are measured, on one model, with the body's own settings applied."""
+    options, warnings = body_options(request, model, options, output_given)
+    same_provider = provider_of(model) == API_PROVIDERS[request.api.split("-")[0]]
+    attachments = [_attachment(m, request, same_provider) for m in measured]
+    quote = make_quote(model, [*attachments, *overheads(request, model)], options, request.source)
+    notes = [f"{m.name}: {note}" for m in measured for note in m.notes]
+    return dataclasses.replace(quote, warnings=(*quote.warnings, *warnings, *notes))
+
+
+def body_options(request: Request, model: Model, options: Options, output_given: bool) -> tuple[Options, list[str]]:
+    """``options`` with what the body sets and the user did not: the service tier and the output budget."""
+    warnings = []
+    changes: dict[str, Any] = {}
+    option = SERVICE_TIERS.get((request.service_tier or "").lower())
+    if option and options.option == "standard":
+        try:
+            rate_card(model, options.at, option)
+            changes["option"] = option
+        except PriceError:
+            warnings.append(
+                f"the body asks service_tier={request.service_tier}, but no {option} rates are known for "
+                f"{model.asked}: priced at standard rates"
+            )
+    if not output_given and request.max_output_tokens:
+        changes["output_tokens"] = request.max_output_tokens
+        changes["output_bound"] = "the body's output budget (the reply may be shorter)"
+    return (dataclasses.replace(options, **changes) if changes else options), warnings
+
+
+def _attachment(measured: Measured, request: Request, same_provider: bool) -> Attachment:
+    if measured.error:
+        return Attachment(measured.name, Uncountable(measured.error))
+    detail = (measured.part.detail or request.media_resolution) if same_provider else None
+    return Attachment(measured.name, measured.media, detail)
+
+
+def provider_of(model: Model) -> str:
+    """The provider whose settings a model reads: the catalog's, else its rule family's."""
+    if model.provider:
+        return model.provider
+    family = model.family.name if model.family else ""
+    return family.split("-")[0] if family.split("-")[0] in ("openai", "anthropic", "google", "xai") else ""

@@ -1,0 +1,84 @@
+"""The parts of a body as a reader finds them: each message's text as one part, each medium as its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmtok.request.types import MediaRef, Part, Pointer
+
+
+class Parts:
+    """Collects a body's parts in order. Text within one message is joined into one part (one line in a quote);
+    media, and what cannot be counted, are parts of their own."""
+
+    def __init__(self) -> None:
+        self.parts: list[Part] = []
+        self._text: list[str] = []
+        self._text_where = ""
+        self._text_role = ""
+
+    def text(self, where: str, role: str, text: Any) -> None:
+        if not isinstance(text, str) or not text:
+            return
+        if self._text and (where != self._text_where or role != self._text_role):
+            self.flush()
+        if not self._text:
+            self._text_where, self._text_role = where, role
+        self._text.append(text)
+
+    def media(
+        self, kind: str, where: str, role: str, ref: MediaRef | None, pointer: Pointer, detail: str | None = None
+    ) -> None:
+        self.flush()
+        if ref is None:
+            self.uncountable(kind, where, role, f"a {kind} part with no data, URL or file id", pointer)
+            return
+        reason = ""
+        if ref.scheme == "file_id":
+            reason = f"a file uploaded to the provider ({ref.file_id}): its content is not in the body"
+        elif ref.scheme == "data" and ref.data is None:
+            reason = f"a data URL that is not base64 ({ref.url}...): providers take base64 data URLs"
+        self.parts.append(Part(kind, where, role, ref=ref, detail=detail, pointer=pointer, uncountable=reason))
+
+    def uncountable(self, kind: str, where: str, role: str, reason: str, pointer: Pointer = ()) -> None:
+        self.flush()
+        self.parts.append(Part(kind, where, role, pointer=pointer, uncountable=reason))
+
+    def flush(self) -> None:
+        if self._text:
+            self.parts.append(Part("text", self._text_where, self._text_role, text="\n".join(self._text)))
+            self._text = []
+
+    def done(self) -> tuple[Part, ...]:
+        self.flush()
+        return tuple(self.parts)
+
+
+def tool_definitions(parts: Parts, body: dict[str, Any]) -> int:
+    """The body's tool definitions as one text part (names, descriptions and schemas are input tokens); how many."""
+    from mmtok.request.refs import text_of
+
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        parts.text("tools", "system", text_of(tools))
+        return len(tools)
+    return 0
+
+
+def int_setting(body: dict[str, Any], *keys: str) -> int | None:
+    """The first of ``keys`` that holds a non-negative integer (output budgets)."""
+    for key in keys:
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def str_setting(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def items(value: Any) -> list[tuple[int, Any]]:
+    """(index, item) of a list; nothing for anything else."""
+    return list(enumerate(value)) if isinstance(value, list) else []

@@ -1,0 +1,173 @@
+"""Gemini request bodies: generateContent (and streamGenerateContent, the same body) and Interactions.
+
+generateContent (ai.google.dev/api/generate-content, read 2026-12-02): ``contents[].parts[]`` hold ``text``,
+``inline_data {mime_type, data}``, ``file_data {file_uri, mime_type}``, function calls and responses; Gemini 3 takes
+``media_resolution`` per part and ``generation_config.media_resolution`` for the request; the model is in the URL, not
+the body. REST takes snake_case and camelCase field names alike (the google-genai SDK sends camelCase), so both are
+read, and a rewritten body keeps the spelling it had. Interactions (ai.google.dev/gemini-api/docs/interactions):
+``model``, ``input`` as a string, content items (``{type: text|image|audio|video|document, data | uri, mime_type}``)
+or turns ``{role, content}``, ``system_instruction``, ``generation_config``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmtok.request.collect import Parts, int_setting, items, str_setting, tool_definitions
+from mmtok.request.refs import MediaRef, kind_of_mime, ref_from_base64, ref_from_url, text_of
+from mmtok.request.types import Pointer, Request
+
+LEVELS = {"low": "low", "medium": "medium", "high": "high", "ultra_high": "ultra_high", "unspecified": None}
+FILES_API = "generativelanguage.googleapis.com/"
+
+
+def field(obj: dict[str, Any], snake: str) -> Any:
+    """``obj[snake]`` or its camelCase spelling."""
+    if snake in obj:
+        return obj[snake]
+    head, *rest = snake.split("_")
+    return obj.get(head + "".join(w.title() for w in rest))
+
+
+def level(value: Any) -> str | None:
+    """A media resolution as mmtok names it: ``MEDIA_RESOLUTION_HIGH`` / ``{"level": ...}`` / ``high`` -> high."""
+    if isinstance(value, dict):
+        value = value.get("level")
+    if not isinstance(value, str):
+        return None
+    name = value.lower().removeprefix("media_resolution_")
+    return LEVELS.get(name, name)
+
+
+def read_generate(body: dict[str, Any], source: str) -> Request:
+    parts = Parts()
+    system = field(body, "system_instruction")
+    if isinstance(system, str):
+        parts.text("system_instruction", "system", system)
+    elif isinstance(system, dict):
+        for j, part in items(system.get("parts")):
+            _part(parts, part, "system_instruction", f"system_instruction.parts[{j}]", "system", ())
+    for i, content in items(body.get("contents")):
+        if not isinstance(content, dict):
+            parts.uncountable("text", f"contents[{i}]", "?", "a content that is not an object")
+            continue
+        role = str(content.get("role", "user"))
+        for j, part in items(content.get("parts")):
+            _part(parts, part, f"contents[{i}]", f"contents[{i}].parts[{j}]", role, ("contents", i, "parts", j))
+    config = field(body, "generation_config") or {}
+    config = config if isinstance(config, dict) else {}
+    tools = tool_definitions(parts, body)
+    return Request(
+        "gemini-generate",
+        _model_name(str_setting(body, "model")),
+        parts.done(),
+        messages=len(items(body.get("contents"))),
+        max_output_tokens=int_setting(config, "max_output_tokens", "maxOutputTokens"),
+        service_tier=str_setting(body, "service_tier") or str_setting(body, "serviceTier"),
+        media_resolution=level(field(config, "media_resolution")),
+        tools=tools,
+        source=source,
+        body=body,
+    )
+
+
+def _model_name(name: str | None) -> str | None:
+    return name.removeprefix("models/") if name else None
+
+
+def _part(parts: Parts, part: Any, message: str, where: str, role: str, pointer: Pointer) -> None:
+    if not isinstance(part, dict):
+        parts.uncountable("text", where, role, "a part that is not an object")
+        return
+    detail = level(field(part, "media_resolution"))
+    if isinstance(part.get("text"), str):
+        parts.text(message, role, part["text"])
+    elif field(part, "inline_data") is not None:
+        inline = field(part, "inline_data")
+        inline = inline if isinstance(inline, dict) else {}
+        mime = field(inline, "mime_type")
+        ref = ref_from_base64(inline.get("data"), mime)
+        parts.media(kind_of_mime(ref.mime if ref else None), where, role, ref, pointer, detail)
+    elif field(part, "file_data") is not None:
+        data = field(part, "file_data")
+        data = data if isinstance(data, dict) else {}
+        ref = _file_ref(field(data, "file_uri"), field(data, "mime_type"))
+        parts.media(kind_of_mime(ref.mime if ref else None), where, role, ref, pointer, detail)
+    elif field(part, "function_call") is not None:
+        call = field(part, "function_call") or {}
+        parts.text(message, role, f"{call.get('name', '')}{text_of(call.get('args'))}")
+    elif field(part, "function_response") is not None:
+        parts.text(message, role, text_of(field(part, "function_response")))
+    elif field(part, "executable_code") is not None or field(part, "code_execution_result") is not None:
+        parts.text(message, role, text_of(field(part, "executable_code") or field(part, "code_execution_result")))
+    else:
+        keys = ", ".join(sorted(k for k in part if k not in ("thought", "thought_signature", "thoughtSignature")))
+        reason = f"a part of {keys or 'no fields'}: mmtok does not know how it is counted"
+        parts.uncountable("text", where, role, reason)
+
+
+def _file_ref(uri: Any, mime: Any) -> MediaRef | None:
+    """A ``file_data`` URI: a Files API file (its bytes are on Google's side), or a URL mmtok can read."""
+    if not isinstance(uri, str) or not uri:
+        return None
+    mime = mime.lower() if isinstance(mime, str) else None
+    if FILES_API in uri or uri.startswith("gs://") or "youtube.com/" in uri or "youtu.be/" in uri:
+        return MediaRef("file_id", mime=mime, file_id=uri)
+    return ref_from_url(uri, mime)
+
+
+# -------------------------------------------------------------------------------------------------- Interactions
+def read_interactions(body: dict[str, Any], source: str) -> Request:
+    parts = Parts()
+    system = field(body, "system_instruction")
+    parts.text("system_instruction", "system", system if isinstance(system, str) else text_of(system) or None)
+    given = body.get("input")
+    turns = 0
+    if isinstance(given, str):
+        parts.text("input", "user", given)
+        turns = 1
+    for i, item in items(given):
+        if isinstance(item, dict) and "role" in item and "type" not in item:  # a turn: {role, content}
+            turns += 1
+            content = item.get("content")
+            if isinstance(content, str):
+                parts.text(f"input[{i}]", str(item["role"]), content)
+            for j, inner in items(content):
+                where = f"input[{i}].content[{j}]"
+                _content(parts, inner, f"input[{i}]", where, str(item["role"]), ("input", i, "content", j))
+        else:
+            turns = max(turns, 1)
+            _content(parts, item, "input", f"input[{i}]", "user", ("input", i))
+    config = field(body, "generation_config") or {}
+    config = config if isinstance(config, dict) else {}
+    tools = tool_definitions(parts, body)
+    return Request(
+        "gemini-interactions",
+        _model_name(str_setting(body, "model")),
+        parts.done(),
+        messages=turns,
+        max_output_tokens=int_setting(config, "max_output_tokens", "maxOutputTokens"),
+        service_tier=str_setting(body, "service_tier"),
+        media_resolution=level(field(config, "media_resolution")),
+        tools=tools,
+        source=source,
+        body=body,
+    )
+
+
+def _content(parts: Parts, item: Any, message: str, where: str, role: str, pointer: Pointer) -> None:
+    if not isinstance(item, dict):
+        parts.uncountable("text", where, role, "a content item that is not an object")
+        return
+    kind = item.get("type")
+    if kind == "text":
+        parts.text(message, role, item.get("text"))
+    elif kind in ("image", "audio", "video", "document"):
+        mime = field(item, "mime_type")
+        ref = ref_from_base64(item["data"], mime) if isinstance(item.get("data"), str) else None
+        ref = ref or _file_ref(item.get("uri"), mime)
+        parts.media(kind, where, role, ref, pointer, level(item.get("resolution") or field(item, "media_resolution")))
+    elif kind in ("function_call", "function_result", "thought"):
+        parts.text(message, role, text_of({k: v for k, v in item.items() if k not in ("type", "signature")}))
+    else:
+        parts.uncountable("text", where, role, f"a {kind!r} content item: mmtok does not know how it is counted")
