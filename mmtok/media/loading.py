@@ -194,6 +194,10 @@ def _av_format(head: bytes) -> str | None:
 
 
 def _load_stream_or_text(path: Path, head: bytes, size_bytes: int) -> Media:
+    from mmtok.media.document import is_pdf, load_document
+
+    if is_pdf(head):
+        return load_document(path, head, size_bytes)
     sf_fmt = _soundfile_format(head)
     if sf_fmt is not None:
         return _load_soundfile(path, sf_fmt, size_bytes)
