@@ -11,8 +11,10 @@ from typing import Any
 
 import click
 import typer
+import typer.core
 
 from mmtok.cli.common import print_error
+from mmtok.cli.examples import epilog
 from mmtok.errors import MmtokError
 
 # name -> (module, attribute): the commands, then the command groups, in the order help lists them. The names are
@@ -34,6 +36,29 @@ GROUPS = {
     "train": ("mmtok.cli.train", "train_app"),
     "eval": ("mmtok.cli.eval_cmd", "eval_app"),
 }
+
+
+class HelpfulCommand(typer.core.TyperCommand):
+    """A command whose help keeps every option name and choice whole at any width and ends with its examples
+    (:mod:`mmtok.cli.help`, imported only when help is shown)."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self.rich_markup_mode is None:
+            return super().format_help(ctx, formatter)
+        from mmtok.cli.help import format_help
+
+        format_help(self, ctx, self.rich_markup_mode)
+
+
+class HelpfulGroup(typer.core.TyperGroup):
+    """A command group whose help is drawn as :class:`HelpfulCommand`'s."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        if self.rich_markup_mode is None:
+            return super().format_help(ctx, formatter)
+        from mmtok.cli.help import format_help
+
+        format_help(self, ctx, self.rich_markup_mode)
 
 
 class MmtokApp(typer.Typer):
@@ -77,7 +102,8 @@ class MmtokApp(typer.Typer):
             self._wanted = None  # any later use of the app sees every command
 
     def _load(self) -> None:
-        """Register what is wanted (everything, outside a lazy call) and not registered yet, in help's order."""
+        """Register what is wanted (everything, outside a lazy call) and not registered yet, in help's order, each
+        with its examples (:data:`mmtok.cli.examples.EXAMPLES`) as its help's epilog."""
         if not hasattr(self, "_groups"):  # still in Typer's __init__
             return
         wanted = set(COMMANDS) | set(GROUPS) if self._wanted is None else self._wanted
@@ -90,19 +116,24 @@ class MmtokApp(typer.Typer):
             missing = set(self._registered)
         for name, (module, attribute) in COMMANDS.items():
             if name in missing:
-                self.command(name=name)(_guarded(getattr(importlib.import_module(module), attribute)))
+                command = _guarded(getattr(importlib.import_module(module), attribute))
+                self.command(name=name, cls=HelpfulCommand, epilog=epilog(name))(command)
         for name, (module, attribute) in GROUPS.items():
             if name in missing:
                 group = getattr(importlib.import_module(module), attribute)
                 for info in group.registered_commands:
                     info.callback = _guarded(info.callback)
-                self.add_typer(group, name=name)
+                    info.cls = HelpfulCommand
+                    info.epilog = epilog(f"{name} {info.name or typer.main.get_command_name(info.callback.__name__)}")
+                self.add_typer(group, name=name, cls=HelpfulGroup, epilog=epilog(name))
 
 
 app = MmtokApp(
     name="mmtok",
     help="Count, price, shrink and plan the tokens of images, audio, video and text.",
     no_args_is_help=True,
+    cls=HelpfulGroup,
+    epilog=epilog(""),
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},  # every command and group takes -h
