@@ -19,6 +19,7 @@ from mmtok.request.types import Pointer, Request
 
 LEVELS = {"low": "low", "medium": "medium", "high": "high", "ultra_high": "ultra_high", "unspecified": None}
 FILES_API = "generativelanguage.googleapis.com/"
+STEP_ROLES = {"user_input": "user", "model_output": "model"}  # Interactions steps (the SDK wraps content lists so)
 
 
 def field(obj: dict[str, Any], snake: str) -> Any:
@@ -127,14 +128,15 @@ def read_interactions(body: dict[str, Any], source: str) -> Request:
         parts.text("input", "user", given)
         turns = 1
     for i, item in items(given):
-        if isinstance(item, dict) and "role" in item and "type" not in item:  # a turn: {role, content}
+        if isinstance(item, dict) and isinstance(item.get("content"), (list, str)):  # a step or a turn
             turns += 1
-            content = item.get("content")
+            role = str(item.get("role") or STEP_ROLES.get(item.get("type"), item.get("type") or "user"))
+            content = item["content"]
             if isinstance(content, str):
-                parts.text(f"input[{i}]", str(item["role"]), content)
+                parts.text(f"input[{i}]", role, content)
             for j, inner in items(content):
                 where = f"input[{i}].content[{j}]"
-                _content(parts, inner, f"input[{i}]", where, str(item["role"]), ("input", i, "content", j))
+                _content(parts, inner, f"input[{i}]", where, role, ("input", i, "content", j))
         else:
             turns = max(turns, 1)
             _content(parts, item, "input", f"input[{i}]", "user", ("input", i))

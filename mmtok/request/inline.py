@@ -11,6 +11,7 @@ import binascii
 from mmtok.errors import MediaError
 
 WHITESPACE = (" ", "\n", "\r", "\t")
+URL_SAFE = str.maketrans("-_", "+/")  # the URL-safe alphabet (RFC 4648 section 5), as google-genai sends bytes
 
 
 class Base64Bytes:
@@ -21,6 +22,7 @@ class Base64Bytes:
             text = "".join(text.split())
         self.where = where
         self.text = text
+        self.url_safe = "-" in text or "_" in text
         if len(text) % 4 == 1:
             raise MediaError(where, f"not valid base64: {len(text):,} characters cannot be whole 3-byte groups")
         padding = len(text) - len(text.rstrip("="))
@@ -31,6 +33,8 @@ class Base64Bytes:
             return b""
         first, last = offset // 3, min(offset + n, self.size)
         chars = self.text[first * 4 : -(-last // 3) * 4]
+        if self.url_safe:
+            chars = chars.translate(URL_SAFE)
         try:
             data = binascii.a2b_base64(chars + "=" * (-len(chars) % 4), strict_mode=True)
         except binascii.Error as e:

@@ -116,6 +116,12 @@ def _media(part: Part, source: Base64Bytes | RemoteFile | Path, policy: Policy, 
 
     if isinstance(source, Path):
         return load(source, max_pixels=policy.max_pixels), ()
+    if isinstance(source, Base64Bytes) and source.size > policy.max_inline_bytes:
+        raise MediaError(
+            part.where,
+            f"{source.size:,} bytes of inline base64: over the {policy.max_inline_bytes:,}-byte cap for one part "
+            "(above every provider's inline limit)",
+        )
     head = source.head if isinstance(source, RemoteFile) else source.pread(HEAD_BYTES, 0)
     if not head:
         raise MediaError(part.where, "empty: no bytes")
