@@ -186,8 +186,8 @@ def load_document(path: Path, head: bytes, size_bytes: int) -> Document:
     if not stat.S_ISREG(st.st_mode):
         raise MediaError(path, "is not a regular file; only regular files are read")
     found = document_worker.scan(path, (st.st_dev, st.st_ino), MAX_PAGES, MAX_TEXT_CHARS)
-    pages = tuple(
-        Page(n, float(w), float(h), int(rot), len(text)) for n, (w, h, rot, text) in enumerate(found["pages"], 1)
+    pages = tuple(  # PDFium gives float32 points: kept to 1/100 point
+        Page(n, round(w, 2), round(h, 2), int(rot), len(text)) for n, (w, h, rot, text) in enumerate(found["pages"], 1)
     )
     if not pages:
         raise MediaError(path, "PDF has no pages")
