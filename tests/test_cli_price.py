@@ -125,7 +125,7 @@ def test_models_lists_what_each_model_takes_and_costs():
     gemini = rows["gemini-3.1-pro-preview"]
     assert gemini["takes"] == ["text", "image", "audio", "video"]
     assert gemini["rules"]["image"]["label"] == "upper bound" and gemini["prices"]["input"] == "2"
-    assert gemini["context_window"] and gemini["rule_read"] == "2026-12-01"
+    assert gemini["context_window"] and gemini["rule_read"] == "2026-12-02"
     assert all("video" in r["takes"] for r in rows.values())
 
 

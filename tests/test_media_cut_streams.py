@@ -175,7 +175,7 @@ def test_an_adts_file_is_priced_at_its_packets_not_ffmpegs_bitrate_estimate(tmp_
     with av.open(str(path)) as container:
         assert container.duration / 1e6 > 20  # FFmpeg reads the quiet start's low bitrate into the whole file
     quote = price(path, model="gemini-3-flash-preview")
-    assert quote.tokens("audio") == pytest.approx(5.04 * 32, abs=2)  # Gemini: 32 tokens a second of sound
+    assert quote.tokens("audio") == pytest.approx(5.04 * 25, abs=2)  # Gemini 3: 25 tokens a second of sound
 
 
 def test_flac_in_ogg_muxed_by_ffmpeg_loads_and_decodes_through_ffmpeg(tmp_path):

@@ -41,7 +41,7 @@ def test_a_request_is_one_quote_with_output_counted_once(samples):
     )
     assert [ln.modality for ln in quote.lines] == ["image", "audio", "text", "output"]
     assert quote.output_tokens == 300 and quote.tokens("output") == 300
-    assert quote.tokens("image") == 1120 and quote.tokens("audio") == 111  # media_resolution high; 3.4385 s x 32
+    assert quote.tokens("image") == 1120 and quote.tokens("audio") == 86  # media_resolution high; 3.4385 s x 25 (Gemini 3)
     assert quote.total_cost == quote.input_cost + Decimal(300) * Decimal(12) / Decimal(1_000_000)
     assert quote.complete and quote.item == "request of 3 parts"
 
@@ -67,7 +67,7 @@ def test_video_sound_is_counted_apart_from_the_frames(samples, tmp_path):
     from tests.makers import write_video
 
     with_sound = price(samples / "clip.mp4", model="gemini-3-flash-preview", at=TODAY)
-    assert [(ln.modality, ln.tokens) for ln in with_sound.lines] == [("video", 3 * 70), ("audio", 96)]
+    assert [(ln.modality, ln.tokens) for ln in with_sound.lines] == [("video", 3 * 70), ("audio", 3 * 25)]
     assert "sound track" in with_sound.lines[1].working
     silent = write_video(tmp_path / "silent.mkv", [i / 10 for i in range(30)])
     assert [ln.modality for ln in price(silent, model="gemini-3-flash-preview", at=TODAY).lines] == ["video"]

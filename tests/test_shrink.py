@@ -311,7 +311,7 @@ def test_speech_silences_are_cut_within_the_wer_bar(tmp_path):
     assert result.seconds_before == pytest.approx(seconds)
     assert result.seconds_after < seconds - 4  # about 5 s of pauses removed
     assert result.measures["wer"] <= 0.3 and result.tokens_after < result.tokens_before
-    assert result.path.suffix == ".wav" and result.after.tokens("audio") == math.ceil(result.seconds_after * 32)
+    assert result.path.suffix == ".wav" and result.after.tokens("audio") == math.ceil(result.seconds_after * 25)
 
 
 def test_audio_lossless_and_models_without_audio(tmp_path):
