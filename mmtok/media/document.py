@@ -13,6 +13,7 @@ run or opened (no form environment is created, and this PDFium has no JavaScript
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -99,10 +100,14 @@ class Document:
 
     def text(self, number: int) -> str:
         """Page ``number``'s text layer (as PDFium extracts it: lines joined by newlines)."""
-        for page, text in zip(self.pages, self.texts, strict=True):
-            if page.number == number:
-                return text
-        raise MediaError(self.path, f"page {number} is not in this document ({self.describe_pages()})")
+        text = self._texts_by_number.get(number)
+        if text is None:
+            raise MediaError(self.path, f"page {number} is not in this document ({self.describe_pages()})")
+        return text
+
+    @functools.cached_property
+    def _texts_by_number(self) -> dict[int, str]:
+        return {page.number: text for page, text in zip(self.pages, self.texts, strict=True)}
 
     def select(self, numbers: Iterable[int]) -> Document:
         """These pages only (1-based, in the order given), as a request that sends a page range would hold them."""
