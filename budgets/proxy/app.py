@@ -1,0 +1,218 @@
+"""The proxy's ASGI app: one route over every path, each call read, priced, checked, sent and recorded.
+
+    SDK ─▶ read (capped) ─▶ parse + quote (+ shrink) ─▶ limits ─▶ upstream ─▶ answer passed on ─▶ ledger row
+
+The upstream client is passed in (``create_app(config, client=...)``), so tests swap its transport; the app makes
+one with the config's timeouts otherwise. Routes are thin: the body is read by :mod:`mmtok.request`, priced by
+:mod:`mmtok.budgets.pricing` and shrunk by :mod:`mmtok.budgets.shrink`, the same calls ``mmtok price`` and
+``mmtok shrink`` make (:mod:`mmtok.budgets.proxy.quoting` adapts them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route as StarletteRoute
+
+from mmtok.budgets.ledger import Ledger, Record, open_ledger
+from mmtok.budgets.proxy import forward, quoting
+from mmtok.budgets.proxy.config import ProxyConfig
+from mmtok.budgets.proxy.limits import DailyBudget, Refusal, cost_refusal
+from mmtok.budgets.proxy.providers import COUNT_APIS, Route, error_response, forwarded_headers, provider_of, route
+from mmtok.budgets.proxy.recorder import Recorder
+from mmtok.budgets.usage import Usage, billed_cost
+from mmtok.errors import MmtokError
+
+log = logging.getLogger("mmtok.proxy")
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class Proxy:
+    """The state one proxy process holds: config, upstream client, ledger writer, daily budget."""
+
+    def __init__(self, config: ProxyConfig, client: httpx.AsyncClient | None = None, ledger: Ledger | None = None):
+        self.config = config
+        self.instance = uuid.uuid4().hex[:12]
+        self._given_client = client
+        self._given_ledger = ledger
+        self.client: httpx.AsyncClient | None = None
+        self.recorder: Recorder | None = None
+        self.budget: DailyBudget | None = None
+        self.in_flight = 0
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        ledger = self._given_ledger or open_ledger(self.config.ledger)
+        self.recorder = Recorder(ledger)
+        if self.config.budget_usd_per_day is not None:
+            self.budget = DailyBudget(self.config.budget_usd_per_day, ledger)
+        self.client = self._given_client or _client(self.config)
+        try:
+            yield
+        finally:
+            if self._given_client is None:
+                await self.client.aclose()
+            self.recorder.close()  # every record queued is written before the process ends
+
+    async def handle(self, request: Request) -> Response:
+        path = request.url.path
+        provider = provider_of(path)
+        where = route(path)
+        if path == "/mmtok/health":
+            return JSONResponse({"ok": True, "in_flight": self.in_flight, "instance": self.instance})
+        if where is None:
+            what = f"{provider} API path" if provider else "path"
+            served = "/v1/..., /anthropic/v1/..., /gemini/v1beta/..."
+            return error_response(provider, 404, f"unknown {what} {path} (the proxy serves {served})", "unknown_path")
+        if request.method != "POST":
+            return error_response(provider, 405, f"{request.method} {path}: the proxy takes POST here", "method")
+        self.in_flight += 1
+        try:
+            return await self._call(request, where)
+        finally:
+            self.in_flight -= 1
+
+    async def _call(self, request: Request, where: Route) -> Response:
+        started = time.perf_counter()
+        try:
+            content = await _read_capped(request, self.config.max_body_bytes)
+        except BodyTooLarge as e:
+            return error_response(where.provider, 413, str(e), "body_too_large", retry=False)
+        except ClientDisconnect:
+            return Response(status_code=400)
+        try:
+            payload = json.loads(content)
+        except (ValueError, RecursionError) as e:
+            reason = f"{e.msg} at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else str(e)
+            return error_response(where.provider, 400, f"the request body is not valid JSON ({reason})", "bad_json")
+        if not isinstance(payload, dict):
+            return error_response(where.provider, 400, "the request body must be a JSON object", "bad_json")
+        record = Record(
+            provider=where.provider,
+            api=where.api,
+            path=request.url.path,
+            instance=self.instance,
+            body_sha256=hashlib.sha256(content).hexdigest(),
+            body=content if self.config.store_bodies else None,
+            stream=where.streams or payload.get("stream") is True,
+        )
+        prediction = await quoting.predict_async(payload, where, self.config, content)
+        prediction.fill(record)
+        refusal = cost_refusal(
+            prediction.cost,
+            prediction.complete or self.config.allow_unpriced,
+            prediction.problem,
+            None if where.api in COUNT_APIS else self.config.max_cost,
+        )
+        reserved = Decimal(0)
+        if refusal is None and self.budget is not None and where.api not in COUNT_APIS:
+            reserved = prediction.cost or Decimal(0)
+            refusal = await self.budget.reserve(reserved)
+        if refusal is not None:
+            return await self._refuse(record, where, refusal, started)
+        content, extra = content, prediction.headers()  # (shrink replaces the body here)
+        url = self.config.upstream(where.provider) + where.upstream_path
+        if request.url.query:
+            url += "?" + request.url.query
+        upstream = await forward.send(self.client, url, forwarded_headers(request.headers), content, record)
+
+        async def finish(done: Record, usage: Usage | None) -> None:
+            await self._finish(done, usage, started, reserved)
+
+        if upstream.response is None:
+            record.status, record.outcome, record.message = upstream.status, upstream.outcome, upstream.message
+            await finish(record, None)
+            return forward.failure(where, upstream)
+        return await forward.answer(where, upstream.response, record, finish, extra)
+
+    async def _refuse(self, record: Record, where: Route, refusal: Refusal, started: float) -> Response:
+        record.status, record.outcome, record.message = refusal.status, "refused", refusal.message
+        record.latency_ms = (time.perf_counter() - started) * 1000
+        await self._commit(record)
+        return error_response(where.provider, refusal.status, refusal.message, refusal.code, retry=refusal.retry)
+
+    async def _finish(self, record: Record, usage: Usage | None, started: float, reserved: Decimal) -> None:
+        """The call has ended: its usage and cost into the record, the record committed, the budget settled."""
+        record.latency_ms = (time.perf_counter() - started) * 1000
+        if usage is not None:
+            record.billed = usage.to_dict()
+            record.billed_input, record.billed_output = usage.input_tokens, usage.output_tokens
+            record.billed_cost = _billed_cost(record, usage, self.config)
+        elif record.outcome == "ok" and record.api not in COUNT_APIS:
+            record.message = record.message or _no_usage_reason(record)
+        if record.api in COUNT_APIS:
+            record.billed_cost = Decimal(0)  # the counting endpoints are free
+        await self._commit(record)
+        if self.budget is not None and record.api not in COUNT_APIS:
+            self.budget.settle(reserved, record.spend, record.day)
+        log.info("%s %s %s %.1f ms", record.api, record.model, record.status, record.latency_ms)
+
+    async def _commit(self, record: Record) -> None:
+        try:
+            await self.recorder.write(record)
+        except Exception:  # said on stderr by the recorder; the call itself has been answered
+            return
+
+
+def _billed_cost(record: Record, usage: Usage, config: ProxyConfig) -> Decimal | None:
+    if record.model is None or record.api in COUNT_APIS:
+        return None
+    from mmtok.budgets.pricing.requests import SERVICE_TIERS
+
+    option = SERVICE_TIERS.get(str(record.settings.get("service_tier") or "").lower(), "standard")
+    try:
+        return billed_cost(record.model, usage, config.prices, option)
+    except MmtokError as e:
+        record.message = f"billed usage not priced: {e}"
+        return None
+
+
+def _no_usage_reason(record: Record) -> str:
+    if record.api == "openai-chat" and record.stream:
+        return "the stream reported no usage (set stream_options={'include_usage': True} to have it billed here)"
+    return "the response reported no usage"
+
+
+async def _read_capped(request: Request, cap: int) -> bytes:
+    """The request body, refused before it is read past ``cap`` bytes (a declared length over it: not read at all)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise BodyTooLarge(f"the request body is {int(declared):,} bytes; the proxy takes at most {cap:,}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise BodyTooLarge(f"the request body is over the proxy's cap of {cap:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _client(config: ProxyConfig) -> httpx.AsyncClient:
+    timeout = httpx.Timeout(config.upstream_timeout_s, connect=config.connect_timeout_s)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    return httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False, trust_env=False)
+
+
+def create_app(config: ProxyConfig, client: httpx.AsyncClient | None = None, ledger: Ledger | None = None) -> Any:
+    """The proxy as an ASGI app. ``client``: the upstream HTTP client (a test passes one with its own transport);
+    ``ledger``: an open ledger (else the config's is opened when the app starts)."""
+    proxy = Proxy(config, client, ledger)
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+    app = Starlette(routes=[StarletteRoute("/{path:path}", proxy.handle, methods=methods)], lifespan=proxy.lifespan)
+    app.state.proxy = proxy
+    return app

@@ -1,0 +1,85 @@
+"""Group commit: records from many concurrent calls written by one thread, a batch per transaction.
+
+A call hands its record over and may wait for it: ``await recorder.write(record)`` returns once the record's
+transaction has committed, so a response that ends after it is on disk (a SIGKILL afterwards loses nothing).
+Whatever is queued while one batch commits goes into the next, so 200 concurrent calls cost a few transactions,
+not 200. ``close`` writes everything still queued before it returns (the proxy's SIGTERM drain).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sys
+import threading
+from concurrent.futures import Future
+
+from mmtok.budgets.ledger import Ledger, Record
+
+MAX_BATCH = 512  # records per transaction
+
+
+class Recorder:
+    """Writes records to ``ledger`` from a thread of its own."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self._queue: queue.SimpleQueue[tuple[Record, Future[None]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="mmtok-ledger", daemon=True)
+        self._closed = False
+        self.failures = 0  # batches that could not be written (each said on stderr)
+        self._thread.start()
+
+    def submit(self, record: Record) -> Future[None]:
+        """Queue ``record``; the future is done once it is committed (or holds the error that stopped it)."""
+        done: Future[None] = Future()
+        if self._closed:
+            done.set_exception(RuntimeError("the ledger is closed"))
+            return done
+        self._queue.put((record, done))
+        return done
+
+    async def write(self, record: Record) -> None:
+        """Queue ``record`` and wait until it is committed."""
+        await asyncio.wrap_future(self.submit(record))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            stop = False
+            while len(batch) < MAX_BATCH:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                batch.append(more)
+            self._commit(batch)
+            if stop:
+                return
+
+    def _commit(self, batch: list[tuple[Record, Future[None]]]) -> None:
+        try:
+            self.ledger.write([record for record, _ in batch])
+        except Exception as e:  # the database is gone or full: the calls themselves have already been answered
+            self.failures += 1
+            sys.stderr.write(f"error: ledger {self.ledger.where}: {len(batch)} record(s) not written: {e}\n")
+            for _, done in batch:
+                done.set_exception(e)
+            return
+        for _, done in batch:
+            done.set_result(None)
+
+    def close(self) -> None:
+        """Write everything queued, then stop the thread and close the ledger."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join()
+        self.ledger.close()

@@ -1,0 +1,62 @@
+"""Running the proxy: Uvicorn on a socket bound here (so port 0 works and the real port is known), on 127.0.0.1
+unless told otherwise, with its access log off (a Gemini key may ride in a query string) and a graceful shutdown:
+on SIGTERM or Ctrl-C it stops accepting, lets calls in flight finish (streams included) for up to ``drain_s``
+seconds, then writes every queued ledger record before it exits."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Callable
+
+import uvicorn
+
+from mmtok.budgets.ledger import Ledger
+from mmtok.budgets.proxy.app import create_app
+from mmtok.budgets.proxy.config import ProxyConfig
+from mmtok.errors import ConfigError
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host``:``port`` (IPv4 or IPv6), or a ConfigError that says why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    config: ProxyConfig,
+    ledger: Ledger,
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    drain_s: float = 30.0,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGTERM / SIGINT. ``on_ready`` gets the base URL once the socket listens."""
+    sock = bind(host, port)
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    app = create_app(config, ledger=ledger)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            access_log=False,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=drain_s,
+            timeout_keep_alive=30,
+            server_header=False,
+        )
+    )
+    if on_ready is not None:
+        on_ready(f"http://{shown}:{bound}")
+    sys.stdout.flush()
+    server.run(sockets=[sock])
