@@ -1,0 +1,166 @@
+"""``mmtok hook claude-code``: a Claude Code PreToolUse hook that sends the agent a shrunk copy of each image it reads.
+
+Claude Code runs the command before each tool call its settings match (``"matcher": "Read"``), with the event as
+JSON on stdin, and reads the answer as JSON on stdout. Format, from the hooks reference
+(https://code.claude.com/docs/en/hooks, sections "PreToolUse input" and "PreToolUse decision control", read through
+excerpts on 2026-12-02) and the Agent SDK's types of it (anthropics/claude-agent-sdk-python,
+``src/claude_agent_sdk/types.py`` at e8bde601, 2026-08-22: ``PreToolUseHookInput``, ``PreToolUseHookSpecificOutput``):
+
+- in: ``session_id``, ``transcript_path``, ``cwd``, ``permission_mode``, ``hook_event_name: "PreToolUse"``,
+  ``tool_name``, ``tool_input`` (for Read: ``file_path``, absolute, and optional ``offset``, ``limit``, ``pages``),
+  ``tool_use_id``;
+- out: ``{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow" | "deny" | "ask" |
+  "defer", "permissionDecisionReason": ..., "updatedInput": {...}, "additionalContext": ...}}``; exit 0 with no
+  output lets the call go on unchanged; exit 2 blocks it.
+
+What this hook answers: for a Read of an image inside the project (the event's ``cwd``) or a configured root that
+mmtok can make cheaper for the model while meeting the bars, ``allow`` with ``updatedInput`` pointing ``file_path``
+at the shrunk copy (in the cache folder, reused while the image is unchanged) and ``additionalContext`` telling the
+agent what it sees and where the original is. Anything else (another tool, a file that is no image, missing, or
+outside those folders, an image already as cheap as it gets) gets no answer and exit 0; an error (bad settings, an
+image mmtok cannot read) one line on stderr and exit 1, which Claude Code shows as a non-blocking hook error. Either
+way the read goes on as it would without the hook: it never blocks a read and never widens what the agent may read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from mmtok.config import Config
+
+AGENTS = ("claude-code",)
+DEFAULT_MODEL = "claude-opus-4-7"  # Claude Code's models share Anthropic's image rule; set yours with --model
+MAX_EVENT_BYTES = 1024 * 1024  # an event is a few hundred bytes of JSON
+HEAD_BYTES = 64  # enough for image_format's magic numbers
+REWRITTEN = ("shrunk", "lossless", "converted")
+
+
+def hook(
+    agent: str = typer.Argument(..., help="The agent whose hook event is on stdin: claude-code."),
+    model: str | None = typer.Option(None, "--model", "-m", help="The model the agent reads with (else settings)."),
+    keep: list[str] = typer.Option([], "--keep", help="A quality bar, e.g. ocr>=0.98 (repeatable; else settings)."),
+    config: Path | None = typer.Option(
+        None, "--config", help="The settings file (default: MMTOK_CONFIG or the user's)."
+    ),
+) -> None:
+    """Read an agent's hook event on stdin and answer in its format: a Read of an image gets a shrunk copy that meets
+    your bars on your model. Never blocks: what it does not handle gets no answer (exit 0), an error one line on
+    stderr (exit 1), and the read goes on."""
+    if agent not in AGENTS:
+        sys.stderr.write(f"mmtok hook: unknown agent {agent!r}; known: {', '.join(AGENTS)}\n")
+        raise typer.Exit(1)  # not 2: Claude Code reads exit 2 as "block the tool call"
+    try:
+        from mmtok.config import load_config
+
+        settings = load_config(config).override(model=model, keep=keep)
+        settings.use_cache()
+        answer = claude_code_answer(_event(sys.stdin.buffer), settings)
+    except Exception as e:  # a hook that fails must not stop the agent reading: say why, answer nothing
+        sys.stderr.write(f"mmtok hook: {e}\n")
+        raise typer.Exit(1) from None
+    if answer is not None:
+        sys.stdout.write(json.dumps(answer) + "\n")
+
+
+def _event(stream: Any) -> dict[str, Any]:
+    raw = stream.read(MAX_EVENT_BYTES + 1)
+    if len(raw) > MAX_EVENT_BYTES:
+        raise ValueError(f"the event on stdin is over {MAX_EVENT_BYTES:,} bytes: not a hook event")
+    event = json.loads(raw)
+    if not isinstance(event, dict):
+        raise ValueError("the event on stdin is not a JSON object")
+    return event
+
+
+def claude_code_answer(event: dict[str, Any], settings: Config) -> dict[str, Any] | None:
+    """The answer to one Claude Code PreToolUse event, or None for "go on unchanged"."""
+    tool_input = event.get("tool_input")
+    if event.get("hook_event_name") != "PreToolUse" or event.get("tool_name") != "Read":
+        return None
+    if not isinstance(tool_input, dict) or not isinstance(tool_input.get("file_path"), str):
+        return None
+    path = Path(tool_input["file_path"])
+    if not _is_image(path) or not _inside(path, event.get("cwd"), settings.roots):
+        return None
+    result = _shrunk(path, settings)
+    if result is None or result["status"] not in REWRITTEN:
+        return None
+    return _rewrite(event, tool_input, path, result)
+
+
+def _is_image(path: Path) -> bool:
+    """By its first bytes, as mmtok.load tells kinds (never by the name); a missing file is not one."""
+    from mmtok.headers import image_format
+
+    try:
+        with open(path, "rb") as f:
+            return image_format(f.read(HEAD_BYTES)) is not None
+    except OSError:
+        return False
+
+
+def _inside(path: Path, cwd: object, roots: tuple[Path, ...]) -> bool:
+    """Whether ``path`` (links followed) is inside the project folder or a configured root: the hook only rewrites
+    reads the agent makes there, so an ``allow`` never opens a file the user would be asked about."""
+    folders = [Path(cwd)] if isinstance(cwd, str) and cwd else []
+    real = Path(os.path.realpath(path))
+    return any(real.is_relative_to(os.path.realpath(folder)) for folder in [*folders, *roots])
+
+
+def _shrunk(path: Path, settings: Config) -> dict[str, Any] | None:
+    """mmtok shrink's result for ``path`` (its ``to_dict()``), made once per version of the file, model and bars,
+    and kept beside the output in the cache folder for the next read."""
+    from mmtok.budgets.shrink import make_bars, shrink_models
+    from mmtok.cache import cache_dir
+    from mmtok.errors import MmtokError
+
+    model = settings.model_or(DEFAULT_MODEL)
+    bars = make_bars(list(settings.keep) or None)
+    stat = path.stat()
+    key = json.dumps([os.path.realpath(path), stat.st_size, stat.st_mtime_ns, model, sorted(map(str, bars.values()))])
+    name = hashlib.sha256(key.encode()).hexdigest()[:20]
+    folder = cache_dir("hook", "claude-code")
+    record = folder / f"{name}.json"
+    if record.is_file():
+        kept = json.loads(record.read_text(encoding="utf-8"))
+        if Path(kept["output"]).is_file():
+            return kept
+    (result,) = shrink_models(path, [model], bars, folder, name)
+    if isinstance(result, MmtokError):
+        raise result
+    done = {k: v for k, v in result.to_dict().items() if k != "tried"}
+    from mmtok.files import write_atomic
+
+    write_atomic(record, json.dumps(done).encode())
+    return done
+
+
+def _rewrite(event: dict[str, Any], tool_input: dict[str, Any], path: Path, result: dict[str, Any]) -> dict[str, Any]:
+    measures = ", ".join(f"{k} {v:.3f}" for k, v in result["measures"].items() if v is not None)
+    saved = (
+        f"{result['tokens_before']:,} -> {result['tokens_after']:,} tokens on {result['model']}"
+        f" (${result['cost_before']} -> ${result['cost_after']})"
+    )
+    reason = f"mmtok: {path.name} read as a shrunk copy: {saved}"
+    context = (
+        f"The image {path} was shown to you as a copy mmtok made for {result['model']}: {result['action']}; "
+        f"{saved}; measured {measures or 'as exact'} against the original, within the bars "
+        f"{', '.join(result['bars'].values()) or 'none'}. The copy is {result['output']}; if a detail you need is "
+        "not in it, say so: reads of the original are shrunk the same way until the bars are raised."
+    )
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "permissionDecisionReason": reason,
+            "updatedInput": {**tool_input, "file_path": result["output"]},
+            "additionalContext": context,
+        }
+    }

@@ -1,0 +1,131 @@
+"""`mmtok hook claude-code` answering recorded Claude Code PreToolUse events in Claude Code's documented format.
+
+The events in tests/data/hooks/ have the shape of Claude Code's PreToolUse input (session_id, transcript_path, cwd,
+permission_mode, hook_event_name, tool_name, tool_input, tool_use_id); each test points their `cwd` and `file_path`
+at its own folder and leaves every other field as recorded."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import mmtok
+from mmtok.cli.main import app
+
+EVENTS = Path(__file__).parent / "data" / "hooks"
+FAST = ["--keep", "ssim>=0.9"]  # no OCR: the bar that decides is SSIM
+DECISION_KEYS = {"hookEventName", "permissionDecision", "permissionDecisionReason", "updatedInput", "additionalContext"}
+runner = CliRunner()
+
+
+def _event(name: str, project: Path, file_name: str | None = None) -> dict:
+    event = json.loads((EVENTS / name).read_text())
+    recorded = Path(event["cwd"])
+    event["cwd"] = str(project)
+    if "file_path" in event["tool_input"]:
+        relative = Path(event["tool_input"]["file_path"]).relative_to(recorded)
+        event["tool_input"]["file_path"] = str(project / (file_name or relative))
+    return event
+
+
+@pytest.fixture
+def project(tmp_path, samples, monkeypatch):
+    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user settings file
+    monkeypatch.delenv("MMTOK_CONFIG", raising=False)
+    monkeypatch.delenv("MMTOK_MODEL", raising=False)
+    monkeypatch.delenv("MMTOK_KEEP", raising=False)
+    root = tmp_path / "app"
+    (root / "docs").mkdir(parents=True)
+    shutil.copy(samples / "astronaut.png", root / "docs" / "screenshot.png")
+    (root / "README.md").write_text("# app\n")
+    return root
+
+
+def _run(event: dict, *args: str):
+    return runner.invoke(app, ["hook", "claude-code", *args], input=json.dumps(event))
+
+
+def test_image_read_answers_with_a_shrunk_copy_in_claude_codes_format(project):
+    event = _event("read-image.json", project)
+    result = _run(event, "-m", "claude-opus-4-7", *FAST)
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.stdout)
+    assert set(answer) == {"hookSpecificOutput"}
+    decision = answer["hookSpecificOutput"]
+    assert set(decision) == DECISION_KEYS
+    assert decision["hookEventName"] == "PreToolUse" and decision["permissionDecision"] == "allow"
+    copy = Path(decision["updatedInput"]["file_path"])
+    assert set(decision["updatedInput"]) == set(event["tool_input"]) and copy != Path(event["tool_input"]["file_path"])
+    original = mmtok.price(event["tool_input"]["file_path"], "claude-opus-4-7")
+    shrunk = mmtok.price(copy, "claude-opus-4-7")
+    assert shrunk.tokens("image") < original.tokens("image")
+    assert f"{original.tokens('image'):,} -> {shrunk.tokens('image'):,} tokens" in decision["additionalContext"]
+    assert (
+        "ssim>=0.9" in decision["additionalContext"]
+        and str(project / "docs" / "screenshot.png") in (decision["additionalContext"])
+    )
+
+
+def test_an_unchanged_image_read_again_reuses_the_copy(project):
+    event = _event("read-image.json", project)
+    first = json.loads(_run(event, *FAST).stdout)["hookSpecificOutput"]["updatedInput"]["file_path"]
+    written = Path(first).stat().st_mtime_ns
+    again = json.loads(_run(event, *FAST).stdout)["hookSpecificOutput"]["updatedInput"]["file_path"]
+    assert again == first and Path(again).stat().st_mtime_ns == written
+    (project / "docs" / "screenshot.png").write_bytes((project / "docs" / "screenshot.png").read_bytes())  # touched
+    assert json.loads(_run(event, *FAST).stdout)["hookSpecificOutput"]["updatedInput"]["file_path"] != first
+
+
+def test_model_and_bars_come_from_the_settings_file(project, tmp_path, monkeypatch):
+    settings = tmp_path / "mmtok.toml"
+    settings.write_text('model = "gpt-4o"\nkeep = ["ssim>=0.9"]\n')
+    monkeypatch.setenv("MMTOK_CONFIG", str(settings))
+    decision = json.loads(_run(_event("read-image.json", project)).stdout)["hookSpecificOutput"]
+    assert "on gpt-4o" in decision["permissionDecisionReason"] and "ssim>=0.9" in decision["additionalContext"]
+
+
+@pytest.mark.parametrize("name", ["read-text.json", "read-missing.json", "bash.json"])
+def test_reads_it_does_not_handle_get_no_answer_and_exit_0(project, name):
+    result = _run(_event(name, project), *FAST)
+    assert result.exit_code == 0 and result.stdout == "" and result.stderr == ""
+
+
+def test_an_image_outside_the_project_is_left_alone(project, tmp_path):
+    outside = tmp_path / "elsewhere.png"
+    shutil.copy(project / "docs" / "screenshot.png", outside)
+    event = _event("read-image.json", project)
+    event["tool_input"]["file_path"] = str(outside)
+    result = _run(event, *FAST)
+    assert result.exit_code == 0 and result.stdout == ""
+
+
+def test_an_image_named_like_text_is_told_by_its_bytes(project):
+    shutil.copy(project / "docs" / "screenshot.png", project / "docs" / "notes.txt")
+    result = _run(_event("read-image.json", project, "docs/notes.txt"), *FAST)
+    assert json.loads(result.stdout)["hookSpecificOutput"]["permissionDecision"] == "allow"
+
+
+@pytest.mark.parametrize(
+    ("stdin", "args", "said"),
+    [
+        ("not json", [], "mmtok hook: Expecting value"),
+        ("[1, 2]", [], "not a JSON object"),
+        (None, ["--keep", "ssim>=2"], "ssim is a fraction between 0 and 1"),
+    ],
+)
+def test_an_error_is_one_line_on_stderr_and_exit_1_never_2(project, stdin, args, said):
+    """Claude Code blocks the tool call on exit 2: a failing hook must not stop the agent reading."""
+    stdin = stdin if stdin is not None else json.dumps(_event("read-image.json", project))
+    result = runner.invoke(app, ["hook", "claude-code", *args], input=stdin)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert said in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_unknown_agent_is_exit_1(project):
+    result = runner.invoke(app, ["hook", "cursor"], input="{}")
+    assert result.exit_code == 1 and "unknown agent 'cursor'" in result.stderr
