@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 from mmtok.budgets.formulas import TokenCount, anthropic_patches, weakest
 from mmtok.errors import PriceError
+from mmtok.media.document import RENDER_DPI  # mmtok's own page renders, and its assumption where none is published
 
 if TYPE_CHECKING:
     from mmtok.budgets.pricing.models import Model
     from mmtok.media.document import Document, Page
 
 READ = "2026-12-02"
-RENDER_DPI = 150  # mmtok's own page renders, and its assumption where a provider publishes none
 MB = 1_000_000
 ImageRule = Callable[[int, int, "str | None"], TokenCount]  # (width, height, detail) -> the model's image count
 

@@ -132,3 +132,14 @@ def test_inspect_shows_a_document(mixed_pdf):
     assert result.exit_code == 0, result.output
     row = json.loads(result.output)
     assert (row["kind"], row["pages"], row["text_pages"]) == ("document", 5, 4)
+
+
+def test_each_page_becomes_one_token_sequence(mixed_pdf):
+    from mmtok.media.document import page_sequences
+
+    doc = mmtok.load(mixed_pdf[0])
+    sequences = page_sequences(doc, mmtok.get_tokenizer("vq-clip-tiny"))
+    assert list(sequences) == [f"page-{n}" for n in range(1, 6)]
+    first = sequences["page-1"]
+    assert first.modality == "image" and len(first) == 64 and first.meta["source_size"] == [1275, 1650]
+    assert sequences["page-2"].meta["source_size"] == [1754, 1240]  # rendered as displayed (rotated)

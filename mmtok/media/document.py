@@ -31,6 +31,8 @@ MAX_PDF_BYTES = 1 << 30  # files above this are refused before any parsing
 MAX_PAGES = 10_000  # a page count above this is a PDF bomb (providers take 100 to 1,000)
 MAX_TEXT_CHARS = 16_000_000  # characters of text layer over all pages
 MAX_RENDER_PIXELS = 40_000_000  # one rendered page (a Letter page at 600 dpi is 33.7 million)
+RENDER_DPI = 150  # pages rendered for image tokenizers (and, in budgets.documents, for self-hosted models)
+MAX_RENDER_SIDE_PX = 4096  # a page rendered for a tokenizer is scaled to fit this (a 200-inch page is not 30,000 px)
 READ_DEADLINE_S = 60.0  # one request to the child: open + every page, or one render
 WORKER_MEMORY_BYTES = 1 << 30  # the child's address space (RLIMIT_AS)
 EOF_WINDOW_BYTES = 1024  # "%%EOF" must be within the file's last 1,024 bytes (as Acrobat reads it)
@@ -61,6 +63,12 @@ class Page:
         """The page's size in pixels rendered at ``dpi`` (72 dpi: one pixel per point)."""
         scale = dpi / 72.0
         return max(1, round(self.width_pt * scale)), max(1, round(self.height_pt * scale))
+
+    def render_size(self, dpi: float = RENDER_DPI, max_side_px: int = MAX_RENDER_SIDE_PX) -> tuple[int, int]:
+        """The page's size at ``dpi``, scaled down to fit ``max_side_px`` on its long side."""
+        width, height = self.pixels(dpi)
+        scale = min(1.0, max_side_px / max(width, height))
+        return max(1, round(width * scale)), max(1, round(height * scale))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -144,6 +152,14 @@ class Document:
         pixels = document_worker.render(self.path, number - 1, width, height)
         return PIL.Image.frombytes("RGB", (width, height), pixels)
 
+    def extract(self) -> bytes:
+        """A new PDF of this document's pages (a selection's, in its order), written by PDFium in the child."""
+        from mmtok.media import document_worker
+
+        if self.path is None:
+            raise MediaError(None, "an in-memory document has no pages to copy")
+        return document_worker.extract(self.path, [p.number - 1 for p in self.pages])
+
     @property
     def notes(self) -> tuple[str, ...]:
         """What the file holds that mmtok ignores, and what a provider may refuse, in words."""
@@ -176,6 +192,15 @@ class Document:
             "notes": list(self.notes),
             "bytes": self.size_bytes,
         }
+
+
+def page_sequences(document: Document, tokenizer: Any, image_size: int | None = None) -> dict[str, Any]:
+    """Each page rendered (150 dpi, at most 4,096 px a side) and encoded by an image ``tokenizer``: one
+    ``TokenSequence`` a page, keyed ``page-1``, ``page-2``... in page order."""
+    return {
+        f"page-{page.number}": tokenizer.encode(document.render(page.number, page.render_size()), image_size=image_size)
+        for page in document.pages
+    }
 
 
 # ------------------------------------------------------------------------------------------------------------- load

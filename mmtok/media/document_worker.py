@@ -156,6 +156,15 @@ def render(path: Path, index: int, width: int, height: int) -> bytes:
     return WORKER.request(path, message, READ_DEADLINE_S)[1]
 
 
+def extract(path: Path, indices: list[int]) -> bytes:
+    """A new PDF of the pages at ``indices`` (0-based, in that order), as PDFium writes it."""
+    from mmtok.media.document import READ_DEADLINE_S
+
+    st = os.stat(path)
+    message = {"op": "extract", "path": os.fspath(path), "id": [st.st_dev, st.st_ino], "indices": indices}
+    return WORKER.request(path, message, READ_DEADLINE_S)[1]
+
+
 # ------------------------------------------------------------------------------------------------------ the child
 _ERRORS = {  # FPDF_GetLastError codes
     2: "cannot be opened by the PDF reader",
@@ -266,6 +275,27 @@ def _render(message: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         pdf.close()
 
 
+def _extract(message: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    import io
+
+    import pypdfium2 as pdfium
+
+    source = _open(message)
+    try:
+        out = pdfium.PdfDocument.new()
+        try:
+            out.import_pages(source, message["indices"])
+            buffer = io.BytesIO()
+            out.save(buffer)  # into memory: the child may write no file
+        finally:
+            out.close()
+    except pdfium.PdfiumError as e:
+        raise _Refused(f"its pages cannot be copied into a new PDF: {e}") from None
+    finally:
+        source.close()
+    return {"raw": True}, buffer.getvalue()
+
+
 def _serve(memory_bytes: int) -> None:
     _limit_self(memory_bytes)
     import pypdfium2  # noqa: F401 - loaded once, under the limits
@@ -280,6 +310,8 @@ def _serve(memory_bytes: int) -> None:
         try:
             if message["op"] == "scan":
                 reply = _scan(message)
+            elif message["op"] == "extract":
+                reply, raw_bytes = _extract(message)
             else:
                 reply, raw_bytes = _render(message)
         except _Refused as e:
