@@ -71,7 +71,7 @@ def spec_file(tmp_path, body: str):
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
-    monkeypatch.setattr("mmtok.budgets.planner.default_cache_dir", lambda: folder)
+    monkeypatch.setattr("mmtok.budgets.planner.evaluation.default_cache_dir", lambda: folder)
     return folder
 
 
