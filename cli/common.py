@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,6 +27,7 @@ from mmtok.errors import MmtokError
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -269,7 +271,8 @@ def resolve_max_pixels(max_pixels: int | None) -> int:
 # ----------------------------------------------------------------------------------------------------- tables
 @dataclass(frozen=True)
 class Column:
-    """A table column. ``fold`` columns (paths, working) fold onto more lines in the room the others leave; all
+    """A table column. ``fold`` columns (paths, working) fold onto more lines in the room the others leave, at a
+    path separator or a space, never inside a file name or a word (up to :data:`WHOLE_PIECE_MAX` columns); all
     other columns keep their widest cell (numbers are never cut or wrapped). On a narrow terminal the columns
     with the lowest ``priority`` are left out first; ``priority=None`` is never left out."""
 
@@ -287,6 +290,42 @@ def _cell_width(cell: str) -> int:
 
 
 FOLD_FLOOR = 6  # a fold column squeezed below its own min_width when nothing else can give way
+WHOLE_PIECE_MAX = 40  # a file name or word up to this wide is never folded inside; a longer one folds anywhere
+_PIECES = re.compile(r"\s+|[^\s/]+/?|/")  # a fold column's cells break after a run of spaces or a '/'
+
+
+def _longest_piece(cell: str) -> int:
+    """The widest file name or word of a cell, at most :data:`WHOLE_PIECE_MAX`: what folding keeps whole. A
+    folder's name (a piece ending in '/') may fold when the column has no room for it."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    pieces = _PIECES.findall(Text.from_markup(cell).plain)
+    return min(
+        max((cell_len(p) for p in pieces if not p.isspace() and not p.endswith("/")), default=0), WHOLE_PIECE_MAX
+    )
+
+
+def fold_at_separators(cell: str, width: int) -> Text:
+    """``cell`` (rich markup) on lines of at most ``width`` columns, broken after a '/' or at spaces, so that a
+    path folds between its folders and a file name or word stays whole; a piece wider than ``width`` is left for
+    rich to fold."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    lines = []
+    for line in Text.from_markup(cell).split("\n", allow_blank=True):
+        start, used = 0, 0
+        for match in _PIECES.finditer(line.plain):
+            piece_width = cell_len(match.group())
+            if used and used + piece_width > width and not match.group().isspace():
+                done = line[start : match.start()]
+                done.rstrip()  # in place
+                lines.append(done)
+                start, used = match.start(), 0
+            used += piece_width
+        lines.append(line[start:])
+    return Text("\n").join(lines)
 
 
 def fit_table(
@@ -302,11 +341,12 @@ def fit_table(
 
     filled = [i for i, _ in enumerate(columns) if any(row[i] for row in rows)] or list(range(len(columns)))
     natural = {i: max([_cell_width(columns[i].header), *(_cell_width(row[i]) for row in rows)]) for i in filled}
+    whole = {i: max([_longest_piece(columns[i].header), *(_longest_piece(row[i]) for row in rows)]) for i in filled}
 
     def floor(i: int, squeezed: bool = False) -> int:
         if not columns[i].fold:
             return natural[i]
-        return min(natural[i], FOLD_FLOOR if squeezed else columns[i].min_width)
+        return min(natural[i], max(whole[i], FOLD_FLOOR if squeezed else columns[i].min_width))
 
     kept = list(filled)
     dropped: list[int] = []
@@ -337,7 +377,7 @@ def fit_table(
     for index, row in enumerate(rows):
         if index == section_at:
             table.add_section()
-        table.add_row(*(row[i] for i in kept))
+        table.add_row(*(fold_at_separators(row[i], widths[i]) if columns[i].fold else row[i] for i in kept))
     return (
         table,
         [columns[i].header.replace("\n", " ") for i in sorted(dropped)],
@@ -368,10 +408,44 @@ def fmt_num(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def short_path(path: str | os.PathLike[str], root: Path | None = None) -> str:
-    """``path`` relative to ``root`` (or the working folder) when it lies inside it, control characters escaped
-    (a name with a newline stays on its line of a table)."""
+# The folders a command was given (its ``paths``), while it runs: their files are named relative to them.
+_INPUT_FOLDERS: ContextVar[tuple[Path, ...]] = ContextVar("input_folders", default=())
+
+
+@contextmanager
+def input_folders(paths: Iterable[str | os.PathLike[str]] | None) -> Iterator[None]:
+    """While the block runs, :func:`short_path` names a file found in one of the folders among ``paths`` relative to
+    that folder where that is shorter (``2019/a.jpg`` for ``photos/2019/a.jpg`` after ``mmtok inspect photos``).
+    With several folders a file is named from the folder's parent, so it starts with the folder's name (``a/x.jpg``,
+    ``b/x.jpg``); folders of the same name give no such names. The ``mmtok`` app sets this for every command that
+    takes ``paths`` or ``inputs``; an input that is not a folder (a file, a URL, ``-``) is passed over."""
+    folders = []
+    for path in paths or ():
+        try:
+            if Path(path).is_dir():
+                folders.append(Path(path).resolve())
+        except OSError:
+            continue
+    if len(folders) > 1:
+        folders = [f.parent for f in folders] if len({f.name for f in folders}) == len(folders) else []
+    token = _INPUT_FOLDERS.set(tuple(folders))
     try:
-        return printable(str(Path(path).resolve().relative_to((root or Path.cwd()).resolve())))
-    except (ValueError, OSError):
-        return printable(os.fspath(path))
+        yield
+    finally:
+        _INPUT_FOLDERS.reset(token)
+
+
+def short_path(path: str | os.PathLike[str], root: Path | None = None) -> str:
+    """``path`` as people read it in a table: the shortest of the path as given, relative to ``root`` (else to the
+    working folder), and relative to the folder given on the command line that holds it (:func:`input_folders`);
+    control characters escaped (a name with a newline stays on its line of a table)."""
+    names = [os.fspath(path)]
+    try:
+        resolved = Path(path).resolve()
+        bases = [root.resolve()] if root else [Path.cwd().resolve(), *_INPUT_FOLDERS.get()]
+    except OSError:
+        return printable(names[0])
+    for base in bases:
+        if resolved.is_relative_to(base) and resolved != base:
+            names.append(str(resolved.relative_to(base)))
+    return printable(min(names, key=len))

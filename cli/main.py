@@ -13,7 +13,7 @@ import click
 import typer
 import typer.core
 
-from mmtok.cli.common import print_error
+from mmtok.cli.common import input_folders, print_error
 from mmtok.cli.examples import epilog
 from mmtok.errors import MmtokError
 
@@ -176,14 +176,16 @@ def version() -> None:
 
 def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     """``command`` that ends in one ``error:`` line and exit 1 on anything it did not handle: never a traceback.
-    Usage errors and exits pass through as they are."""
+    Usage errors and exits pass through as they are. While it runs, the folders among its inputs (the argument
+    ``paths`` or ``inputs``) name the files found in them in its tables (:func:`mmtok.cli.common.input_folders`)."""
     if getattr(command, "_mmtok_guarded", False):
         return command
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            return command(*args, **kwargs)
+            with input_folders(kwargs.get("paths") or kwargs.get("inputs")):
+                return command(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
             raise
         except MmtokError as e:

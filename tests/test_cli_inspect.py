@@ -307,9 +307,12 @@ def test_models_csv_and_a_table_that_fits_80_columns():
     assert result.exit_code == 0 and rows and all(r["provider"] == "anthropic" for r in rows)
     assert rows[0].keys() >= {"model", "takes", "image_rule", "input_per_mtok", "context_window", "retired"}
     table = runner.invoke(app, ["models", "--provider", "anthropic"], env={"COLUMNS": "80"})
-    assert max(len(line) for line in table.stdout.splitlines()) <= 80
+    lines = table.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert all(any(f" {r['model']} " in line for line in lines) for r in rows)  # every name whole on its line
+    wide = runner.invoke(app, ["models", "--provider", "anthropic"], env={"COLUMNS": "120"})
     windows = {f"{int(r['context_window']):,}" for r in rows if r["context_window"]}
-    assert all(w in table.stdout for w in windows)  # 1,000,000 whole, never 1,000,00
+    assert all(w in wide.stdout for w in windows)  # 1,000,000 whole, never 1,000,00
 
 
 # ----------------------------------------------------------------------------------------------- progress bars
