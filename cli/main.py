@@ -23,12 +23,17 @@ COMMANDS = {
     "inspect": ("mmtok.cli.inspect", "inspect"),
     "demo": ("mmtok.cli.demo", "demo"),
     "price": ("mmtok.cli.price", "price"),
-    "models": ("mmtok.cli.price", "models"),
+    "models": ("mmtok.cli.models", "models"),
     "tokenize": ("mmtok.cli.tokenize", "tokenize"),
     "detokenize": ("mmtok.cli.tokenize", "detokenize"),
     "truncate": ("mmtok.cli.truncate", "truncate"),
     "shrink": ("mmtok.cli.shrink", "shrink"),
     "plan": ("mmtok.cli.plan", "plan"),
+    "proxy": ("mmtok.cli.proxy", "proxy"),
+    "ledger": ("mmtok.cli.proxy", "ledger"),
+    "calibrate": ("mmtok.cli.proxy", "calibrate"),
+    "mcp": ("mmtok.cli.mcp", "mcp"),
+    "hook": ("mmtok.cli.hook", "hook"),
     "version": ("mmtok.cli.main", "version"),
 }
 GROUPS = {
