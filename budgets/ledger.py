@@ -172,7 +172,7 @@ class SqliteLedger:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.DatabaseError as e:
-            raise ConfigError(f"{self.path}: cannot open as an SQLite ledger ({e})") from None
+            raise ConfigError(f"{self.path}: not an mmtok ledger ({e})") from None
         conn.row_factory = sqlite3.Row
         return conn
 

@@ -38,6 +38,18 @@ from mmtok.errors import MmtokError
 log = logging.getLogger("mmtok.proxy")
 
 
+class _NoQueryStrings(logging.Filter):
+    """httpx logs each request's URL at INFO; a Gemini key may be in its query string: log URLs without one."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(a.copy_with(query=None) if isinstance(a, httpx.URL) else a for a in record.args)
+        return True
+
+
+logging.getLogger("httpx").addFilter(_NoQueryStrings())
+
+
 class BodyTooLarge(Exception):
     pass
 
