@@ -110,6 +110,11 @@ def shrink_models(
     """One result (or error) per model for ``source``, written to ``out_dir/<name>.<model><suffix>``. ``jobs`` keeps
     decoded inputs and their measurements between calls (the benchmark shrinks one input under several bars).
     ``protect``: resolved paths never written to (the inputs); the source itself is always protected."""
+    from mmtok.budgets.shrink.document import shrink_documents, starts_like_pdf
+
+    if starts_like_pdf(source):
+        yield from shrink_documents(source, models, bars, out_dir, name, detail=detail, prices=prices, protect=protect)
+        return
     options = _Options(lossless, detail, speed, min_silence_s, crop, tuple(prices))
     try:
         media, job = _load_job(source, jobs)
