@@ -153,10 +153,27 @@ def condensed(text: str) -> str:
     return match.group(1) + "; ".join(problems) if problems else text
 
 
-def result(payload: dict[str, Any], *blocks: ImageContent | AudioContent) -> CallToolResult:
-    """``payload`` as structured content and as JSON text (for clients that read only text), after any media."""
-    text = TextContent(type="text", text=json.dumps(payload, indent=1, default=str))
-    return CallToolResult(content=[*blocks, text], structured_content=payload)
+def result(payload: dict[str, Any], *blocks: ImageContent | AudioContent, text: str | None = None) -> CallToolResult:
+    """``payload`` as structured content and as text after any media: ``text`` where the JSON would be too long for
+    a model to read (the models table), else the JSON itself, for clients that read only text."""
+    said = TextContent(type="text", text=text if text is not None else json.dumps(payload, indent=1, default=str))
+    return CallToolResult(content=[*blocks, said], structured_content=payload)
+
+
+def model_line(row: dict[str, Any]) -> str:
+    """One model of ``mmtok models`` as a line a model reads: what it takes, its image rule, its prices."""
+    rule = row["rules"].get("image")
+    prices = row["prices"] or {}
+    money = f"${prices['input']} in / ${prices.get('output', '?')} out per 1M" if "input" in prices else "no price"
+    parts = [
+        f"{row['model']} ({row['provider'] or row['family'] or '?'})",
+        "takes " + ",".join(row["takes"]),
+        f"image: {rule['formula']} ({rule['label']})" if rule else "",
+        money,
+        f"context {row['context_window']:,}" if row["context_window"] else "",
+        f"retired {row['retired']}" if row["retired"] else "",
+    ]
+    return "; ".join(p for p in parts if p)
 
 
 def batch(payload: dict[str, Any], done: list[Any], errors: list[dict[str, str]]) -> CallToolResult:
@@ -294,7 +311,7 @@ def build_server(config: Config, *, allow_private: bool = False) -> MCPServer:
         rows = [r for r in model_rows(provider, modality) if not contains or contains.lower() in r["model"].lower()]
         if not rows:
             raise ToolError("no models match (see the tool without filters)")
-        return result({"models": rows})
+        return result({"models": rows}, text="\n".join(model_line(row) for row in rows))
 
     for tool in (price, shrink, inspect):
         server.add_tool(tool, annotations=read_only)

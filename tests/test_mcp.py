@@ -116,6 +116,8 @@ def test_tools_listed_and_called_with_good_and_bad_arguments(folder, env):
             listed_models = await client.call_tool("models", {"provider": "anthropic", "modality": "image"})
             names = [row["model"] for row in listed_models.structured_content["models"]]
             assert "claude-opus-4-7" in names and all(n.startswith("claude") for n in names)
+            lines = listed_models.content[0].text.splitlines()  # what a model reads: a line per model, not the JSON
+            assert [line.split(" (")[0] for line in lines] == names
 
             assert _error(await client.call_tool("price", {"paths": 5})) == (
                 "Error executing tool price: paths: Input should be a valid list"
@@ -215,6 +217,7 @@ def test_refusals_are_tool_errors_and_the_server_keeps_serving(folder, env, tmp_
             image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + big[:MAX_ARGUMENT_CHARS]}}
             body = {"model": "gpt-4o", "messages": [{"role": "user", "content": [image]}]}
             assert "body: " in _error(await client.call_tool("price", {"body": body}))
+            assert "data: not base64" in _error(await client.call_tool("shrink", {"data": "not*base64"}))
             for path in (str(outside), "../outside.png", "link.png", outside.as_uri()):
                 said = _error(await client.call_tool("price", {"paths": [path]}))
                 assert "outside the folders open to this server" in said, path
