@@ -5,6 +5,7 @@ seconds, then writes every queued ledger record before it exits."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 from collections.abc import Callable
@@ -15,6 +16,17 @@ from mmtok.budgets.ledger import Ledger
 from mmtok.budgets.proxy.app import create_app
 from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.errors import ConfigError
+
+
+class _Server(uvicorn.Server):
+    """Uvicorn's server, ending with status 0 after a drained stop (Uvicorn raises the signal again once it has
+    shut down, so the process would end as killed by it)."""
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -45,7 +57,7 @@ def serve(
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     app = create_app(config, ledger=ledger)
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(
             app,
             access_log=False,
@@ -56,7 +68,15 @@ def serve(
             server_header=False,
         )
     )
-    if on_ready is not None:
-        on_ready(f"http://{shown}:{bound}")
-    sys.stdout.flush()
-    server.run(sockets=[sock])
+    asyncio.run(_serve(server, sock, lambda: on_ready and on_ready(f"http://{shown}:{bound}")))
+
+
+async def _serve(server: uvicorn.Server, sock: socket.socket, ready: Callable[[], object]) -> None:
+    """Uvicorn's ``serve``, saying it is ready once it is (its signal handlers in place, the app started)."""
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if server.started:
+        ready()
+        sys.stdout.flush()
+    await task
