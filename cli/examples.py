@@ -68,6 +68,20 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ),
         ("Priced with your own sheet, as JSON", "mmtok plan spec.toml --out plan/ --prices my.toml --json"),
     ),
+    "proxy": (
+        ("Price and record every call on port 8787", "mmtok proxy --port 8787 --ledger calls.sqlite"),
+        ("Refuse calls over 5 cents or $20 a day", "mmtok proxy --max-cost 0.05 --budget-usd-per-day 20"),
+        ("Predict with a calibration sheet", "mmtok proxy --ledger calls.sqlite --prices calibrated.toml"),
+    ),
+    "ledger": (
+        ("Spend, and predicted against billed", "mmtok ledger calls.sqlite"),
+        ("An HTML report with figures", "mmtok ledger calls.sqlite --html report/"),
+        ("One CSV row per call", "mmtok ledger calls.sqlite --csv"),
+    ),
+    "calibrate": (
+        ("Fit each model's rule to its bills", "mmtok calibrate calls.sqlite --out calibrated.toml"),
+        ("The fits as JSON, for a script", "mmtok calibrate calls.sqlite --out calibrated.toml --json"),
+    ),
     "version": (("The installed version", "mmtok version"),),
     "prices": (
         ("Which price data is in use, and how old", "mmtok prices status"),
