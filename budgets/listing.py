@@ -16,14 +16,17 @@ SHOWN_RATES = ("input", "cache_read", "cache_write", "output", "input_audio", "o
 
 
 def _rule(model: Model, modality: str, params: dict[str, Any]) -> dict[str, Any]:
-    """A rule's formula, label and parameters. The label is the rule's, and what a quote at the default detail
-    carries where that differs (OpenAI's ``detail=auto`` is billed as high: an upper bound; Gemini 2.5's default
-    pan & scan is an estimate), taken from a quote of a 1,024 x 1,024 image."""
+    """A rule's name, formula, label and parameters. The name is the one ``mmtok price`` gives the rules a quote
+    was counted by (the model's family in ``budgets/families.toml``, ``anthropic-high-resolution``); the formula is
+    the arithmetic it applies (``anthropic-patches``). The label is the rule's, and what a quote at the default
+    detail carries where that differs (OpenAI's ``detail=auto`` is billed as high: an upper bound; Gemini 2.5's
+    default pan & scan is an estimate), taken from a quote of a 1,024 x 1,024 image."""
     label = params.get("label", "exact")
     if modality == "image":
         default = model_image_count(model, 1024, 1024).label
         label = label if default == label else f"{label}; default detail: {default}"
     return {
+        "rule": model.family.name if model.family else params["formula"],
         "formula": params["formula"],
         "label": label,
         "parameters": {k: v for k, v in params.items() if k not in ("formula", "label")},

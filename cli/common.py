@@ -11,7 +11,9 @@ import functools
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from mmtok.errors import MmtokError
+from mmtok.errors import MediaError, MmtokError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -73,7 +75,7 @@ def printable(text: str) -> str:
 def _to_stderr(line: str) -> None:
     """On a terminal through rich's console, so a live progress bar is redrawn below the line instead of being
     tangled with it; otherwise as plain text. Always one line: control characters are escaped."""
-    line = printable(line)
+    line = printable(_stdin_named(line))
     _lines.flush()
     if stderr_is_terminal():
         err_console().print(line, markup=False, highlight=False, soft_wrap=True)
@@ -119,7 +121,7 @@ class _JsonLines:
         self.since = time.monotonic()
 
     def write(self, obj: dict[str, Any]) -> None:
-        line = _json.encode(obj) + "\n"
+        line = _stdin_named(_json.encode(obj)) + "\n"
         self.pending.append(line)
         self.size += len(line)
         if self.size > 65536 or time.monotonic() - self.since > 0.2:
@@ -438,8 +440,10 @@ def input_folders(paths: Iterable[str | os.PathLike[str]] | None) -> Iterator[No
 def short_path(path: str | os.PathLike[str], root: Path | None = None) -> str:
     """``path`` as people read it in a table: the shortest of the path as given, relative to ``root`` (else to the
     working folder), and relative to the folder given on the command line that holds it (:func:`input_folders`);
-    control characters escaped (a name with a newline stays on its line of a table)."""
+    ``-`` for what was read from stdin; control characters escaped (a name with a newline stays on its line)."""
     names = [os.fspath(path)]
+    if names[0] in _STDIN_FILES.get():
+        return STDIN
     try:
         resolved = Path(path).resolve()
         bases = [root.resolve()] if root else [Path.cwd().resolve(), *_INPUT_FOLDERS.get()]
@@ -449,3 +453,93 @@ def short_path(path: str | os.PathLike[str], root: Path | None = None) -> str:
         if resolved.is_relative_to(base) and resolved != base:
             names.append(str(resolved.relative_to(base)))
     return printable(min(names, key=len))
+
+
+# ----------------------------------------------------------------------------------------------- stdin as an input
+STDIN = "-"  # an input named so is read from stdin
+STDIN_MAX_BYTES = 64 * 1024 * 1024  # read_stdin_input's default: a request body or a token file
+STDIN_FILE_MAX_BYTES = 2 * 1024**3  # media piped into a command that reads files
+INPUT_PARAMETERS = ("paths", "tokens", "spec", "suite", "file", "config")  # a command's inputs that may be '-'
+_STDIN_CHUNK = 1 << 20
+_STDIN_FILES: ContextVar[tuple[str, ...]] = ContextVar("stdin_files", default=())  # shown as '-'
+
+
+def read_stdin_input(max_bytes: int = STDIN_MAX_BYTES) -> bytes:
+    """What was piped into stdin (a request body, an image), at most ``max_bytes``: read in chunks and counted, so
+    more is refused without being held. A :class:`MediaError` naming ``-`` when stdin is a terminal (nothing was
+    piped in) or holds more than ``max_bytes``."""
+    chunks, size = [], 0
+    for chunk in _stdin_chunks(max_bytes):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _stdin_chunks(max_bytes: int) -> Iterator[bytes]:
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None or sys.stdin.isatty():
+        raise MediaError(STDIN, "stdin is a terminal: pipe the input in (cat photo.jpg | mmtok inspect -)")
+    size = 0
+    while chunk := stream.read(min(_STDIN_CHUNK, max_bytes + 1 - size)):
+        size += len(chunk)
+        if size > max_bytes:
+            raise MediaError(STDIN, f"more than {max_bytes:,} bytes on stdin: pass it as a file")
+        yield chunk
+
+
+def _stdin_named(text: str) -> str:
+    """``text`` with the temporary file holding stdin named ``-``, as the user named it."""
+    for path in _STDIN_FILES.get():
+        text = text.replace(path, STDIN)
+    return text
+
+
+@contextmanager
+def stdin_inputs(arguments: dict[str, Any]) -> Iterator[list[str]]:
+    """While the block runs, a ``-`` among a command's inputs (:data:`INPUT_PARAMETERS` in ``arguments``, which are
+    changed in place) is a temporary file holding what was piped into stdin, named ``-`` in tables, messages and
+    JSON. Yields the reasons a ``-`` could not be read (stdin a terminal, more than :data:`STDIN_FILE_MAX_BYTES`,
+    ``-`` given twice): that ``-`` is taken out of its list, and the caller reports them and fails the command
+    after the other inputs. When no input is left, the reasons are raised at once as a :class:`MediaError`. The
+    file is removed afterwards."""
+    refused: list[str] = []
+    folder: str | None = None
+    token = None
+
+    def stdin_file(value: Any) -> Any:
+        nonlocal folder
+        if str(value) != STDIN:
+            return value
+        if folder is not None:
+            refused.append(f"{STDIN}: given twice; stdin can be read once")
+            return None
+        folder = tempfile.mkdtemp(prefix="mmtok-stdin-")
+        path = Path(folder, "stdin")
+        try:
+            with path.open("wb") as out:
+                for chunk in _stdin_chunks(STDIN_FILE_MAX_BYTES):
+                    out.write(chunk)
+        except MediaError as e:
+            refused.append(str(e))
+            return None
+        return type(value)(path) if isinstance(value, os.PathLike) else str(path)
+
+    try:
+        for name in INPUT_PARAMETERS:
+            value = arguments.get(name)
+            if value is None:
+                continue
+            if isinstance(value, list):
+                arguments[name] = [v for v in map(stdin_file, value) if v is not None]
+            else:
+                arguments[name] = stdin_file(value) or value
+            if refused and arguments[name] in ([], STDIN, Path(STDIN)):  # nothing left to do
+                raise MediaError(None, "; ".join(refused))
+        if folder is not None:
+            token = _STDIN_FILES.set((str(Path(folder, "stdin")),))
+        yield refused
+    finally:
+        if token is not None:
+            _STDIN_FILES.reset(token)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -13,7 +13,7 @@ import click
 import typer
 import typer.core
 
-from mmtok.cli.common import input_folders, print_error
+from mmtok.cli.common import input_folders, print_error, stdin_inputs
 from mmtok.cli.examples import epilog
 from mmtok.errors import MmtokError
 
@@ -182,15 +182,22 @@ def version() -> None:
 def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     """``command`` that ends in one ``error:`` line and exit 1 on anything it did not handle: never a traceback.
     Usage errors and exits pass through as they are. While it runs, the folders among its inputs (the argument
-    ``paths`` or ``inputs``) name the files found in them in its tables (:func:`mmtok.cli.common.input_folders`)."""
+    ``paths`` or ``inputs``) name the files found in them in its tables (:func:`mmtok.cli.common.input_folders`),
+    and an input named ``-`` is what was piped into stdin (:func:`mmtok.cli.common.stdin_inputs`): one that cannot
+    be read is one error line, and exit 1 after the other inputs."""
     if getattr(command, "_mmtok_guarded", False):
         return command
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
-            with input_folders(kwargs.get("paths") or kwargs.get("inputs")):
-                return command(*args, **kwargs)
+            with stdin_inputs(kwargs) as refused, input_folders(kwargs.get("paths") or kwargs.get("inputs")):
+                for reason in refused:
+                    print_error(reason)
+                result = command(*args, **kwargs)
+            if refused:
+                raise typer.Exit(1)
+            return result
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
             raise
         except MmtokError as e:
