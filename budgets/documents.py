@@ -20,9 +20,13 @@ read on 2026-12-02 (the search tool's stored copies of each page):
   https://ai.google.dev/gemini-api/docs/document-processing): a PDF page costs its ``media_resolution`` budget, 560
   by default, 280 / 560 / 1120 at low / medium / high ("+ native text"); "You are not charged for tokens originating
   from the extracted native text in PDFs". The budgets are maxima: an **upper bound**. 50 MB or 1,000 pages.
-- **Gemini 2.x** (the document-processing page): "Each document page is equivalent to 258 tokens"; pages are scaled
-  to fit 3072 x 3072 (larger) or up to 768 x 768 (smaller) with "no cost reduction for pages at lower sizes":
-  **documented**. 50 MB or 1,000 pages.
+- **Gemini 2.5** (the media-resolution page's Gemini 2.5 table): a page is 256 tokens at the default, medium and
+  high levels, 64 at low, "+ Native Text" (the text layer, billed: no exemption is stated for 2.5; counted at Google's
+  4 characters a token, an estimate) or "+ OCR" for a scanned page (Google's own OCR text, which mmtok cannot count:
+  said in the quote). **documented** for the pages. 50 MB or 1,000 pages.
+- **Gemini 2.0 and earlier** (https://ai.google.dev/gemini-api/docs/document-processing): "Each document page is
+  equivalent to 258 tokens"; pages are scaled to fit 3072 x 3072 (larger) or up to 768 x 768 (smaller) with "no cost
+  reduction for pages at lower sizes": **documented**. 50 MB or 1,000 pages.
 - **Self-hosted** (mmtok-semantic, Qwen-VL, LLaVA): a model served by you sees what you send; mmtok renders each
   page at 150 dpi (as ``mmtok tokenize`` does) and counts it by the model's image rule: that rule's label.
 
@@ -83,6 +87,14 @@ GEMINI_3 = DocumentRule(
     max_pages=1000,
     max_bytes=50 * MB,
 )
+GEMINI_25 = DocumentRule(
+    "gemini-2.5",
+    "https://ai.google.dev/gemini-api/docs/media-resolution#token-counts",
+    "documented",
+    text_billed=True,
+    max_pages=1000,
+    max_bytes=50 * MB,
+)
 GEMINI_2 = DocumentRule(
     "gemini-2",
     "https://ai.google.dev/gemini-api/docs/document-processing",
@@ -94,6 +106,7 @@ GEMINI_2 = DocumentRule(
 RENDERED = DocumentRule("rendered", "mmtok renders each page at 150 dpi (mmtok tokenize)", "exact", False)
 
 GEMINI_3_PAGE_TOKENS = {"low": 280, "medium": 560, "high": 1120}  # media_resolution -> tokens per PDF page
+GEMINI_25_PAGE_TOKENS = {"low": 64, "medium": 256, "high": 256}  # the default is 256 too
 GEMINI_2_PAGE_TOKENS = 258
 OPENAI_AUTO_HIGH = frozenset({"openai-gpt-5.6", "openai-gpt-6-astra", "openai-gpt-6-unlisted"})  # GPT-5.6 and later
 ANTHROPIC_PAGE_BOX = (1568, 1568)  # max edge px, max tokens: the standard box, on every Claude model
@@ -109,6 +122,8 @@ def rule_for(model: Model) -> DocumentRule:
         return OPENAI
     if family.startswith("google-gemini-3"):
         return GEMINI_3
+    if family.startswith("google-gemini-2.5"):
+        return GEMINI_25
     if family.startswith("google-gemini-2"):
         return GEMINI_2
     if family.startswith(SELF_HOSTED):
@@ -141,6 +156,14 @@ def gemini_3_page(level: str) -> TokenCount:
         raise PriceError(f"media_resolution for PDFs must be low, medium or high on Gemini 3, got {level!r}")
     tokens = GEMINI_3_PAGE_TOKENS[level]
     return TokenCount(tokens, f"media_resolution={level}: {tokens} per page", "upper bound")
+
+
+def gemini_25_page(level: str) -> TokenCount:
+    """A page at Gemini 2.5's ``media_resolution`` ``level`` (its text layer is counted apart)."""
+    if level not in GEMINI_25_PAGE_TOKENS:
+        raise PriceError(f"media_resolution for PDFs must be low, medium or high on Gemini 2.5, got {level!r}")
+    tokens = GEMINI_25_PAGE_TOKENS[level]
+    return TokenCount(tokens, f"media_resolution={level}: {tokens} per page", "documented")
 
 
 def gemini_2_page(page: Page) -> TokenCount:
@@ -242,6 +265,9 @@ def _page_image(model: Model, rule: DocumentRule, detail: str | None, image_rule
     if rule is GEMINI_3:
         count = gemini_3_page("medium" if detail in (None, "auto") else detail)
         return lambda page: count
+    if rule is GEMINI_25:
+        count = gemini_25_page("medium" if detail in (None, "auto") else detail)
+        return lambda page: count
     if rule is GEMINI_2:
         return gemini_2_page
     return lambda page: rendered_page(page, image_rule)
@@ -274,6 +300,8 @@ def document_parts(
     notes = list(document.notes)
     if not rule.text_billed and any(p.has_text for p in document.pages) and rule is not RENDERED:
         notes.append("its text layer is not billed on this model")
+    if rule is GEMINI_25 and any(not p.has_text for p in document.pages):
+        notes.append("scanned pages: the text Gemini 2.5 reads from them by OCR is billed too, and not counted here")
     if rule is GEMINI_2 and detail not in (None, "auto"):
         notes.append(f"media_resolution={detail} is not applied to PDF pages on this model (258 tokens a page)")
     if document.selected:

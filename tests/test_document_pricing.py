@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -40,9 +41,17 @@ def test_gemini_3_bills_each_page_its_media_resolution_budget_and_not_the_text(l
         parts("gemini-3.1-pro-preview", letter, "ultra_high")
 
 
-def test_gemini_2_bills_258_tokens_a_page(letter):
+def test_gemini_2_5_bills_256_a_page_at_its_levels_and_the_text_layer(letter):
     counted = parts("gemini-2.5-flash", letter)
-    assert counted["image"].tokens == 3 * 258 and counted["image"].label == "documented"
+    assert counted["image"].tokens == 3 * 256 and counted["image"].label == "documented"
+    assert counted["text"].tokens == 2 * math.ceil(len("\n".join(TEXT)) / 4) and counted["text"].label == "estimate"
+    assert "OCR is billed too, and not counted" in counted["note"]  # the scanned page
+    assert parts("gemini-2.5-flash", letter, "low")["image"].tokens == 3 * 64
+
+
+def test_gemini_2_0_bills_258_tokens_a_page(letter):
+    counted = parts("gemini-2.0-flash", letter)
+    assert counted["image"].tokens == 3 * 258 and counted["image"].label == "documented" and "text" not in counted
     assert "1275x1650: 258 per page" in counted["image"].working
 
 
@@ -105,7 +114,7 @@ def test_size_limits_are_checked_before_counting(letter):
         parts("claude-sonnet-4-5", dataclasses.replace(letter, size_bytes=25 * D.MB))  # 33.3 MB as base64
     long = dataclasses.replace(letter, pages=letter.pages * 334, texts=letter.texts * 334, file_pages=1002)
     with pytest.raises(PriceError, match=r"1,002 pages: gemini-2\.5-flash takes at most 1,000 per request"):
-        parts("gemini-2.5-flash", long)
+        parts("gemini-2.5-flash", long)  # 1,000 pages at most
 
 
 def test_anthropic_refuses_an_encrypted_pdf_that_gemini_reads(letter):
