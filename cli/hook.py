@@ -33,6 +33,7 @@ from typing import Any
 
 import typer
 
+from mmtok.cli.common import print_error
 from mmtok.config import Config
 
 AGENTS = ("claude-code",)
@@ -54,7 +55,7 @@ def hook(
     your bars on your model. Never blocks: what it does not handle gets no answer (exit 0), an error one line on
     stderr (exit 1), and the read goes on."""
     if agent not in AGENTS:
-        sys.stderr.write(f"mmtok hook: unknown agent {agent!r}; known: {', '.join(AGENTS)}\n")
+        print_error(f"mmtok hook: unknown agent {agent!r}; known: {', '.join(AGENTS)}")
         raise typer.Exit(1)  # not 2: Claude Code reads exit 2 as "block the tool call"
     try:
         from mmtok.config import load_config
@@ -63,7 +64,7 @@ def hook(
         settings.use_cache()
         answer = claude_code_answer(_event(sys.stdin.buffer), settings)
     except Exception as e:  # a hook that fails must not stop the agent reading: say why, answer nothing
-        sys.stderr.write(f"mmtok hook: {e}\n")
+        print_error(f"mmtok hook: {e}")
         raise typer.Exit(1) from None
     if answer is not None:
         sys.stdout.write(json.dumps(answer) + "\n")

@@ -113,7 +113,7 @@ def test_an_image_named_like_text_is_told_by_its_bytes(project):
 @pytest.mark.parametrize(
     ("stdin", "args", "said"),
     [
-        ("not json", [], "mmtok hook: Expecting value"),
+        ("not json", [], "error: mmtok hook: Expecting value"),
         ("[1, 2]", [], "not a JSON object"),
         (None, ["--keep", "ssim>=2"], "ssim is a fraction between 0 and 1"),
     ],
