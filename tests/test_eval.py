@@ -369,7 +369,7 @@ names = ["accuracy"]
 def test_the_qa_summary_says_how_the_judge_scores_right_and_wrong_answers(tmp_path):
     from types import SimpleNamespace
 
-    from mmtok.eval.runner import _qa_metrics
+    from mmtok.eval.runner.summary import _qa_metrics
 
     suite = SimpleNamespace(metrics=["accuracy", "judge"], judge="local")
     ok = [

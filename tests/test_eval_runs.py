@@ -68,7 +68,7 @@ def test_any_exception_in_an_item_is_that_items_error_and_the_rest_go_on(tmp_pat
             b"\xff".decode("utf-8")
         return real(item, ctx)
 
-    monkeypatch.setattr(runner, "evaluate_item", flaky)
+    monkeypatch.setattr(runner.workers, "evaluate_item", flaky)
     seen: list[tuple[int, int]] = []
     summary = run(photo_suite(tmp_path), tmp_path / "run", progress=lambda done, total: seen.append((done, total)))
     assert (summary["items"], summary["ok"], summary["failed"], summary["missing"]) == (4, 2, 2, 0)
@@ -82,7 +82,7 @@ def test_an_exception_in_the_worker_thread_is_raised_in_the_caller(tmp_path, mon
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(runner, "run_shard", broken)
+    monkeypatch.setattr(runner.batch, "run_shard", broken)
     with pytest.raises(RuntimeError, match="disk on fire"):
         run(photo_suite(tmp_path), tmp_path / "run", progress=lambda done, total: None)
 
@@ -336,7 +336,7 @@ def test_torchrun_ranks_share_one_locked_run_and_a_refusal_reaches_every_rank(tm
     # each rank prints the one line and exits 2 (torchrun may stop the second rank once the first has exited)
     assert refused.returncode != 0 and "error: " in refused.stderr and "exitcode  : 2" in refused.stderr
     assert "dataset.limit: 4 -> 6" in refused.stderr and "rank 0 did not" not in refused.stderr
-    assert "eval/runner.py" not in refused.stderr and len(lines(out)) == 4  # (torchrun prints its own traceback)
+    assert "eval/runner/" not in refused.stderr and len(lines(out)) == 4  # (torchrun prints its own traceback)
 
 
 @pytest.mark.parametrize(

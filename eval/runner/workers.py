@@ -1,0 +1,85 @@
+"""Workers: each evaluates its share of the items to do and appends one row per item; a worker ends with the run
+that started it."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mmtok.eval.runner.items import Context, evaluate_item, item_error
+from mmtok.eval.runner.results import ResultWriter
+from mmtok.eval.suite import Suite
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this worker process end when ``parent_pid`` (the run that holds the lock) does: on Linux the kernel
+    sends SIGKILL when the parent goes (``PR_SET_PDEATHSIG``); then (and elsewhere) the parent is checked, which
+    covers a parent that died before the call."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the check below and the one before each item still hold
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _worker(
+    suite: Suite, out: str, todo: list[tuple[dict[str, Any], str]], rank: int, world: int, threads: int, parent: int
+) -> None:
+    die_with_parent(parent)
+    run_shard(suite, out, todo, rank, world, threads, parent_pid=parent)
+
+
+def run_shard(
+    suite: Suite,
+    out: str,
+    todo: list[tuple[dict[str, Any], str]],
+    rank: int,
+    world: int,
+    threads: int,
+    parent_pid: int | None = None,
+    ctx: Context | None = None,
+) -> None:
+    """Evaluate this worker's share (``todo[rank::world]``) of the items to do; ``todo`` pairs each item with the
+    hash its row records (what it is computed from). A worker whose parent (``parent_pid``) is gone stops before
+    its next item: the folder's lock is no longer held, so it must not write. ``ctx``: models already loaded in
+    this process (by :func:`check_pipeline`)."""
+    torch.set_num_threads(max(1, threads))
+    out_dir = Path(out)
+    ctx = ctx or Context(suite, out_dir)
+    writer = ResultWriter(out_dir)
+    try:
+        for item, computed_from in todo[rank::world]:
+            if parent_pid is not None and os.getppid() != parent_pid:
+                return
+            started = time.perf_counter()
+            try:
+                row = evaluate_item(item, ctx)
+                json.dumps(row, default=str)  # a row that cannot be written is this item's error too
+                error = None
+            except Exception as e:  # whatever goes wrong in one item is that item's error
+                row, error = {}, item_error(e)
+            writer.write(
+                {
+                    "id": item["id"],
+                    **row,
+                    "error": error,
+                    "hash": computed_from,
+                    "worker": rank,
+                    "seconds": round(time.perf_counter() - started, 3),
+                }
+            )
+    finally:
+        writer.close()
