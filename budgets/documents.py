@@ -281,9 +281,10 @@ def document_parts(
     rule, counts = page_counts(model, document, detail)
     pages = f"{document.page_count:,} page{'s' if document.page_count != 1 else ''}"
     source = f"{rule.source}, read {READ}"
+    free = not rule.text_billed and rule is not RENDERED and any(p.has_text for p in document.pages)
     image = TokenCount(
         sum(c.image.tokens for c in counts),
-        f"{pages} as images: {_grouped(counts)} ({source})",
+        f"{pages} as images: {_grouped(counts)}{'; the text layer is not billed' if free else ''} ({source})",
         weakest([rule.label, *(c.image.label for c in counts)]),
     )
     parts: list[tuple[str, TokenCount, float]] = []
@@ -298,8 +299,6 @@ def document_parts(
         parts.append(("text", text, 1.0))
     parts.append(("image", image, float(document.page_count)))
     notes = list(document.notes)
-    if not rule.text_billed and any(p.has_text for p in document.pages) and rule is not RENDERED:
-        notes.append("its text layer is not billed on this model")
     if rule is GEMINI_25 and any(not p.has_text for p in document.pages):
         notes.append("scanned pages: the text Gemini 2.5 reads from them by OCR is billed too, and not counted here")
     if rule is GEMINI_2 and detail not in (None, "auto"):

@@ -34,7 +34,7 @@ def parts(model: str, doc, detail: str | None = None) -> dict[str, object]:
 def test_gemini_3_bills_each_page_its_media_resolution_budget_and_not_the_text(letter):
     default = parts("gemini-3.1-pro-preview", letter)
     assert default["image"].tokens == 3 * 560 and default["image"].label == "upper bound"
-    assert "text" not in default and "text layer is not billed" in default["note"]
+    assert "text" not in default and "the text layer is not billed" in default["image"].working
     assert parts("gemini-3.1-pro-preview", letter, "low")["image"].tokens == 3 * 280
     assert parts("gemini-3.1-pro-preview", letter, "high")["image"].tokens == 3 * 1120
     with pytest.raises(PriceError, match="must be low, medium or high"):
