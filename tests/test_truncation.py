@@ -233,7 +233,7 @@ def test_a_text_context_is_encoded_once_per_teacher(monkeypatch):
     calls = []
     encode = teacher.encode_text
     monkeypatch.setattr(teacher, "encode_text", lambda texts: calls.append(list(texts)) or encode(texts))
-    monkeypatch.setattr(truncation, "_text_contexts", {})
+    monkeypatch.setattr(truncation.domain, "_text_contexts", {})
     first = truncation.context_embeddings(["a photo of the digit two", "a photo of the digit nine"], critic)
     again = truncation.context_embeddings(("a photo of the digit two", "a photo of the digit nine"), critic)
     other = truncation.context_embeddings("a photo of the digit two", critic)

@@ -246,7 +246,7 @@ def test_divprune_is_bounded_and_keeps_its_greedy_choice(tmp_path):
     from typer.testing import CliRunner
 
     from mmtok.cli.main import app
-    from mmtok.truncation import _select
+    from mmtok.truncation.methods import _select
 
     def greedy(features, k):  # DivPrune as first written here
         unit = F.normalize(features, dim=1)
