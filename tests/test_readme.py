@@ -3,13 +3,15 @@ line of a ```console block is invoked. An example shown on several pages runs on
 
 from __future__ import annotations
 
+import json
 import shlex
+import tomllib
 
 import pytest
 from typer.testing import CliRunner
 
 from mmtok.cli.main import app
-from tests.docs_pages import PAGES, ROOT, code_blocks, page_name, unique
+from tests.docs_pages import PAGES, ROOT, code_blocks, mmtok_commands, page_name, unique, unknown_flags
 
 BLOCKS = [(page_name(path), lang, code) for path in PAGES for lang, code in code_blocks(path)]
 PYTHON = unique([(page, code) for page, lang, code in BLOCKS if lang == "python"])
@@ -52,3 +54,28 @@ def test_console_commands_run(page, command, monkeypatch):
     assert argv[0] == "mmtok"
     result = CliRunner().invoke(app, argv[1:])
     assert result.exit_code == 0, f"{page}: {command}\n{result.output}"
+
+
+SHELL = [(page, line) for page, lang, code in BLOCKS if lang in ("sh", "bash") for line in code.splitlines()]
+
+
+@pytest.mark.parametrize(("page", "line"), SHELL, ids=[f"{page}-{line[:50]}" for page, line in SHELL])
+def test_shell_examples_name_real_commands_and_flags(page, line):
+    """Shell blocks are illustrations (a pipe into jq, a client's own command, make), not run; but every mmtok
+    command in them exists with the flags it shows, and every make target is in the Makefile."""
+    for words in mmtok_commands(line):
+        path, unknown = unknown_flags(app, words)
+        assert path and not unknown, f"{page}: {line!r}: mmtok {path or words[0]} has no {unknown}"
+    if line.startswith("make "):
+        target = line.split()[1]
+        assert f"\n{target}:" in (ROOT / "Makefile").read_text(), f"{page}: no make target {target}"
+
+
+DATA = [(page, lang, code) for page, lang, code in BLOCKS if lang in ("json", "toml")]
+
+
+@pytest.mark.parametrize(
+    ("page", "lang", "code"), DATA, ids=[f"{page}-{lang}-{i}" for i, (page, lang, _) in enumerate(DATA)]
+)
+def test_data_examples_parse(page, lang, code):
+    (json.loads if lang == "json" else tomllib.loads)(code)
