@@ -66,6 +66,9 @@ COST_VARIANTS = {"": "", "batch": "_batches", "flex": "_flex", "priority": "_pri
 _COMPACT_DATE = re.compile(r"-(20\d\d)(\d\d)(\d\d)$")
 
 
+SNAPSHOT_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{8}")  # a dated snapshot's suffix: 2025-06-03 or 20250603
+
+
 def split_name(name: str) -> tuple[str | None, str]:
     """``"openai/GPT-4o "`` -> ``("openai", "gpt-4o")``: the provider a prefix names (if any) and the bare name,
     lower-cased, as every lookup compares it."""
@@ -136,13 +139,20 @@ class Catalog:
             raise PriceError(f"{self.path}: malformed catalog entry {name!r} ({type(e).__name__}: {e})") from None
 
     def get(self, name: str) -> CatalogEntry | None:
+        """The entry of ``name`` (a provider prefix, a dated snapshot, an alias), or, for a bare name the map no
+        longer lists, its newest dated snapshot (``gpt-4o-audio-preview`` -> ``...-2025-06-03``)."""
         provider, bare = split_name(name)
-        for candidate in (bare, dashed_date(bare), self.aliases.get(bare)):
+        for candidate in (bare, dashed_date(bare), self.aliases.get(bare), self._newest_snapshot(bare)):
             if candidate and candidate in self.rows:
                 entry = self.entry(candidate)
                 if provider is None or entry.provider == provider:
                     return entry
         return None
+
+    def _newest_snapshot(self, bare: str) -> str | None:
+        prefix = bare + "-"
+        dated = [k for k in self.rows if k.startswith(prefix) and SNAPSHOT_DATE.fullmatch(k[len(prefix) :])]
+        return max(dated, key=lambda k: k[len(prefix) :].replace("-", ""), default=None)
 
     def __hash__(self) -> int:
         return id(self)

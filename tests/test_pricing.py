@@ -237,10 +237,22 @@ def test_a_model_priced_only_by_duration_has_no_text_price_never_a_zero():
         price(text="hello there", model="gpt-transcribe", output_tokens=100, at=TODAY)
 
 
-def test_audio_at_the_text_rate_for_want_of_an_audio_rate_is_said(samples):
-    quote = price(samples / "speech.wav", model="gpt-4o-audio-preview", at=TODAY)
-    assert any("no audio input rate" in w and "text rate" in w for w in quote.warnings)
-    assert "its text rate, for want of an audio input rate" in quote.lines[0].rate
+def test_audio_is_never_priced_at_the_text_rate_in_silence(samples):
+    # gpt-4o-audio-preview: genai-prices has no audio rate; its newest snapshot in LiteLLM's map has OpenAI's $40/1M
+    openai_audio = price(samples / "speech.wav", model="gpt-4o-audio-preview", at=TODAY)
+    (audio,) = openai_audio.lines
+    assert audio.cost == audio.tokens * Decimal(40) / Decimal(1_000_000) and "LiteLLM map" in audio.rate
+    # a Flash model: Google lists its audio input price apart, and no price source here has it: left out, said
+    flash = price([samples / "speech.wav", samples / "chelsea.jpg"], model="gemini-3.8-flash", at=TODAY)
+    assert not flash.complete and [ln.modality for ln in flash.lines] == ["image"]
+    assert "no audio input rate is known for google:gemini-3.8-flash" in flash.missing[0]
+    assert "not priced at the text rate" in flash.missing[0]
+    # a Pro model: one input price for every modality, cited, no warning
+    pro = price(samples / "speech.wav", model="gemini-3.1-pro-preview", at=TODAY)
+    assert pro.complete and "one input price for every modality (https://ai.google.dev/gemini-api/docs/pricing" in (
+        pro.lines[0].rate
+    )
+    assert not any("text rate" in w for w in pro.warnings)
 
 
 def test_an_audio_rate_genai_prices_lacks_is_taken_from_litellms_map_where_it_has_one(samples):

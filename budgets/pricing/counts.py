@@ -171,7 +171,8 @@ def count_parts(
         what = f"{len(item)} {item.modality} tokens from {item.tokenizer or 'a tokenizer'}"
         return [(item.modality, F.TokenCount(len(item), what), 1.0)], ""
     if isinstance(item, Image):
-        return [("image", _image_count(model, item.width, item.height, detail), 1.0)], ""
+        count = _image_count(model, item.width, item.height, detail)
+        return [("image", count, 1.0)], small_text_note(model, item.width, item.height, count)
     if isinstance(item, Audio):
         count = _audio_count(model, item.duration_s, by_duration=by_duration)
         return [("audio", count, item.duration_s)], _implausible_length(item)
@@ -187,7 +188,31 @@ def count_parts(
             raise PriceError("empty text (or only white space): nothing to price")
 
         return [("text", count_text(item.text, model.text_rule), 1.0)], ""
+    if getattr(item, "kind", None) == "document":
+        from mmtok.budgets.documents import document_parts  # PDFium's rules load only when there is a PDF
+
+        return document_parts(model, item, detail)
     raise PriceError(f"cannot price a {type(item).__name__}")
+
+
+TEXT_PX = 16  # ordinary text in a page or a screenshot (the CSS default font size)
+LEGIBLE_PX = 8  # below this a vision model no longer reads text reliably
+LONG_SIDE_RATIO = 2  # a page or a screenshot strip: one side at least twice the other
+
+
+def small_text_note(model: Model, width: int, height: int, count: F.TokenCount) -> str:
+    """A note, from the geometry alone, when the model's view of a long page scales it so far that text of ordinary
+    size is lost (a 1280x8000 screenshot seen at 328x2048 by gpt-4o: 16-px text becomes 4 px), with the remedy."""
+    if count.view is None or max(width, height) < LONG_SIDE_RATIO * min(width, height):
+        return ""
+    scale = count.view[0] / width
+    if TEXT_PX * scale >= LEGIBLE_PX:
+        return ""
+    return (
+        f"{model.asked} sees this {width}x{height} image at {count.view[0]}x{count.view[1]} (x{scale:.2f}): "
+        f"{TEXT_PX}-px text becomes ~{TEXT_PX * scale:.1f} px and is lost; send it in pieces the model sees whole "
+        f"(mmtok shrink --slice -m {model.asked})"
+    )
 
 
 MIN_PLAUSIBLE_BITS_PER_SECOND = 8  # below any real codec's rate, even FLAC of silence: the header is not the data

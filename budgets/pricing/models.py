@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import difflib
 import functools
 import os
 from collections.abc import Iterable, Sequence
@@ -14,6 +13,7 @@ from typing import Any
 
 from mmtok.budgets.catalog import Catalog, CatalogEntry, catalog, dashed_date, split_name
 from mmtok.budgets.money import CARDS, OPTIONS, RateCard, Tier, litellm_card, plain
+from mmtok.budgets.pricing.names import closest_names
 from mmtok.budgets.sheets import Family, ModelRow, families, sheet_stamp, sheets
 from mmtok.errors import PriceError
 
@@ -156,12 +156,6 @@ def _genai_name(model: Model) -> str:
     provider = model.entry.provider if model.entry else split_name(model.asked)[0]
     name = model.entry.name if model.entry else model.name
     return f"{provider}/{name}" if provider else name
-
-
-def closest_names(name: str, prices: tuple[Path, ...]) -> str:
-    known = [*catalog().rows, *catalog().aliases, *sheets(prices).rows, *sheets(prices).aliases]
-    close = difflib.get_close_matches(name, known, n=4, cutoff=0.6)
-    return f"; closest: {', '.join(close)}" if close else ""
 
 
 def _sheet_card(row: ModelRow, option: str) -> RateCard:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
+import functools
 from collections.abc import Sequence
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
 from mmtok.budgets import formulas as F
 from mmtok.budgets.formats import format_warning
@@ -16,18 +20,58 @@ from mmtok.budgets.pricing.quote import Line, Quote
 from mmtok.errors import PriceError
 
 AUDIO_RATE_WORDS = {"input_audio": "audio input", "output_audio": "audio output"}  # money.DOUBTFUL_INHERITED
+SAME_RATE_FILE = Path(__file__).resolve().parent.parent / "modality_rates.toml"
 
 
-def _rate_text(card: RateCard, rate: Decimal, what: str, tier: str, rate_name: str = "") -> str:
+class UnknownRate(PriceError):
+    """No rate of a part's own modality is known: the part is left out of the quote (which is incomplete)."""
+
+
+@functools.cache
+def _same_rate_table() -> list[dict[str, Any]]:
+    import tomllib
+
+    return tomllib.loads(SAME_RATE_FILE.read_text(encoding="utf-8"))["same_input_rate"]
+
+
+def same_input_rates(model: Model) -> dict[str, str]:
+    """The rates ``model``'s provider documents as its text rate (rate name -> the page and the date it was read),
+    from ``budgets/modality_rates.toml``."""
+    names = (model.name, model.asked.lower())
+    found: dict[str, str] = {}
+    for rule in _same_rate_table():
+        if any(fnmatch.fnmatchcase(n, pattern) for n in names for pattern in rule["match"]):
+            found |= dict.fromkeys(rule["modalities"], f"{rule['source']}, read {rule['read']}")
+    return found
+
+
+def _rate_text(
+    card: RateCard, rate: Decimal, what: str, tier: str, rate_name: str = "", same_rate: dict[str, str] | None = None
+) -> str:
+    """The rate in words with its source. A rate that is only the text rate (``card.inherited``: no audio rate in
+    the price data) is said where the provider documents one price for every modality (``same_rate``), and
+    refused otherwise: the part is left out, not priced at the text rate in silence."""
     where = card.rate_sources.get(rate_name) or f"{card.source} {card.model_ref}"
     if rate_name in card.inherited:
-        where += f": its text rate, for want of an {AUDIO_RATE_WORDS[rate_name]} rate"
+        if rate_name not in (same_rate or {}):
+            words = AUDIO_RATE_WORDS[rate_name]
+            raise UnknownRate(
+                f"no {words} rate is known for {card.model_ref} ({card.source} gives none, LiteLLM's map neither): "
+                f"not priced at the text rate, which may be far below it; give the rate in a price sheet (--prices)"
+            )
+        where += f": one input price for every modality ({same_rate[rate_name]})"
     option = "" if card.option == "standard" else f", {card.option}"
     return f"${rate}/1M {what} ({where}{option}{', ' + tier if tier else ''})"
 
 
 def _line_cost(
-    card: RateCard, rates: dict[str, Decimal], modality: str, tokens: int, quantity: float, tier: str
+    card: RateCard,
+    rates: dict[str, Decimal],
+    modality: str,
+    tokens: int,
+    quantity: float,
+    tier: str,
+    same_rate: dict[str, str],
 ) -> tuple[Decimal, str]:
     item_rate = card.per_item.get(
         {"image": "image_input_per_image", "audio": "audio_input_per_second", "video": "video_input_per_second"}.get(
@@ -45,9 +89,8 @@ def _line_cost(
     if rate is None:
         raise PriceError(f"{card.source}: {card.model_ref} has no {rate_name.replace('_', ' ')} rate")
     what = {"input": "input tokens", "cache_read": "cached input tokens", "cache_write": "cache-write tokens"}
-    return tokens * rate / MILLION, _rate_text(
-        card, rate, what.get(rate_name, f"{rate_name.replace('_', ' ')} tokens"), tier, rate_name
-    )
+    words = what.get(rate_name, f"{rate_name.replace('_', ' ')} tokens")
+    return tokens * rate / MILLION, _rate_text(card, rate, words, tier, rate_name, same_rate)
 
 
 def make_quote(model: Model, attachments: Sequence[Attachment], options: Options, label: str) -> Quote:
@@ -58,9 +101,10 @@ def make_quote(model: Model, attachments: Sequence[Attachment], options: Options
     tier = card.tier_for(input_tokens)
     tier_text = f"tier > {tier.above_input_tokens:,} input tokens" if tier.above_input_tokens else ""
     lines = []
+    same_rate = same_input_rates(model) if card.inherited else {}
     for name, modality, count, quantity in counted:
         try:
-            cost, rate = _line_cost(card, tier.rates, modality, count.tokens, quantity, tier_text)
+            cost, rate = _line_cost(card, tier.rates, modality, count.tokens, quantity, tier_text, same_rate)
         except PriceError as e:
             missing.append(f"{name}: {e}")
             continue
@@ -68,11 +112,13 @@ def make_quote(model: Model, attachments: Sequence[Attachment], options: Options
     if missing and not lines:
         raise PriceError("; ".join(missing))  # nothing in the request can be priced: an error, not a zero
     if options.output_tokens:
-        lines.append(_output_line(model, card, tier.rates, options, tier_text))
+        try:
+            lines.append(_output_line(model, card, tier.rates, options, tier_text, same_rate))
+        except UnknownRate as e:
+            missing.append(f"output: {e}")
     if card.request_fee:
         lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
     warnings += _model_warnings(model, card, at, input_tokens, tier.above_input_tokens)
-    warnings += _inherited_warnings(card, lines)
     warnings += [
         f"{line.item}: {line.tokens:,} {line.modality} tokens priced at $0 ({line.rate})"
         for line in lines
@@ -134,19 +180,9 @@ def _model_warnings(model: Model, card: RateCard, at: dt.date, input_tokens: int
     return warnings
 
 
-def _inherited_warnings(card: RateCard, lines: Sequence[Line]) -> list[str]:
-    """A line priced at the text rate for want of an audio rate: the provider may charge audio more."""
-    used = sorted({INPUT_RATES.get(line.modality, line.modality) for line in lines} & set(card.inherited))
-    words = AUDIO_RATE_WORDS
-    return [
-        f"{card.source} gives {card.model_ref} no {words[r]} rate: its {words[r]} tokens are priced at the text "
-        f"rate, which may be below the provider's (check {card.source_url or 'the provider page'}, or give a "
-        "price sheet)"
-        for r in used
-    ]
-
-
-def _output_line(model: Model, card: RateCard, rates: dict[str, Decimal], options: Options, tier: str) -> Line:
+def _output_line(
+    model: Model, card: RateCard, rates: dict[str, Decimal], options: Options, tier: str, same_rate: dict[str, str]
+) -> Line:
     audio = options.output_audio or model.output_modalities == ("audio",)
     if audio and "audio" not in model.output_modalities and model.entry is not None:
         raise PriceError(f"{model.asked} does not produce audio")
@@ -165,6 +201,6 @@ def _output_line(model: Model, card: RateCard, rates: dict[str, Decimal], option
         tokens,
         tokens * rate / MILLION,
         working,
-        _rate_text(card, rate, what, tier, rate_name),
+        _rate_text(card, rate, what, tier, rate_name, same_rate),
         "upper bound" if options.output_bound else "exact",
     )

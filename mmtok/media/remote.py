@@ -46,6 +46,7 @@ class RemoteFile:
 
     def __init__(self, url: str, policy: UrlPolicy, client: httpx.Client | None = None, *, asked: bool = False) -> None:
         self.url = url
+        self.shown = shown(url)  # for messages
         self.asked = asked  # the user named this URL: its own host may be private (its redirects still may not)
         self.policy = policy
         self._client = client
@@ -76,9 +77,13 @@ class RemoteFile:
         """The last ``n`` bytes (one ranged read, kept for ``pread``)."""
         if self.size is not None and self.size <= len(self.head):
             return self.head[-n:]
+        if self._tail is None and not self.ranges:  # the server sends whole files only: read it, within the cap
+            self.head = self.read_all()
+            self.size = len(self.head)
+            return self.head[-n:]
         if self._tail is None:
-            if not self.ranges or self.size is None:
-                raise MediaError(self.url, "the server neither sends the whole file nor answers Range requests")
+            if self.size is None:
+                raise MediaError(self.shown, "the server answers Range requests but does not say the file's size")
             start = max(0, self.size - n)
             self._tail = (start, self._get_range(start, self.size - 1))
         return self._tail[1]
@@ -88,10 +93,10 @@ class RemoteFile:
         if self.size is not None and self.size <= len(self.head):
             return self.head
         if self.size is not None and self.size > self.policy.max_bytes:
-            raise MediaError(self.url, f"{self.size:,} bytes: URLs are read up to {self.policy.max_bytes:,} bytes")
+            raise MediaError(self.shown, f"{self.size:,} bytes: URLs are read up to {self.policy.max_bytes:,} bytes")
         _, _, body = self._get(self.final_url, None, self.policy.max_bytes + 1)
         if len(body) > self.policy.max_bytes:
-            raise MediaError(self.url, f"more than {self.policy.max_bytes:,} bytes: URLs are read up to that")
+            raise MediaError(self.shown, f"more than {self.policy.max_bytes:,} bytes: URLs are read up to that")
         return body
 
     # --- requests
@@ -102,23 +107,23 @@ class RemoteFile:
             if status in REDIRECT_CODES:
                 location = headers.get("location")
                 if not location:
-                    raise MediaError(self.url, f"HTTP {status} redirect without a Location")
+                    raise MediaError(self.shown, f"HTTP {status} redirect without a Location")
                 url = urllib.parse.urljoin(url, location)
                 continue
             if status not in (200, 206):
-                raise MediaError(self.url, f"HTTP {status} from {_host_of(url)}")
+                raise MediaError(self.shown, f"HTTP {status} from {_host_of(url)}")
             self.final_url = url
             self.mime = (headers.get("content-type") or "").split(";")[0].strip().lower() or None
             self.ranges = status == 206
             self.size = _total_size(status, headers, len(body))
             self.head = body
             return
-        raise MediaError(self.url, f"more than {self.policy.max_redirects} redirects")
+        raise MediaError(self.shown, f"more than {self.policy.max_redirects} redirects")
 
     def _get_range(self, first: int, last: int) -> bytes:
         status, _, body = self._get(self.final_url, (first, last), last - first + 1)
         if status != 206:
-            raise MediaError(self.url, f"HTTP {status} to a Range request the server had answered before")
+            raise MediaError(self.shown, f"HTTP {status} to a Range request the server had answered before")
         return body
 
     def _get(
@@ -140,9 +145,9 @@ class RemoteFile:
             finally:
                 response.close()
         except httpx.TimeoutException:
-            raise MediaError(self.url, f"no answer within {self.policy.deadline_s:g} s") from None
+            raise MediaError(self.shown, f"no answer within {self.policy.deadline_s:g} s") from None
         except httpx.HTTPError as e:
-            raise MediaError(self.url, f"cannot read: {type(e).__name__}: {e}") from None
+            raise MediaError(self.shown, f"cannot read: {type(e).__name__}: {e}") from None
 
     def _body(self, response: httpx.Response, limit: int) -> bytes:
         chunks, size = [], 0
@@ -152,7 +157,7 @@ class RemoteFile:
             if size >= limit:
                 break
             if time.monotonic() > self._deadline:
-                raise MediaError(self.url, f"still sending after {self.policy.deadline_s:g} s: the read was stopped")
+                raise MediaError(self.shown, f"still sending after {self.policy.deadline_s:g} s: the read was stopped")
         return b"".join(chunks)[:limit]
 
 
@@ -182,12 +187,12 @@ def _pinned(url: str, allow_private: bool) -> _Target:
     """``url`` with its host resolved once and checked; the connection goes to that address."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        raise MediaError(url, f"only http and https URLs are read, not {parts.scheme or 'a bare path'}")
+        raise MediaError(shown(url), f"only http and https URLs are read, not {parts.scheme or 'a bare path'}")
     if parts.username or parts.password:
         raise MediaError(_host_of(url), "a URL holding a user name or password: mmtok sends no credentials")
     host = parts.hostname
     if not host:
-        raise MediaError(url, "a URL with no host")
+        raise MediaError(shown(url), "a URL with no host")
     port = parts.port or (443 if parts.scheme == "https" else 80)
     address = _checked_address(host, port, allow_private, url)
     literal = f"[{address}]" if ":" in address else address
@@ -201,7 +206,7 @@ def _checked_address(host: str, port: int, allow_private: bool, url: str) -> str
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
-        raise MediaError(url, f"cannot resolve {host}: {getattr(e, 'strerror', None) or e}") from None
+        raise MediaError(shown(url), f"cannot resolve {host}: {getattr(e, 'strerror', None) or e}") from None
     addresses = [info[4][0] for info in found]
     if not allow_private:
         private = [a for a in addresses if not is_public(a)]
@@ -220,6 +225,16 @@ def is_public(address: str) -> bool:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return ip.is_global and not ip.is_multicast
+
+
+def shown(url: str) -> str:
+    """A URL as messages show it: no user name or password, no query string (which may hold a signature)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if parts.port is None else f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "…" if parts.query else "", ""))
 
 
 def _host_of(url: str) -> str:

@@ -7,7 +7,6 @@ hold what the body says they hold comes back as an error naming the part, never 
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,10 +23,10 @@ from mmtok.headers import (
     image_format,
     read_image_header,
 )
-from mmtok.media.remote import RemoteFile, UrlPolicy
+from mmtok.media.remote import RemoteFile, UrlPolicy, shown
 from mmtok.media.types import MAX_IMAGE_PIXELS, Image, Text
 from mmtok.request.inline import Base64Bytes
-from mmtok.request.types import Part
+from mmtok.request.types import MediaRef, Part
 
 FAST_IMAGE_FORMATS = frozenset({"png", "jpeg", "webp", "gif", "bmp", "tiff"})
 MIME_FORMATS = {"image/jpg": "jpeg", "image/pjpeg": "jpeg", "image/x-png": "png", "image/heic": "heif"}
@@ -57,32 +56,63 @@ class Measured:
         return self.part.where
 
 
+class Copies:
+    """A private folder for the copies of parts that are loaded as files (recordings, videos, documents), made on
+    first use: a body of text and images never touches the disk."""
+
+    def __init__(self) -> None:
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
+
+    def path(self, name: str) -> Path:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="mmtok-body-")
+        return Path(self._folder.name) / name
+
+    def close(self) -> None:
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
+
+
 @contextmanager
 def measuring(parts: tuple[Part, ...], policy: Policy | None = None) -> Iterator[list[Measured]]:
     """Each part measured; copies made to load recordings, videos and documents live until the block ends."""
     policy = policy or Policy()
-    with tempfile.TemporaryDirectory(prefix="mmtok-body-") as folder:
-        yield [measure(part, policy, Path(folder)) for part in parts]
+    copies = Copies()
+    try:
+        yield [measure(part, policy, copies) for part in parts]
+    finally:
+        copies.close()
 
 
-def measure(part: Part, policy: Policy, folder: Path) -> Measured:
+def measure(part: Part, policy: Policy, copies: Copies) -> Measured:
     if part.uncountable:
         return Measured(part, error=part.uncountable)
     if part.kind == "text" or part.ref is None:
         return Measured(part, media=Text.from_string(part.text or ""))
     try:
         source = _open(part, policy)
-        media, notes = _media(part, source, policy, folder)
+        media, notes = _media(part, source, policy, copies)
     except MmtokError as e:
         return Measured(part, error=_reason(e, part))
     return Measured(part, media=media, notes=notes)
 
 
+def load_url(url: str, policy: Policy, copies: Copies) -> Any:
+    """The media at a URL the user named (its own host may be private; its redirects follow the policy),
+    measured as a body's parts are; a copy it needs goes in ``copies``."""
+    if not policy.urls.read:
+        raise MediaError(shown(url), "not read (URLs are off: --offline)")
+    part = Part("file", url, ref=MediaRef("url", url=url))
+    media, _ = _media(part, RemoteFile(url, policy.urls, asked=True), policy, copies)
+    return media
+
+
 def _reason(error: MmtokError, part: Part) -> str:
     reason = getattr(error, "reason", None) or str(error)
     ref = part.ref
-    if ref is not None and ref.scheme == "url" and ref.url not in reason:
-        reason = f"{ref.url}: {reason}"
+    if ref is not None and ref.scheme == "url":
+        reason = f"{shown(ref.url or '')}: {reason}"
     return reason
 
 
@@ -111,7 +141,7 @@ def _allowed_path(path: str, policy: Policy) -> Path:
     return resolved
 
 
-def _media(part: Part, source: Base64Bytes | RemoteFile | Path, policy: Policy, folder: Path) -> tuple[Any, tuple]:
+def _media(part: Part, source: Base64Bytes | RemoteFile | Path, policy: Policy, copies: Copies) -> tuple[Any, tuple]:
     from mmtok.media import load
 
     if isinstance(source, Path):
@@ -130,7 +160,7 @@ def _media(part: Part, source: Base64Bytes | RemoteFile | Path, policy: Policy, 
     if fmt in FAST_IMAGE_FORMATS and source.size is not None:
         return _image(part, source, head, fmt, policy), notes
     data = source.read_all() if isinstance(source, RemoteFile) else source.read_all(policy.max_inline_bytes)
-    copy = folder / f"part-{len(os.listdir(folder))}"
+    copy = copies.path(f"part-{id(part):x}")
     copy.write_bytes(data)
     return load(copy, max_pixels=policy.max_pixels), notes
 

@@ -39,7 +39,11 @@ class MediaRef:
         """For people: what the body points at, without its bytes."""
         if self.scheme == "data":
             return f"inline {self.mime or 'data'} ({len(self.data or ''):,} base64 chars)"
-        return {"url": self.url, "path": self.path, "file_id": f"file {self.file_id}"}.get(self.scheme) or self.scheme
+        if self.scheme == "url":
+            from mmtok.media.remote import shown
+
+            return shown(self.url or "")
+        return {"path": self.path, "file_id": f"file {self.file_id}"}.get(self.scheme) or self.scheme
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,121 @@
+"""What ``mmtok price`` is given, sorted into requests: media files (one request each, or all one), API request
+bodies (by their structure, never their name), http(s) URLs, and folders (whose text files are skipped, listed,
+unless --text-files). ``-`` (stdin) reaches here as a file the app wrote (``mmtok.cli.common.stdin_inputs``)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmtok.errors import MediaError, MmtokError, RequestError
+
+
+@dataclass
+class Files:
+    """One request made of media (and text) items."""
+
+    label: str
+    items: list[Any]
+
+
+@dataclass
+class Body:
+    """One API request body."""
+
+    label: str
+    request: Any  # mmtok.request.Request
+
+
+@dataclass
+class Inputs:
+    """Everything the command line named, sorted."""
+
+    jobs: list[Files | Body | tuple[str, MmtokError]] = field(default_factory=list)
+    skipped_text: list[str] = field(default_factory=list)  # text files found in folders
+    not_bodies: list[str] = field(default_factory=list)  # JSON files named directly that are no request body
+
+
+class Reader:
+    """Reads inputs with the pixel limit and the URL policy; copies (stdin, URLs' media) go in ``copies``, which
+    the caller closes."""
+
+    def __init__(self, max_pixels: int, policy: Any, copies: Any, text_files: bool) -> None:
+        self.max_pixels = max_pixels
+        self.policy = policy
+        self.copies = copies
+        self.text_files = text_files
+
+    def entries(self, raw: list[str]) -> Iterator[tuple[str, Path | str | MmtokError, bool]]:
+        """(label, what to read, found in a folder) for each input; folders walked first, so a bar has a total."""
+        from mmtok.media import iter_files
+
+        for given in raw:
+            if _is_url(given):
+                yield given, given, False
+                continue
+            walked = Path(given).is_dir()
+            for item in iter_files([given]):
+                label = str(item.source) if isinstance(item, MediaError) else str(item)
+                yield label, item, walked
+
+    def read(self, label: str, item: Path | str | MmtokError, walked: bool, inputs: Inputs) -> Any:
+        """The request an entry makes (``Files`` / ``Body``), None when it is skipped; raises its error."""
+        if isinstance(item, MmtokError):
+            raise item
+        if isinstance(item, str) and _is_url(item):
+            from mmtok.request.measure import load_url
+
+            return Files(label, [load_url(item, self.policy, self.copies)])
+        path = Path(item)
+        if path.name.endswith(".safetensors"):
+            return Files(label, [path])  # a token file: its sequences are the request's parts
+        import mmtok
+
+        media = mmtok.load(path, max_pixels=self.max_pixels)
+        if media.kind != "text":
+            return Files(label, [media])
+        return self._text(label, path, media, walked, inputs)
+
+    def _text(self, label: str, path: Path, media: Any, walked: bool, inputs: Inputs) -> Any:
+        from mmtok.request import MAX_BODY_BYTES, looks_like_body, parse_body
+
+        data = _read_regular(path, MAX_BODY_BYTES)
+        if looks_like_body(data[:64]):
+            try:
+                return Body(label, parse_body(data, source=label))
+            except RequestError as e:
+                if "not a request body" not in str(e):
+                    raise
+                if not walked:
+                    inputs.not_bodies.append(label)
+        if walked and not self.text_files:
+            inputs.skipped_text.append(label)
+            return None
+        return Files(label, [media])
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """A file's bytes, read through a descriptor checked to be a regular file (a path swapped for a FIFO since
+    ``load`` checked it does not block), at most ``limit``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise MediaError(path, f"cannot open: {e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise MediaError(path, "is no longer a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise MediaError(path, f"over {limit:,} bytes: a request body is read up to that")
+    return data
+
+
+def _is_url(text: str) -> bool:
+    return text[:8].lower().startswith(("http://", "https://"))
