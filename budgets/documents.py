@@ -239,7 +239,7 @@ def page_counts(model: Model, document: Document, detail: str | None = None) -> 
         raise PriceError(f"{model.asked} does not take images, so it takes no PDFs (each page is sent as one)")
     broken = broken_limits(model, rule, document)
     if broken:
-        raise PriceError(f"{document.path}: {'; '.join(broken)}")
+        raise PriceError("; ".join(broken))
 
     def image_rule(width: int, height: int, level: str | None) -> TokenCount:
         return model_image_count(model, width, height, level)

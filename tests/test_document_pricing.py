@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 import mmtok
 from mmtok.budgets import documents as D
 from mmtok.budgets.pricing import resolve
 from mmtok.budgets.text import count_text
+from mmtok.cli.main import app
 from mmtok.errors import PriceError
 from mmtok.eval.bench.documents import PageSpec, scanned_page, write_pdf
 
@@ -57,7 +61,7 @@ def test_gemini_2_0_bills_258_tokens_a_page(letter):
 
 def test_anthropic_bills_the_text_layer_and_each_page_in_the_standard_box(letter):
     text_tokens = 2 * count_text("\n".join(TEXT), "cl100k_base").tokens
-    for model in ("claude-sonnet-4-5", "claude-opus-4-7"):  # a standard and a high-resolution model alike
+    for model in ("claude-haiku-4-5", "claude-opus-4-7"):  # a standard and a high-resolution model alike
         counted = parts(model, letter)
         # 612 x 792 pt at 150 dpi = 1275 x 1650 px -> fit 1,568 px / 1,568 tokens: 952 x 1232 -> 34 x 44 patches
         assert counted["image"].tokens == 3 * 34 * 44 and counted["image"].label == "estimate"
@@ -100,10 +104,10 @@ def test_anthropic_page_limit_follows_the_context_window(tmp_path):
     path = tmp_path / "long.pdf"
     path.write_bytes(write_pdf([PageSpec()] * 101))
     doc = mmtok.load(path)
-    with pytest.raises(PriceError, match="101 pages: claude-sonnet-4-5 takes at most 100 per request"):
-        parts("claude-sonnet-4-5", doc)  # a 200k-token context window
+    with pytest.raises(PriceError, match="101 pages: claude-haiku-4-5 takes at most 100 per request"):
+        parts("claude-haiku-4-5", doc)  # a 200k-token context window
     assert parts("claude-opus-4-7", doc)["image"].tokens > 0  # 1M tokens: 600 pages
-    assert parts("claude-sonnet-4-5", doc.select(range(1, 101)))["image"].tokens > 0
+    assert parts("claude-haiku-4-5", doc.select(range(1, 101)))["image"].tokens > 0
 
 
 def test_size_limits_are_checked_before_counting(letter):
@@ -111,7 +115,7 @@ def test_size_limits_are_checked_before_counting(letter):
     with pytest.raises(PriceError, match="files must be under 50 MB"):
         parts("gpt-4o", big)
     with pytest.raises(PriceError, match="over the 32 MB request limit"):
-        parts("claude-sonnet-4-5", dataclasses.replace(letter, size_bytes=25 * D.MB))  # 33.3 MB as base64
+        parts("claude-haiku-4-5", dataclasses.replace(letter, size_bytes=25 * D.MB))  # 33.3 MB as base64
     long = dataclasses.replace(letter, pages=letter.pages * 334, texts=letter.texts * 334, file_pages=1002)
     with pytest.raises(PriceError, match=r"1,002 pages: gemini-2\.5-flash takes at most 1,000 per request"):
         parts("gemini-2.5-flash", long)  # 1,000 pages at most
@@ -120,5 +124,37 @@ def test_size_limits_are_checked_before_counting(letter):
 def test_anthropic_refuses_an_encrypted_pdf_that_gemini_reads(letter):
     locked = dataclasses.replace(letter, encrypted=True)
     with pytest.raises(PriceError, match="encrypted: Anthropic takes no encrypted PDFs"):
-        parts("claude-sonnet-4-5", locked)
+        parts("claude-haiku-4-5", locked)
     assert "encrypted" in parts("gemini-3.1-pro-preview", locked)["note"]
+
+
+REPORT = "tests/data/report.pdf"  # two pages written by matplotlib's PDF backend: text, and a landscape chart
+
+
+def test_a_pdf_from_another_producer_is_priced_through_price(monkeypatch):
+    monkeypatch.chdir(Path(__file__).parents[1])
+    doc = mmtok.load(REPORT)
+    assert [(p.width_pt, p.height_pt) for p in doc.pages] == [(612, 792), (792, 612)]
+    gemini = mmtok.price(REPORT, "gemini-3.1-pro-preview")
+    assert gemini.tokens("image") == 2 * 560 and gemini.tokens("text") == 0 and gemini.complete
+    claude = mmtok.price(doc, "claude-haiku-4-5")
+    # 1275x1650 -> 952x1232 (34x44) and 1650x1275 -> 1232x952 (44x34): 1,496 each
+    assert claude.tokens("image") == 2 * 1496
+    assert claude.tokens("text") == sum(count_text(doc.text(n), "cl100k_base").tokens for n in (1, 2))
+    gpt = mmtok.price(doc, "gpt-4o", detail="high")
+    assert gpt.tokens("image") == 2 * 765  # 1275x1650 -> 768x993 and 1650x1275 -> 993x768: 2x2 tiles each
+
+
+def test_price_cli_prices_pdfs_and_reports_broken_limits_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(Path(__file__).parents[1])
+    long = tmp_path / "long.pdf"
+    long.write_bytes(write_pdf([PageSpec()] * 101))
+    result = CliRunner().invoke(app, ["price", "--json", "-m", "claude-haiku-4-5", REPORT, str(long)])
+    assert result.exit_code == 1
+    quote = json.loads(result.output.splitlines()[0])
+    assert quote["tokens"] == {"text": quote["tokens"]["text"], "image": 2992} and quote["label"] == "estimate"
+    errors = [line for line in result.output.splitlines() if "long.pdf" in line and not line.startswith("{")]
+    assert errors == [
+        f"error: {long}: 101 pages: claude-haiku-4-5 takes at most 100 per request with a 200,000-token "
+        "context window (under 1M tokens)"
+    ]
