@@ -177,7 +177,7 @@ def pdf_folder(folder: Path, files: int, seed: int = 0) -> list[Path]:
 
 
 # ------------------------------------------------------------------------------------------------------- timing
-MODELS = ("claude-sonnet-4-5", "gpt-5.6", "gemini-3.1-pro-preview")
+MODELS = ("claude-haiku-4-5", "gpt-5.6", "gemini-3.1-pro-preview")
 
 
 def page_count_read(paths: Sequence[Path]) -> int:
