@@ -1,0 +1,111 @@
+"""A body written back in its own shape with some media parts replaced: each by new bytes (as inline base64, the
+provider's own way), or by several (the pieces of a sliced page), with the part's detail or media resolution set.
+Everything else in the body — other parts, settings, keys mmtok does not know — is left as it was."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mmtok.errors import RequestError
+from mmtok.request.gemini import field
+from mmtok.request.types import Part, Request
+
+GEMINI_LEVELS = {"low": "MEDIA_RESOLUTION_LOW", "medium": "MEDIA_RESOLUTION_MEDIUM", "high": "MEDIA_RESOLUTION_HIGH",
+                 "ultra_high": "MEDIA_RESOLUTION_ULTRA_HIGH"}  # fmt: skip
+OPENAI_AUDIO = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3"}
+
+
+@dataclass(frozen=True)
+class Media:
+    """New bytes for a part: what they are (``image/png``) and the detail to send them with (None: leave it)."""
+
+    data: bytes
+    mime: str
+    detail: str | None = None
+
+
+def write_body(request: Request, replaced: Mapping[int, Sequence[Media]]) -> dict[str, Any]:
+    """``request.body`` with part ``i`` (an index into ``request.parts``) replaced by ``replaced[i]``, one object
+    per new medium, in order. Raises :class:`RequestError` for a part the writer cannot place."""
+    body = copy.deepcopy(request.body)
+    # from the last part to the first, so that splicing several objects in keeps earlier pointers right
+    for index in sorted(replaced, key=lambda i: request.parts[i].pointer, reverse=True):
+        part = request.parts[index]
+        if not part.pointer:
+            raise RequestError(f"{request.source}: {part.where} cannot be rewritten (no place in the body)")
+        container = _resolve(body, part.pointer[:-1])
+        old = container[part.pointer[-1]]
+        new = [_encode(request.api, part, old, media) for media in replaced[index]]
+        position = part.pointer[-1]
+        if not isinstance(position, int):
+            raise RequestError(f"{request.source}: {part.where} is not in a list of parts")
+        container[position : position + 1] = new
+    return body
+
+
+def _resolve(body: Any, path: Sequence[str | int]) -> Any:
+    node = body
+    for key in path:
+        node = node[key]
+    return node
+
+
+def _encode(api: str, part: Part, old: dict[str, Any], media: Media) -> dict[str, Any]:
+    data = base64.b64encode(media.data).decode("ascii")
+    new = dict(old)  # keys mmtok does not know (cache_control, videoMetadata, ...) stay
+    kind = media.mime.split("/")[0]
+    if api == "openai-chat":
+        if kind == "audio":
+            return {**new, "type": "input_audio", "input_audio": {"data": data, "format": _audio_format(media)}}
+        image = dict(old.get("image_url") or {})
+        image["url"] = f"data:{media.mime};base64,{data}"
+        if media.detail:
+            image["detail"] = media.detail
+        return {**new, "type": "image_url", "image_url": image}
+    if api == "openai-responses":
+        new.pop("file_id", None)
+        new.update({"type": "input_image", "image_url": f"data:{media.mime};base64,{data}"})
+        if media.detail:
+            new["detail"] = media.detail
+        return new
+    if api == "anthropic-messages":
+        new["source"] = {"type": "base64", "media_type": media.mime, "data": data}
+        return new
+    if api == "gemini-generate":
+        return _gemini_part(new, media, data)
+    if api == "gemini-interactions":
+        new.pop("uri", None)
+        new.update({"type": kind if kind in ("image", "audio", "video") else "document", "data": data,
+                    "mime_type": media.mime})  # fmt: skip
+        if media.detail:
+            new["resolution"] = media.detail
+        return new
+    raise RequestError(f"cannot write a {api} body")
+
+
+def _gemini_part(new: dict[str, Any], media: Media, data: str) -> dict[str, Any]:
+    """An inline part in the spelling the body used (``inline_data`` / ``inlineData``)."""
+    camel = "inlineData" in new or "fileData" in new or "mediaResolution" in new
+    old_data = field(new, "inline_data") or field(new, "file_data")
+    inline_key, mime_key = ("inlineData", "mimeType") if camel else ("inline_data", "mime_type")
+    if isinstance(old_data, dict) and "mime_type" in old_data:  # the google-genai SDK: inlineData {mime_type}
+        mime_key = "mime_type"
+    for key in ("inline_data", "inlineData", "file_data", "fileData"):
+        new.pop(key, None)
+    new[inline_key] = {mime_key: media.mime, "data": data}
+    if media.detail in GEMINI_LEVELS:
+        new.pop("media_resolution", None)
+        new.pop("mediaResolution", None)
+        new["mediaResolution" if camel else "media_resolution"] = {"level": GEMINI_LEVELS[media.detail]}
+    return new
+
+
+def _audio_format(media: Media) -> str:
+    fmt = OPENAI_AUDIO.get(media.mime)
+    if fmt is None:
+        raise RequestError(f"Chat Completions takes audio as WAV or MP3, not {media.mime}")
+    return fmt
