@@ -171,3 +171,19 @@ def test_inspect_reports_each_bad_pdf_in_one_line_and_goes_on(tmp_path):
     assert result.exit_code == 1
     rows = [line for line in result.output.splitlines() if line.startswith("{")]
     assert '"kind": "document"' in rows[0] and "truncated" in rows[1]
+
+
+def test_a_forked_process_reads_pdfs_through_its_own_child(tmp_path):
+    import os
+
+    path = tmp_path / "good.pdf"
+    path.write_bytes(GOOD)
+    mmtok.load(path)
+    parent_child = document_worker.WORKER.proc.pid
+    pid = os.fork()
+    if pid == 0:  # as a DataLoader worker would
+        ok = mmtok.load(path).text(1) == "hello" and document_worker.WORKER.proc.pid != parent_child
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert mmtok.load(path).text(1) == "hello" and document_worker.WORKER.proc.pid == parent_child

@@ -209,6 +209,8 @@ def load_document(path: Path, head: bytes, size_bytes: int) -> Document:
     ``%%EOF``, then every page read by PDFium in the bounded child."""
     from mmtok.media import document_worker
 
+    if not is_pdf(head):
+        raise MediaError(path, "not a PDF: no %PDF- header in its first 1,024 bytes")
     if size_bytes > MAX_PDF_BYTES:
         raise MediaError(path, f"{size_bytes:,} bytes: PDFs above {MAX_PDF_BYTES:,} bytes are not read")
     _check_end(path, size_bytes)

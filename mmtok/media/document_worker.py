@@ -136,6 +136,8 @@ def _write_frame(proc: subprocess.Popen[bytes], payload: bytes) -> None:
 
 WORKER = _Worker()
 atexit.register(WORKER._stop)
+# A forked process (a DataLoader worker) starts its own child: the pipes it inherits are its parent's.
+os.register_at_fork(after_in_child=WORKER.__init__)
 
 
 def scan(path: Path, file_id: tuple[int, int], max_pages: int, max_text_chars: int) -> dict[str, Any]:
