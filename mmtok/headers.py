@@ -22,6 +22,8 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from mmtok.files import UnreadableFile, open_checked
+
 if TYPE_CHECKING:
     import mmap
 
@@ -443,9 +445,9 @@ def gif_is_animated(path: str | os.PathLike[str]) -> bool | None:
     import mmap
 
     try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        with open_checked(path) as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             return _gif_images_over_one(data)
-    except (OSError, ValueError, IndexError):  # unreadable, empty (mmap of 0 bytes), or a walk off the end
+    except (OSError, ValueError, IndexError, UnreadableFile):  # unreadable, empty (mmap of 0 bytes), or off the end
         return None
 
 
@@ -485,7 +487,7 @@ def webp_is_lossless(path: str | os.PathLike[str]) -> bool:
     data (an ICC profile or EXIF block before it is skipped by its size; an animation's first frame is looked into).
     False for VP8 (lossy), and for anything that cannot be read."""
     try:
-        with open(path, "rb") as f:
+        with open_checked(path) as f:
             if f.read(12)[8:12] != b"WEBP":
                 return False
             for _ in range(_MAX_CHUNK_WALK):
@@ -499,6 +501,6 @@ def webp_is_lossless(path: str | os.PathLike[str]) -> bool:
                     f.seek(16, os.SEEK_CUR)
                     continue
                 f.seek(length + (length & 1), os.SEEK_CUR)  # chunks are padded to an even size
-    except OSError:
+    except (OSError, UnreadableFile):
         return False
     return False

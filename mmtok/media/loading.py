@@ -6,11 +6,11 @@ decompression bomb and a missing end before they count.
 
 from __future__ import annotations
 
+import io
 import math
 import os
-import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mmtok.errors import MediaError, ffmpeg_reason
 from mmtok.headers import (
@@ -36,11 +36,9 @@ from mmtok.media.types import (
     Text,
     Video,
     _av_open,
+    checked_file,
     pillow_formats,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 # ------------------------------------------------------------------------------------------------------------ load
@@ -53,32 +51,9 @@ def load(source: str | os.PathLike[str], *, kind: str | None = None, max_pixels:
     path = source if isinstance(source, Path) else Path(source)
     if kind is not None and kind not in KINDS:
         raise MediaError(path, f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
-    try:
-        # Checked before opening: opening a FIFO can block and opening a device can act on it.
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise MediaError(path, "no such file") from None
-    except PermissionError:
-        raise MediaError(path, "permission denied: the file is not readable") from None
-    except OSError as e:
-        raise MediaError(path, f"cannot open: {e.strerror}") from None
-    _check_regular(path, st.st_mode)
-    try:
-        # O_NONBLOCK: should the path be swapped for a FIFO after the check, opening it still does not wait.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise MediaError(path, "no such file") from None
-    except IsADirectoryError:
-        raise MediaError(
-            path, "is a folder, not a file (folders are walked by scan() in Python, and as inputs on the command line)"
-        ) from None
-    except PermissionError:
-        raise MediaError(path, "permission denied: the file is not readable") from None
-    except OSError as e:
-        raise MediaError(path, f"cannot open: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        _check_regular(path, st.st_mode)
+    with checked_file(path) as f:
+        fd = f.fileno()
+        size_bytes = os.fstat(fd).st_size
         try:
             head = os.read(fd, HEAD_BYTES)
         except OSError as e:
@@ -87,17 +62,16 @@ def load(source: str | os.PathLike[str], *, kind: str | None = None, max_pixels:
             raise MediaError(path, "empty file (0 bytes)")
         fmt = image_format(head)
         if fmt is not None:
-            media: Media = _load_image(path, fd, head, fmt, st.st_size, max_pixels)
+            media: Media = _load_image(path, f, head, fmt, size_bytes, max_pixels)
         else:
-            media = _load_stream_or_text(path, head, st.st_size)
-    finally:
-        os.close(fd)
+            media = _load_stream_or_text(path, f, head, size_bytes)
     if kind is not None and media.kind != kind:
         raise MediaError(path, f"expected {kind}, but the content is {media.kind} ({media.format})")
     return media
 
 
-def _load_image(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, max_pixels: int) -> Image:
+def _load_image(path: Path, f: io.FileIO, head: bytes, fmt: str, size_bytes: int, max_pixels: int) -> Image:
+    fd = f.fileno()
     try:
         header: ImageHeader | None = read_image_header(fd, head, fmt)
     except HeaderError:
@@ -115,7 +89,7 @@ def _load_image(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, max
             )
     else:
         _check_end(path, fd, head, fmt, size_bytes, None)  # a cut-off file reads as cut off, not as a Pillow error
-        width, height, orientation = _pillow_size(path, fmt)
+        width, height, orientation = _pillow_size(path, f, fmt)
         _check_pixels(path, width, height, max_pixels)
     return Image(path, fmt, width, height, orientation, size_bytes)
 
@@ -138,12 +112,13 @@ def _check_end(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, body
         raise MediaError(path, f"cannot read: {e.strerror}") from None
 
 
-def _pillow_size(path: Path, fmt: str) -> tuple[int, int, int]:
+def _pillow_size(path: Path, f: io.FileIO, fmt: str) -> tuple[int, int, int]:
     """Slow path for header variants the fast parser does not handle (and AVIF, HEIF: no header path)."""
     import PIL.Image
 
     try:
-        with PIL.Image.open(path, formats=pillow_formats(fmt)) as im:
+        f.seek(0)
+        with PIL.Image.open(f, formats=pillow_formats(fmt)) as im:
             width, height = im.size
             orientation = int(im.getexif().get(0x0112, 1) or 1)
     except PIL.Image.DecompressionBombError as e:  # sizes only Pillow reads: its guard decides before ours can
@@ -193,17 +168,17 @@ def _av_format(head: bytes) -> str | None:
     return None
 
 
-def _load_stream_or_text(path: Path, head: bytes, size_bytes: int) -> Media:
+def _load_stream_or_text(path: Path, f: io.FileIO, head: bytes, size_bytes: int) -> Media:
     from mmtok.media.document import is_pdf, load_document
 
     if is_pdf(head):
         return load_document(path, head, size_bytes)
     sf_fmt = _soundfile_format(head)
     if sf_fmt is not None:
-        return _load_soundfile(path, sf_fmt, size_bytes)
+        return _load_soundfile(path, f, sf_fmt, size_bytes)
     av_fmt = _av_format(head)
     if av_fmt is not None:
-        return _load_av(path, av_fmt, size_bytes)
+        return _load_av(path, f, av_fmt, size_bytes)
     suffix = path.suffix.lower()
     if _looks_like_text(head, whole_file=size_bytes <= len(head)):
         if suffix in MEDIA_EXTENSIONS:
@@ -213,7 +188,7 @@ def _load_stream_or_text(path: Path, head: bytes, size_bytes: int) -> Media:
     if suffix in MEDIA_EXTENSIONS:
         noun = _kind_of_extension(suffix).removeprefix("an ")  # "a readable image file", not "a readable an image"
         raise MediaError(path, f"named {suffix} but the content is not a readable {noun} file")
-    raise MediaError(path, f"not a supported image, audio, video or text file (starts with {head[:8].hex(' ')})")
+    raise MediaError(path, "not a supported image, audio, video or text file")  # its bytes are never quoted
 
 
 def _kind_of_extension(suffix: str) -> str:
@@ -236,36 +211,37 @@ def _looks_like_text(head: bytes, whole_file: bool) -> bool:
 UNKNOWN_FRAMES = 2**62  # libsndfile reports SF_COUNT_MAX frames for a length it does not know
 
 
-def _load_soundfile(path: Path, fmt: str, size_bytes: int) -> Audio:
+def _load_soundfile(path: Path, f: io.FileIO, fmt: str, size_bytes: int) -> Audio:
     import soundfile as sf
 
     try:
-        info = sf.info(str(path))
+        f.seek(0)
+        info = sf.info(f)
     except Exception as e:  # LibsndfileError: a codec libsndfile lacks (FFmpeg's FLAC in Ogg), or damage
         try:
-            return _av_audio_only(path, fmt, size_bytes)
+            return _av_audio_only(path, f, fmt, size_bytes)
         except MediaError:
             raise MediaError(path, f"corrupt {fmt} audio: {e}") from None
     if info.frames >= UNKNOWN_FRAMES:  # libsndfile's count when the header states none (FLAC written to a pipe)
-        return _av_audio_only(path, fmt, size_bytes, measure=True)
+        return _av_audio_only(path, f, fmt, size_bytes, measure=True)
     if info.frames <= 0:
         raise MediaError(path, "audio contains no samples")
     if info.samplerate <= 0 or info.channels <= 0:
         raise MediaError(path, f"audio header gives {info.samplerate} Hz and {info.channels} channels")
-    _check_samples_reach(path, int(info.frames), int(info.samplerate))
+    _check_samples_reach(path, f, int(info.frames), int(info.samplerate))
     codec = info.subtype.lower() if info.subtype else fmt
     return Audio(path, fmt, codec, int(info.samplerate), int(info.channels), int(info.frames), size_bytes)
 
 
-def _av_audio_only(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Audio:
+def _av_audio_only(path: Path, f: io.FileIO, fmt: str, size_bytes: int, measure: bool = False) -> Audio:
     """What FFmpeg reads of a file libsndfile cannot open or size: its sound, decoded by FFmpeg from then on."""
-    media = _load_av(path, fmt, size_bytes, measure)
+    media = _load_av(path, f, fmt, size_bytes, measure)
     if not isinstance(media, Audio):
         raise MediaError(path, f"{fmt} file holds video")
     return media
 
 
-def _check_samples_reach(path: Path, frames: int, rate: int) -> None:
+def _check_samples_reach(path: Path, f: io.FileIO, frames: int, rate: int) -> None:
     """The sample where the header's length says the data must still go on (``must_reach``) must be readable: a
     FLAC file cut off keeps the length its header states. One seek and a one-frame read (libsndfile's own seek:
     the FLAC seek table, or a bisection of the file)."""
@@ -278,9 +254,10 @@ def _check_samples_reach(path: Path, frames: int, rate: int) -> None:
     if reach_s <= 0:
         return
     try:
-        with sf.SoundFile(str(path)) as f:
-            f.seek(math.ceil(reach_s * rate))
-            readable = len(f.read(1)) == 1
+        f.seek(0)
+        with sf.SoundFile(f) as sound:
+            sound.seek(math.ceil(reach_s * rate))
+            readable = len(sound.read(1)) == 1
     except (RuntimeError, ValueError):  # soundfile.LibsndfileError: the seek or the read failed
         readable = False
     if not readable:
@@ -291,7 +268,7 @@ def _check_samples_reach(path: Path, frames: int, rate: int) -> None:
         )
 
 
-def _load_av(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Audio | Video:
+def _load_av(path: Path, f: io.FileIO, fmt: str, size_bytes: int, measure: bool = False) -> Audio | Video:
     """A container's sound and first video stream, by FFmpeg. Durations are the streams' own, else the
     container's, held to the packets (``_held_to_packets``); they are measured from the packets when the
     container states none (a live-mode Matroska recording), for ADTS and for an MP3 that states no frame count
@@ -301,10 +278,11 @@ def _load_av(path: Path, fmt: str, size_bytes: int, measure: bool = False) -> Au
     from mmtok.media import reach
 
     try:
-        with _av_open(path) as container:
+        f.seek(0)
+        with _av_open(f) as container:
             videos = [s for s in container.streams.video if not s.disposition & av.stream.Disposition.attached_pic]
-            estimated = fmt in reach.MEASURED_FORMATS or (fmt == "mp3" and not reach.states_frame_count(path))
-            measured = _measured(path, fmt, container) if measure or estimated or not container.duration else {}
+            estimated = fmt in reach.MEASURED_FORMATS or (fmt == "mp3" and not reach.states_frame_count(f))
+            measured = _measured(f, fmt, container) if measure or estimated or not container.duration else {}
             audio = _av_audio_meta(path, fmt, container, size_bytes, measured)
             video = _av_video_meta(path, fmt, container, videos[0], audio, size_bytes, measured) if videos else None
             if not measured:  # durations from headers (or FFmpeg's estimates): held to the data
@@ -373,14 +351,14 @@ def _entry_end(entry: Any) -> int:
     return int(entry.pos) + max(0, int(entry.size))
 
 
-def _measured(path: Path, fmt: str, container: Any) -> dict[int, float]:
+def _measured(f: io.FileIO, fmt: str, container: Any) -> dict[int, float]:
     """Each stream's span from its data: an MP3's by walking its frame headers where that vouches for the whole
     file (``reach.mp3_span``, equal to the packets' span), else by a pass over the packets."""
     from mmtok.media import reach
 
     sounds = container.streams.audio
     if fmt == "mp3" and len(sounds) == 1:
-        span = reach.mp3_span(path)
+        span = reach.mp3_span(f)
         if span:
             return {sounds[0].index: span}
     return reach.measured_spans(container)
@@ -435,23 +413,3 @@ def _av_video_meta(
         path, fmt, ctx.name, int(ctx.width), int(ctx.height), fps, frames, duration, size_bytes, stream.index, audio,
         duration_from_stream=bool(own),
     )  # fmt: skip
-
-
-def _not_regular(mode: int) -> str:
-    kinds = {
-        stat.S_IFIFO: "a FIFO (named pipe)",
-        stat.S_IFSOCK: "a socket",
-        stat.S_IFCHR: "a character device",
-        stat.S_IFBLK: "a block device",
-    }
-    what = kinds.get(stat.S_IFMT(mode), "a special file")
-    return f"is {what}, not a regular file; only regular files are read"
-
-
-def _check_regular(path: Path, mode: int) -> None:
-    if stat.S_ISDIR(mode):
-        raise MediaError(
-            path, "is a folder, not a file (folders are walked by scan() in Python, and as inputs on the command line)"
-        )
-    if not stat.S_ISREG(mode):
-        raise MediaError(path, _not_regular(mode))

@@ -12,11 +12,14 @@ For those, ``measured_spans`` reads every packet's time (demuxing only); an MP3'
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import io
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mmtok.files import UnreadableFile, open_checked
 from mmtok.media.sampling import must_reach
 
 # ADTS has no duration field: the packets' span is always its duration.
@@ -118,22 +121,32 @@ def _stream_ends(container: Any, needed: dict[int, float], priced: list[int], li
     return found
 
 
-def states_frame_count(path: Path) -> bool:
+def states_frame_count(source: Path | io.FileIO) -> bool:
     """Whether an MP3's first frame is a Xing, Info or VBRI frame, which states the stream's frame count (FFmpeg's
-    duration then comes from it, not from the bitrate). Reads the ID3v2 tag's size and the first frame's bytes."""
+    duration then comes from it, not from the bitrate). Reads the ID3v2 tag's size and the first frame's bytes, of
+    ``source``: a file ``load`` opened, or a path (checked as every path is)."""
     try:
-        frame = _first_frame_bytes(path)
-    except OSError:  # gone since FFmpeg opened it: FFmpeg's own duration stands
+        with _opened(source) as f:
+            frame = _first_frame_bytes(f.fileno())
+    except (OSError, UnreadableFile):  # gone since FFmpeg opened it: FFmpeg's own duration stands
         return True
     sync = next((i for i in range(len(frame) - 1) if frame[i] == 0xFF and frame[i + 1] & 0xE0 == 0xE0), None)
     return sync is not None and any(tag in frame[sync : sync + 200] for tag in FRAME_COUNT_TAGS)
 
 
-def _first_frame_bytes(path: Path) -> bytes:
+def _first_frame_bytes(fd: int) -> bytes:
     """4 KiB from the end of an MP3's ID3v2 tag, where its first frame starts."""
-    with open(path, "rb") as f:
-        f.seek(_id3v2_size(f.read(10)))
-        return f.read(4096)
+    return os.pread(fd, 4096, _id3v2_size(os.pread(fd, 10, 0)))
+
+
+@contextlib.contextmanager
+def _opened(source: Path | io.FileIO) -> Iterator[io.FileIO]:
+    """``source`` itself when it is an open file, else the path opened by ``open_checked``."""
+    if isinstance(source, io.IOBase):
+        yield source
+        return
+    with open_checked(source) as f:
+        yield f
 
 
 def _packet_end_s(packet: Any) -> float | None:
@@ -150,7 +163,7 @@ def stream_seconds(value: int | None, time_base: Any) -> float:
     return float(value * time_base) if value and time_base else 0.0
 
 
-def mp3_span(path: Path) -> float | None:
+def mp3_span(source: Path | io.FileIO) -> float | None:
     """An MPEG audio (Layer II or III) file's length in seconds, by walking its frame headers from the first frame
     to the end: the frames times their samples, over the sample rate, as a pass over the packets measures it but
     without demuxing (a memory map, one header read per frame: 19x faster, eval/results/bench_load_av.json).
@@ -159,9 +172,9 @@ def mp3_span(path: Path) -> float | None:
     import mmap
 
     try:
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        with _opened(source) as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
             return _mp3_frames_span(data, _id3v2_size(data))
-    except (OSError, ValueError):
+    except (OSError, ValueError, UnreadableFile):
         return None
 
 

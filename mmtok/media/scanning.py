@@ -17,7 +17,8 @@ from mmtok.errors import MediaError
 if TYPE_CHECKING:
     pass
 
-from mmtok.media.loading import _not_regular, load
+from mmtok.files import not_regular
+from mmtok.media.loading import load
 from mmtok.media.types import MAX_IMAGE_PIXELS, Media
 
 
@@ -56,7 +57,7 @@ def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path | Media
         elif stat.S_ISREG(mode):
             yield path
         else:
-            yield MediaError(path, _not_regular(mode))
+            yield MediaError(path, not_regular(mode))
 
 
 def _walk(folder: Path) -> Iterator[Path | MediaError]:
@@ -83,7 +84,7 @@ def _walk(folder: Path) -> Iterator[Path | MediaError]:
                 elif entry.is_file(follow_symlinks=False):
                     yield path
                 else:
-                    yield MediaError(path, _not_regular(entry.stat(follow_symlinks=False).st_mode))
+                    yield MediaError(path, not_regular(entry.stat(follow_symlinks=False).st_mode))
             except OSError as e:
                 yield MediaError(path, f"cannot read: {e.strerror}")
         pending.extend(reversed(subfolders))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
 
 from mmtok.errors import MediaError, ffmpeg_reason
+from mmtok.files import UnreadableFile, open_checked
 
 REDUCE_ABOVE_PIXELS = 4096 * 4096  # images decoded for a model input larger than this are box-reduced first
 MAX_TEXT_BYTES = 64 << 20  # a text file read whole (as data files are, mmtok.files)
@@ -43,6 +45,20 @@ KINDS = ("image", "audio", "video", "text")
 
 def _source(path: Path | None) -> str:
     return str(path) if path is not None else "<memory>"
+
+
+FOLDER_REASON = "is a folder, not a file (folders are walked by scan() in Python, and as inputs on the command line)"
+
+
+def checked_file(path: Path | None) -> io.FileIO:
+    """``path`` opened by :func:`mmtok.files.open_checked` (a regular file, never waited on), as a binary file
+    named by the path; what cannot be opened is a :class:`MediaError`. Everything read of a media file, by mmtok or
+    by PyAV, libsndfile or Pillow, is read through such a file, never by name: a path swapped for a FIFO after its
+    check cannot hang a read."""
+    try:
+        return open_checked(path)  # type: ignore[arg-type]
+    except UnreadableFile as e:
+        raise MediaError(path, FOLDER_REASON if e.folder else e.reason) from None
 
 
 # ----------------------------------------------------------------------------------------------------------- Image
@@ -93,7 +109,7 @@ class Image:
         import PIL.ImageOps
 
         try:
-            with PIL.Image.open(self.path, formats=pillow_formats(self.format)) as im:
+            with checked_file(self.path) as f, PIL.Image.open(f, formats=pillow_formats(self.format)) as im:
                 if draft_size is not None and im.format == "JPEG":
                     # draft() works in stored orientation; swap the request for rotated images.
                     dw, dh = draft_size if self.orientation not in (5, 6, 7, 8) else draft_size[::-1]
@@ -105,6 +121,8 @@ class Image:
                     if factor >= 2:
                         oriented = oriented.reduce(factor)
                 return _to_rgb(oriented)
+        except MediaError:
+            raise
         except Exception as e:  # Pillow raises many types (OSError, SyntaxError, ValueError, ...) on bad data
             raise MediaError(self.path, f"cannot decode {self.format} image: {e}") from None
 
@@ -294,12 +312,13 @@ class Audio:
         import torch
 
         try:
-            for array in sf.blocks(str(self.path), blocksize=block, dtype="float32", always_2d=True):  # (n, C)
-                wave = torch.from_numpy(array.T.copy())
-                if mono and wave.shape[0] > 1:
-                    wave = wave.mean(dim=0, keepdim=True)
-                _check_samples(self.path, wave)
-                yield wave
+            with checked_file(self.path) as f:
+                for array in sf.blocks(f, blocksize=block, dtype="float32", always_2d=True):  # (n, C)
+                    wave = torch.from_numpy(array.T.copy())
+                    if mono and wave.shape[0] > 1:
+                        wave = wave.mean(dim=0, keepdim=True)
+                    _check_samples(self.path, wave)
+                    yield wave
         except MediaError:
             raise
         except Exception as e:  # soundfile.LibsndfileError / RuntimeError on corrupt data
@@ -312,7 +331,10 @@ class Audio:
             import soundfile as sf
 
             try:
-                array, _ = sf.read(self.path, dtype="float32", always_2d=True)  # (T, C)
+                with checked_file(self.path) as f:
+                    array, _ = sf.read(f, dtype="float32", always_2d=True)  # (T, C)
+            except MediaError:
+                raise
             except Exception as e:  # soundfile.LibsndfileError / RuntimeError on corrupt data
                 raise MediaError(self.path, f"cannot decode {self.format} audio: {e}") from None
             wave = torch.from_numpy(array.T.copy())
@@ -353,11 +375,18 @@ def resample(waveform: torch.Tensor, from_hz: int, to_hz: int) -> torch.Tensor:
     return AF.resample(waveform, int(from_hz), int(to_hz))
 
 
-def _av_open(path: Path | None) -> Any:
-    """Open a container for reading; tags in a broken encoding are dropped rather than failing the file."""
+@contextlib.contextmanager
+def _av_open(source: Path | io.FileIO | None) -> Iterator[Any]:
+    """A container for reading, through ``source`` (a file already checked, or a path: :func:`checked_file`); tags
+    in a broken encoding are dropped rather than failing the file."""
     import av
 
-    return av.open(str(path), metadata_errors="ignore")
+    if isinstance(source, io.IOBase):
+        with av.open(source, metadata_errors="ignore") as container:
+            yield container
+        return
+    with checked_file(source) as f, av.open(f, metadata_errors="ignore") as container:
+        yield container
 
 
 def _padding_samples(rate: int) -> int:
@@ -522,7 +551,11 @@ class Text:
         if self.size_bytes > MAX_TEXT_BYTES:  # the stat size, checked before reading
             raise MediaError(self.path, f"{self.size_bytes:,} bytes of text: at most {MAX_TEXT_BYTES:,} are read")
         try:
-            return Path(self.path).read_bytes().decode("utf-8-sig")
+            with checked_file(self.path) as f:
+                data = f.read(MAX_TEXT_BYTES + 1)
+            if len(data) > MAX_TEXT_BYTES:
+                raise MediaError(self.path, f"grew past {MAX_TEXT_BYTES:,} bytes of text while being read")
+            return data.decode("utf-8-sig")
         except UnicodeDecodeError as e:
             raise MediaError(self.path, f"not valid UTF-8 text (byte {e.start}): {e.reason}") from None
         except OSError as e:
