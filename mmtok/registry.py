@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import math
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -221,6 +222,64 @@ def get_registered(name: Any, kind: str, where: str, error: type[MmtokError] = C
             f"a file can only name registered models, so choose yours explicitly"
         )
     return get_entry(name, kind).build()
+
+
+@dataclass(frozen=True)
+class TokenLimits:
+    """What a tokenizer's sequences can hold, read from its config without building it (token files are checked
+    against it before any tensor is read): the modalities it makes, the ids' range (``vocab``, None: not known
+    without loading it), codebook levels per token, and the embedding widths it writes."""
+
+    name: str
+    modalities: tuple[str, ...]
+    vocab: int | None
+    levels: int  # ids are [N] when 1, else [N] or [N, C] with C <= levels
+    embedding_dims: tuple[int, ...]
+
+
+# The published encodings' n_vocab (tiktoken's Encoding.n_vocab; tests/test_registry.py checks them against it).
+TIKTOKEN_VOCAB = {"cl100k_base": 100_277, "o200k_base": 200_019}
+BYTE_TOKENIZER_VOCAB = 259  # 256 bytes + BOS/EOS/PAD (mmtok.models.text.ByteTokenizer.vocab_size)
+
+
+def token_limits(name: str) -> TokenLimits | None:
+    """The :class:`TokenLimits` of the registered tokenizer ``name`` (None when it is not one): from its config
+    file and its weights' ``config.json``, with no model code imported, so ``inspect`` and ``price`` stay light."""
+    entry = {e.name: e for e in list_models("tokenizer")}.get(name)
+    if entry is None:
+        return None
+    config: dict[str, Any] = {}
+    if entry.weights is not None and (entry.weights / "config.json").is_file():
+        stored = read_json(entry.weights / "config.json", "model config")
+        config = stored.get("config", {}) if isinstance(stored, dict) else {}
+        config = config if isinstance(config, dict) else {}
+    config = {**entry.options, **config}
+    return _class_limits(entry.class_path, name, config)
+
+
+def _class_limits(class_path: str, name: str, config: dict[str, Any]) -> TokenLimits | None:
+    """Each tokenizer class's sequences, from its config values (the classes' own defaults where one is absent)."""
+
+    def value(key: str, default: int) -> int:
+        got = config.get(key, default)
+        return got if isinstance(got, int) and not isinstance(got, bool) and got > 0 else default
+
+    if class_path == "mmtok.models.vq:VQTokenizer":
+        quantizer = config.get("quantizer", "vq")
+        levels = config.get("fsq_levels", [8, 5, 5, 5])
+        fsq = isinstance(levels, list) and all(isinstance(v, int) and v > 0 for v in levels)
+        vocab = math.prod(levels) if quantizer == "fsq" and fsq else value("codebook_size", 1024)
+        codebooks = value("num_quantizers", 2) if quantizer == "rvq" else 1
+        return TokenLimits(name, ("image",), vocab, codebooks, (value("teacher_dim", 128),))
+    if class_path == "mmtok.models.av:AVTokenizer":
+        return TokenLimits(
+            name, ("audio", "video"), value("codebook_size", 1024), value("num_quantizers", 8), (value("d_model", 256),)
+        )
+    if class_path == "mmtok.models.text:ByteTokenizer":
+        return TokenLimits(name, ("text",), BYTE_TOKENIZER_VOCAB, 1, ())
+    if class_path == "mmtok.models.text:TiktokenTokenizer":
+        return TokenLimits(name, ("text",), TIKTOKEN_VOCAB.get(str(config.get("encoding", "o200k_base"))), 1, ())
+    return None  # a class registered from Python: the generic caps only
 
 
 def import_class(class_path: str, where: str) -> type:

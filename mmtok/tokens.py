@@ -16,8 +16,8 @@ and sequence-level fields: ``modality``, ``grid`` (h, w of an image's token grid
 from __future__ import annotations
 
 import copy
+import io
 import json
-import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -27,34 +27,27 @@ from typing import Any
 import torch
 
 from mmtok.errors import MmtokError, TokenError
-from mmtok.files import parse_json
+from mmtok.token_files import (
+    FORMAT,
+    FORMAT_VERSION,
+    MAX_GRID_CELLS,
+    MODALITIES,
+    TENSOR_FIELDS,
+    TensorInfo,
+    TokenHeader,
+    check_grid,
+    check_known_meta,
+    headers_of,
+    open_token_file,
+)
 
-FORMAT = "mmtok.TokenSequence"
-FORMAT_VERSION = 1
-MODALITIES = ("image", "audio", "video", "text")
-MAX_GRID_CELLS = 1 << 20  # 1024 x 1024 tokens: an 8,192-px image at 8x downsampling; consumers allocate the grid
-_TENSOR_FIELDS = ("ids", "embeddings", "times", "positions")
-_HEADER_KEYS = {"format", "version", "modality", "grid", "tokenizer", "meta"}
-# meta keys mmtok itself reads back (decoders, inspect): positive finite numbers, or a box of four integers
+__all__ = ["FORMAT", "FORMAT_VERSION", "MAX_GRID_CELLS", "MODALITIES", "TokenSequence", "check_ids", "load_sequences"]
 
-
-def _check_known_meta(meta: dict[str, Any]) -> None:
-    """The meta values mmtok computes with are of the kind it wrote: a file cannot hand a decoder ``inf`` seconds,
-    a list for a rate or a string for a box."""
-    for key in ("tokens_per_second", "duration_s"):
-        value = meta.get(key)
-        if value is not None and not _positive_number(value):
-            raise TokenError(f"meta {key} must be a positive finite number, got {value!r}")
-    box = meta.get("content_box")
-    if box is not None and not (
-        isinstance(box, list) and len(box) == 4 and all(isinstance(v, int) and not isinstance(v, bool) for v in box)
-        and box[0] >= 0 and box[1] >= 0 and box[2] > 0 and box[3] > 0
-    ):  # fmt: skip
-        raise TokenError(f"meta content_box must be [top, left, height, width] (whole numbers), got {box!r}")
-
-
-def _positive_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+_TENSOR_FIELDS = TENSOR_FIELDS
+TORCH_DTYPES = {
+    "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16, "I32": torch.int32,
+    "I64": torch.int64, "F16": torch.float16, "BF16": torch.bfloat16, "F32": torch.float32, "F64": torch.float64,
+}  # fmt: skip
 
 
 def _is_integer(tensor: torch.Tensor) -> bool:
@@ -98,15 +91,7 @@ def check_ids(
 
 def _check_grid(grid: Any, n: int, positions: torch.Tensor | None) -> tuple[int, int]:
     """(rows, cols) of positive ints, no more cells than :data:`MAX_GRID_CELLS`, holding every token."""
-    if not isinstance(grid, (tuple, list)) or len(grid) != 2:
-        raise TokenError(f"grid must be (rows, cols), got {grid!r}")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in grid):
-        raise TokenError(f"grid must be two positive integers, got {grid!r}")
-    rows, cols = int(grid[0]), int(grid[1])
-    if rows * cols > MAX_GRID_CELLS:
-        raise TokenError(f"grid {rows}x{cols} has {rows * cols:,} cells, over the limit of {MAX_GRID_CELLS:,}")
-    if n > rows * cols:
-        raise TokenError(f"{n} tokens do not fit a {rows}x{cols} grid")
+    rows, cols = check_grid(grid, n)
     if positions is not None and n and int(positions.max()) >= rows * cols:
         raise TokenError(f"position {int(positions.max())} is outside the {rows}x{cols} grid")
     return rows, cols
@@ -156,7 +141,7 @@ class TokenSequence:
             raise TokenError(f"tokenizer must be a name (a string), got {type(self.tokenizer).__name__}")
         if not isinstance(self.meta, dict):
             raise TokenError(f"meta must be a JSON object (a dict), got {type(self.meta).__name__}")
-        _check_known_meta(self.meta)
+        check_known_meta(self.meta)
 
     def __len__(self) -> int:
         source = self.ids if self.ids is not None else self.embeddings
@@ -223,39 +208,6 @@ class TokenSequence:
             if getattr(self, name) is not None
         }
 
-    @classmethod
-    def _from_parts(cls, header: Any, tensors: Mapping[str, torch.Tensor], source: str) -> TokenSequence:
-        """A sequence from a file's header and tensors; anything malformed is a TokenError naming ``source``."""
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise TokenError(f"{source}: not an mmtok TokenSequence header")
-        version = header.get("version", 0)
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise TokenError(f"{source}: format version must be an integer, got {version!r}")
-        if version > FORMAT_VERSION:
-            raise TokenError(f"{source}: written by a newer mmtok (format version {version})")
-        unknown = sorted(set(header) - _HEADER_KEYS)
-        if unknown:
-            raise TokenError(f"{source}: unknown header key(s) {', '.join(unknown)}")
-        extra = sorted(set(tensors) - set(_TENSOR_FIELDS))
-        if extra:
-            raise TokenError(f"{source}: unexpected tensor(s) {', '.join(extra)}")
-        for name in ("ids", "positions"):
-            if name in tensors and tensors[name].dtype != torch.int64:
-                raise TokenError(f"{source}: {name} must be int64, got {tensors[name].dtype}")
-        modality, grid, meta = header.get("modality"), header.get("grid"), header.get("meta")
-        if not isinstance(modality, str):
-            raise TokenError(f"{source}: header needs a modality (one of {', '.join(MODALITIES)})")
-        try:
-            return cls(
-                modality=modality,
-                grid=None if grid is None else _check_grid(grid, 0, None),
-                tokenizer="" if header.get("tokenizer") is None else header["tokenizer"],
-                meta={} if meta is None else meta,
-                **{name: tensors[name] for name in _TENSOR_FIELDS if name in tensors},
-            )
-        except TokenError as e:
-            raise TokenError(f"{source}: {e}") from None
-
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write a safetensors file (tensors + JSON header); returns the path."""
         return _write_safetensors(path, self._tensors(), {"mmtok": json.dumps(self._header())})
@@ -280,49 +232,69 @@ def save_sequences(path: str | os.PathLike[str], sequences: Mapping[str, TokenSe
 
 
 def _write_safetensors(path: str | os.PathLike[str], tensors: dict[str, torch.Tensor], metadata: dict) -> Path:
-    """Serialise in memory, then write atomically (``write_atomic``): a failed write is an ``OSError`` and never
-    leaves half a file."""
-    from safetensors.torch import save
+    """Write straight to a temporary file beside ``path``, then rename it over ``path`` (``atomic_path``): a failed
+    write never leaves half a file, a symlink at ``path`` is replaced rather than written through, and no second
+    copy of the tensors is made in memory."""
+    from safetensors.torch import save_file
 
-    from mmtok.files import write_atomic
+    from mmtok.files import atomic_path
 
-    return write_atomic(path, save(tensors, metadata=metadata))
+    with atomic_path(path) as partial:
+        save_file(tensors, str(partial), metadata=metadata)
+    return Path(path)
 
 
 def load_sequences(path: str | os.PathLike[str]) -> dict[str, TokenSequence]:
-    """Every sequence in a file written by :func:`save_sequences` or :meth:`TokenSequence.save`."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file, safe_open
+    """Every sequence in a file written by :func:`save_sequences` or :meth:`TokenSequence.save`.
 
+    The headers are read and checked first (:mod:`mmtok.token_files`: limits, dtypes, shapes, the tokenizer's
+    modality, levels and width), then each tensor is read from the same descriptor straight into its own memory,
+    and ids are checked against the tokenizer's codebook: peak memory is the tensors plus a few MiB."""
     source = os.fspath(path)
-    if Path(source).is_dir():
-        raise TokenError(f"{source}: is a folder, not a token file")
-    if not Path(source).is_file():
-        raise TokenError(f"{source}: no such token file")
+    fd, size = open_token_file(source)
     try:
-        with safe_open(source, framework="pt") as f:
-            metadata = f.metadata() or {}
-        tensors = load_file(source)
-    except (SafetensorError, OSError, ValueError) as e:
-        raise TokenError(f"{source}: not a safetensors file ({e})") from None
-    if "mmtok" not in metadata:
-        raise TokenError(f"{source}: safetensors file without an mmtok header")
-    header = parse_json(metadata["mmtok"], f"{source}: mmtok header", TokenError)
-    if not isinstance(header, dict):
-        raise TokenError(f"{source}: the mmtok header must be a JSON object")
-    if header.get("format") == FORMAT:
-        return {Path(source).stem: TokenSequence._from_parts(header, tensors, source)}
-    if header.get("format") != FORMAT + "s":
-        raise TokenError(f"{source}: not an mmtok token file (format {str(header.get('format'))[:40]!r})")
-    sequences = header.get("sequences")
-    if not isinstance(sequences, dict) or not sequences:
-        raise TokenError(f"{source}: a shard header needs a non-empty 'sequences' object")
-    claimed = {f"{key}/{name}" for key in sequences for name in _TENSOR_FIELDS}
-    stray = sorted(set(tensors) - claimed)
-    if stray:
-        raise TokenError(f"{source}: tensor(s) that belong to no sequence: {', '.join(stray[:3])}")
-    out = {}
-    for key, seq_header in sequences.items():
-        parts = {name: tensors[f"{key}/{name}"] for name in _TENSOR_FIELDS if f"{key}/{name}" in tensors}
-        out[key] = TokenSequence._from_parts(seq_header, parts, f"{source}[{key}]")
-    return out
+        headers = headers_of(fd, size, source)
+        with io.FileIO(fd, "rb", closefd=False) as f:
+            return {key: _read_sequence(f, header) for key, header in headers.items()}
+    finally:
+        os.close(fd)
+
+
+def _read_sequence(f: io.FileIO, header: TokenHeader) -> TokenSequence:
+    tensors = {name: _read_tensor(f, info, header.source) for name, info in header.tensors.items()}
+    try:
+        seq = TokenSequence(
+            modality=header.modality, grid=header.grid, tokenizer=header.tokenizer, meta=header.meta, **tensors
+        )
+    except TokenError as e:
+        raise TokenError(f"{header.source}: {e}") from None
+    if seq.ids is not None and header.tokenizer:
+        from mmtok.registry import token_limits
+
+        limits = token_limits(header.tokenizer)
+        if limits is not None and limits.vocab is not None:
+            check_ids(
+                seq.ids,
+                limits.vocab,
+                message=lambda lo, hi: (
+                    f"{header.source}: ids {lo}..{hi} outside {header.tokenizer}'s codebook [0, {limits.vocab})"
+                ),
+                allow_empty=True,
+            )
+    return seq
+
+
+def _read_tensor(f: io.FileIO, info: TensorInfo, source: str) -> torch.Tensor:
+    """One tensor's bytes read from ``f`` into a tensor of its own (little-endian, as safetensors stores it)."""
+    tensor = torch.empty(info.shape, dtype=TORCH_DTYPES[info.dtype])
+    if info.nbytes == 0:
+        return tensor
+    buffer = memoryview(tensor.reshape(-1).view(torch.uint8).numpy()).cast("B")
+    f.seek(info.offset)
+    done = 0
+    while done < info.nbytes:
+        got = f.readinto(buffer[done:])
+        if not got:
+            raise TokenError(f"{source}: the file ends inside its tensor data (cut short while being read?)")
+        done += got
+    return tensor

@@ -120,7 +120,7 @@ def test_shipped_weights_still_load_through_the_checked_build():
         ('{"format": "mmtok.TokenSequence", "modality": "image", "grid": "16x16"}', "grid must be"),
         ('{"format": "mmtok.TokenSequence", "modality": "image", "meta": [1]}', "meta must be a JSON object"),
         ('{"format": "mmtok.TokenSequence", "modality": "image", "tokenizer": 7}', "tokenizer must be a name"),
-        ('{"format": "mmtok.TokenSequence", "modality": 3}', "needs a modality"),
+        ('{"format": "mmtok.TokenSequence", "modality": 3}', "modality must be one of"),
         ('{"format": "mmtok.TokenSequence", "modality": "image", "version": "1"}', "version must be an integer"),
         ('{"format": "mmtok.TokenSequences", "sequences": [1]}', "non-empty 'sequences' object"),
         ('{"format": "mmtok.TokenSequence", "modality": "image", "grid": [100000, 100000]}', "over the limit"),
@@ -139,7 +139,7 @@ def test_malformed_headers_are_token_errors(tmp_path, header, match):
     [
         ({"ids": torch.arange(4, dtype=torch.int32)}, "ids must be int64"),
         ({"ids": torch.arange(4), "positions": torch.arange(4, dtype=torch.float32)}, "positions must be int64"),
-        ({"ids": torch.arange(4), "times": torch.arange(4)}, "times must be a float tensor"),
+        ({"ids": torch.arange(4), "times": torch.arange(4)}, "times must be float32 or float64, got int64"),
         ({"ids": torch.arange(4) - 2}, "ids must be non-negative"),
         ({"ids": torch.arange(4), "positions": torch.tensor([0, 1, 2, 99])}, "position 99 is outside the 2x2 grid"),
         ({"ids": torch.arange(4), "evil": torch.zeros(1)}, "unexpected tensor"),
