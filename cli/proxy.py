@@ -44,6 +44,9 @@ def proxy(
     ),
     prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet, e.g. a calibration sheet."),
     store_bodies: bool = typer.Option(False, "--store-bodies", help="Keep request bodies in the ledger."),
+    sync_ledger: bool = typer.Option(
+        False, "--sync-ledger", help="Answer each call only once its record is committed (a commit more per call)."
+    ),
     offline: bool = typer.Option(False, "--offline", help="Never read image URLs in bodies to price them."),
     allow_private: bool = typer.Option(
         False, "--allow-private", help="Let URLs in bodies that point at private addresses be read to price them."
@@ -68,6 +71,7 @@ def proxy(
         prices=tuple(prices),
         max_body_bytes=int(max_body_mb * 2**20),
         store_bodies=store_bodies,
+        sync_ledger=sync_ledger,
         read_urls=not offline,
         allow_private=allow_private,
         upstream_timeout_s=upstream_timeout,

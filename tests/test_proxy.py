@@ -335,3 +335,16 @@ def test_the_ledger_file_is_sqlite_in_wal_mode(proxied):
     openai_client(proxy).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
     with sqlite3.connect(ledger) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_by_default_records_are_written_behind_the_answers_and_all_reach_the_ledger(upstream, tmp_path):
+    _, url = upstream
+    ledger = tmp_path / "calls.sqlite"
+    with running_proxy(url, ledger, sync_ledger=False) as proxy:
+        client = openai_client(proxy)
+        for _ in range(5):
+            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        deadline = time.monotonic() + 20
+        while httpx.get(proxy + "/mmtok/health").json()["ledger_pending"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(rows(ledger)) == 5

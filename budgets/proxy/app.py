@@ -10,6 +10,7 @@ one with the config's timeouts otherwise. Routes are thin: the body is read by :
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -36,6 +37,7 @@ from mmtok.budgets.usage import Usage, billed_cost
 from mmtok.errors import MmtokError
 
 log = logging.getLogger("mmtok.proxy")
+POOLS = 8  # upstream clients (connection pools) the app makes for itself
 
 
 class _NoQueryStrings(logging.Filter):
@@ -62,7 +64,8 @@ class Proxy:
         self.instance = uuid.uuid4().hex[:12]
         self._given_client = client
         self._given_ledger = ledger
-        self.client: httpx.AsyncClient | None = None
+        self.clients: list[httpx.AsyncClient] = []
+        self._next_client = 0
         self.recorder: Recorder | None = None
         self.budget: DailyBudget | None = None
         self.in_flight = 0
@@ -72,13 +75,14 @@ class Proxy:
         ledger = self._given_ledger or open_ledger(self.config.ledger)
         self.recorder = Recorder(ledger)
         if self.config.budget_usd_per_day is not None:
-            self.budget = DailyBudget(self.config.budget_usd_per_day, ledger)
-        self.client = self._given_client or _client(self.config)
+            self.budget = DailyBudget(self.config.budget_usd_per_day, ledger, self.recorder.pending_spend)
+        self.clients = [self._given_client] if self._given_client else [_client(self.config) for _ in range(POOLS)]
         try:
             yield
         finally:
             if self._given_client is None:
-                await self.client.aclose()
+                for client in self.clients:
+                    await client.aclose()
             self.recorder.close()  # every record queued is written before the process ends
 
     async def handle(self, request: Request) -> Response:
@@ -86,7 +90,8 @@ class Proxy:
         provider = provider_of(path)
         where = route(path)
         if path == "/mmtok/health":
-            return JSONResponse({"ok": True, "in_flight": self.in_flight, "instance": self.instance})
+            pending = self.recorder.pending if self.recorder else 0
+            return JSONResponse({"ok": True, "in_flight": self.in_flight, "ledger_pending": pending})
         if where is None:
             what = f"{provider} API path" if provider else "path"
             served = "/v1/..., /anthropic/v1/..., /gemini/v1beta/..."
@@ -141,7 +146,7 @@ class Proxy:
         url = self.config.upstream(where.provider) + where.upstream_path
         if request.url.query:
             url += "?" + request.url.query
-        upstream = await forward.send(self.client, url, forwarded_headers(request.headers), content, record)
+        upstream = await forward.send(self._client(), url, forwarded_headers(request.headers), content, record)
 
         async def finish(done: Record, usage: Usage | None) -> None:
             await self._finish(done, usage, started, reserved)
@@ -151,6 +156,12 @@ class Proxy:
             await finish(record, None)
             return forward.failure(where, upstream)
         return await forward.answer(where, upstream.response, record, finish, extra)
+
+    def _client(self) -> httpx.AsyncClient:
+        """The upstream clients in turn: httpcore's pool walks (and polls) every connection it holds on each
+        request, so several small pools cost less than one large one under many concurrent calls."""
+        self._next_client = (self._next_client + 1) % len(self.clients)
+        return self.clients[self._next_client]
 
     async def _refuse(self, record: Record, where: Route, refusal: Refusal, started: float) -> Response:
         record.status, record.outcome, record.message = refusal.status, "refused", refusal.message
@@ -175,10 +186,11 @@ class Proxy:
         log.info("%s %s %s %.1f ms", record.api, record.model, record.status, record.latency_ms)
 
     async def _commit(self, record: Record) -> None:
-        try:
-            await self.recorder.write(record)
-        except Exception:  # said on stderr by the recorder; the call itself has been answered
-            return
+        """Hand the record to the writer; with ``sync_ledger``, wait until it is committed."""
+        done = self.recorder.submit(record)
+        if self.config.sync_ledger:
+            with contextlib.suppress(Exception):  # said on stderr by the recorder; the call goes on
+                await asyncio.wrap_future(done)
 
 
 def _billed_cost(record: Record, usage: Usage, config: ProxyConfig) -> Decimal | None:
@@ -216,7 +228,7 @@ async def _read_capped(request: Request, cap: int) -> bytes:
 
 def _client(config: ProxyConfig) -> httpx.AsyncClient:
     timeout = httpx.Timeout(config.upstream_timeout_s, connect=config.connect_timeout_s)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     return httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False, trust_env=False)
 
 

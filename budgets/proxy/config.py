@@ -26,6 +26,7 @@ class ProxyConfig:
     keep: tuple[str, ...] = ()  # quality bars, as ``mmtok shrink --keep``
     prices: tuple[Path, ...] = ()  # price sheets (a calibration sheet among them)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    sync_ledger: bool = False  # answer a call only once its record is committed (a commit's time more per call)
     store_bodies: bool = False  # keep request bodies in the ledger (off: geometry and hashes only)
     read_urls: bool = True  # measure images behind http(s) URLs in bodies (by bounded Range reads) to price them
     allow_private: bool = False  # let URLs in bodies that point at private addresses be read to be priced

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -51,9 +52,10 @@ def cost_refusal(cost: Decimal | None, complete: bool, problem: str, max_cost: D
 class DailyBudget:
     """Spend of the current UTC day against ``limit``, with reservations for calls in flight."""
 
-    def __init__(self, limit: Decimal, ledger: Ledger) -> None:
+    def __init__(self, limit: Decimal, ledger: Ledger, unwritten: Callable[[str], Decimal]) -> None:
         self.limit = limit
         self.ledger = ledger
+        self.unwritten = unwritten  # the spend of a day's calls whose records are not yet in the ledger
         self.day = ""
         self.spent = Decimal(0)
         self.reserved = Decimal(0)
@@ -67,7 +69,8 @@ class DailyBudget:
         async with self._lock:
             if today == self.day and time.monotonic() - self._read_at < REFRESH_S:
                 return
-            self.spent = await asyncio.to_thread(self.ledger.spend_on, today)
+            written = await asyncio.to_thread(self.ledger.spend_on, today)
+            self.spent = written + self.unwritten(today)
             self.day, self._read_at = today, time.monotonic()
 
     async def reserve(self, cost: Decimal) -> Refusal | None:
@@ -85,7 +88,7 @@ class DailyBudget:
         return None
 
     def settle(self, reserved: Decimal, spent: Decimal, day: str) -> None:
-        """A call that reserved ``reserved`` has ended having cost ``spent`` (its record is committed)."""
+        """A call that reserved ``reserved`` has ended having cost ``spent`` (its record handed to the writer)."""
         self.reserved = max(Decimal(0), self.reserved - reserved)
         if day == self.day:
             self.spent += spent

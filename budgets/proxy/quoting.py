@@ -124,9 +124,13 @@ def predict(payload: dict[str, Any], where: Route, config: ProxyConfig) -> Predi
 async def predict_async(payload: dict[str, Any], where: Route, config: ProxyConfig, content: bytes) -> Prediction:
     """``predict``, on a worker thread for a large body or one that may name a URL to read (so that one slow body
     does not stall every other call)."""
-    if len(content) > OFFLOAD_BYTES or (config.read_urls and b'"http' in content):
-        return await asyncio.to_thread(predict, payload, where, config)
-    return predict(payload, where, config)
+    try:
+        if len(content) > OFFLOAD_BYTES or (config.read_urls and b'"http' in content):
+            return await asyncio.to_thread(predict, payload, where, config)
+        return predict(payload, where, config)
+    except Exception as e:  # a fault in pricing must not stop the call: it goes on, unpriced, and says why
+        model = where.model or _model(_body(payload, where))
+        return Prediction(model, problem=f"mmtok failed to price this body ({type(e).__name__}: {e}): please report it")
 
 
 def _model(body: dict[str, Any]) -> str | None:

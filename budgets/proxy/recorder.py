@@ -1,9 +1,10 @@
 """Group commit: records from many concurrent calls written by one thread, a batch per transaction.
 
-A call hands its record over and may wait for it: ``await recorder.write(record)`` returns once the record's
-transaction has committed, so a response that ends after it is on disk (a SIGKILL afterwards loses nothing).
-Whatever is queued while one batch commits goes into the next, so 200 concurrent calls cost a few transactions,
-not 200. ``close`` writes everything still queued before it returns (the proxy's SIGTERM drain).
+A call hands its record over (``submit``) and goes on; whatever is queued while one batch commits goes into the
+next, so 200 concurrent calls cost a few transactions, not 200, and no call waits for the disk. A caller that must
+know its record is on disk waits for it (``await recorder.write(record)``: the proxy's ``--sync-ledger``).
+``pending`` counts records not yet committed; ``close`` writes all of them before it returns (the proxy's SIGTERM
+drain), so only a SIGKILL can lose the last few milliseconds of records, never a committed one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import queue
 import sys
 import threading
 from concurrent.futures import Future
+from decimal import Decimal
 
 from mmtok.budgets.ledger import Ledger, Record
 
@@ -28,6 +30,9 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="mmtok-ledger", daemon=True)
         self._closed = False
         self.failures = 0  # batches that could not be written (each said on stderr)
+        self._pending = 0
+        self._pending_spend: dict[str, Decimal] = {}  # UTC day -> spend of the records not yet committed
+        self._count_lock = threading.Lock()
         self._thread.start()
 
     def submit(self, record: Record) -> Future[None]:
@@ -36,8 +41,21 @@ class Recorder:
         if self._closed:
             done.set_exception(RuntimeError("the ledger is closed"))
             return done
+        with self._count_lock:
+            self._pending += 1
+            self._pending_spend[record.day] = self._pending_spend.get(record.day, Decimal(0)) + record.spend
         self._queue.put((record, done))
         return done
+
+    @property
+    def pending(self) -> int:
+        """Records queued or being written, not yet committed."""
+        return self._pending
+
+    def pending_spend(self, day: str) -> Decimal:
+        """What the calls of ``day`` whose records are not yet committed cost (the ledger cannot say it yet)."""
+        with self._count_lock:
+            return self._pending_spend.get(day, Decimal(0))
 
     async def write(self, record: Record) -> None:
         """Queue ``record`` and wait until it is committed."""
@@ -71,9 +89,17 @@ class Recorder:
             sys.stderr.write(f"error: ledger {self.ledger.where}: {len(batch)} record(s) not written: {e}\n")
             for _, done in batch:
                 done.set_exception(e)
-            return
-        for _, done in batch:
-            done.set_result(None)
+        else:
+            for _, done in batch:
+                done.set_result(None)
+        with self._count_lock:
+            self._pending -= len(batch)
+            for record, _ in batch:
+                left = self._pending_spend.get(record.day, Decimal(0)) - record.spend
+                if left:
+                    self._pending_spend[record.day] = left
+                else:
+                    self._pending_spend.pop(record.day, None)
 
     def close(self) -> None:
         """Write everything queued, then stop the thread and close the ledger."""

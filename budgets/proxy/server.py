@@ -32,7 +32,9 @@ class _Server(uvicorn.Server):
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host``:``port`` (IPv4 or IPv6), or a ConfigError that says why not."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and accepted sockets
+    # inherit it; without it a response written in two parts waits out the client's delayed ACK (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -66,9 +68,17 @@ def serve(
             timeout_graceful_shutdown=drain_s,
             timeout_keep_alive=30,
             server_header=False,
+            proxy_headers=False,  # mmtok's proxy is the first hop: no X-Forwarded-* to trust
         )
     )
-    asyncio.run(_serve(server, sock, lambda: on_ready and on_ready(f"http://{shown}:{bound}")))
+
+    def ready() -> None:
+        if on_ready is not None:
+            on_ready(f"http://{shown}:{bound}")
+
+    # Uvicorn's choice of event loop: uvloop where it is installed, asyncio's otherwise.
+    with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
+        runner.run(_serve(server, sock, ready))
 
 
 async def _serve(server: uvicorn.Server, sock: socket.socket, ready: Callable[[], object]) -> None:
