@@ -180,7 +180,7 @@ def _print_table(quotes: list[Quote], models: list[str]) -> None:
     for q in quotes:
         cells = [fmt_num(q.tokens(m)) if q.tokens(m) else "" for m in MODALITY_COLUMNS]
         cost = money(q.total_cost) + LABEL_MARKS[q.label] + ("" if q.complete else " !")
-        working = "; ".join(ln.working for ln in q.lines)  # cached tokens, the output and a request fee too
+        working = _working(q)  # cached tokens, the output and a request fee too
         rows.append([_escape(short_path(q.item)), q.model, *cells, cost, _escape(working)])
         workings.append((short_path(q.item), q.model, working))
         totals[q.model] = totals.get(q.model, Decimal(0)) + q.total_cost
@@ -209,6 +209,12 @@ def _print_table(quotes: list[Quote], models: list[str]) -> None:
         console().print("[dim]" + "; ".join(f"{LABEL_MARKS[m].strip()} {m}" for m in marks) + " (see the working)[/]")
     if any(not q.complete for q in quotes):
         console().print("[dim]! incomplete: an attachment the model does not take is left out (see the errors)[/]")
+
+
+def _working(quote: Quote) -> str:
+    """Each line's working, named by its part where a request has several (a body's ``messages[0].content[1]``)."""
+    own = (quote.item, "output", "cache", "request")
+    return "; ".join(f"{ln.item}: {ln.working}" if ln.item not in own else ln.working for ln in quote.lines)
 
 
 def _escape(text: str) -> str:

@@ -194,7 +194,7 @@ def _output_line(
     what = "audio output tokens" if audio else "output tokens"
     working = f"{tokens} {what}, as given"
     if options.output_bound:
-        working = f"{tokens:,} {what} at most: {options.output_bound}"
+        working = f"at most {tokens:,} {what} ({options.output_bound})"
     return Line(
         "output",
         rate_name,

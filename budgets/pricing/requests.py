@@ -106,7 +106,7 @@ def body_options(request: Request, model: Model, options: Options, output_given:
             )
     if not output_given and request.max_output_tokens:
         changes["output_tokens"] = request.max_output_tokens
-        changes["output_bound"] = "the body's output budget (the reply may be shorter)"
+        changes["output_bound"] = "the body's output budget"
     return (dataclasses.replace(options, **changes) if changes else options), warnings
 
 

@@ -15,6 +15,11 @@ def samples_dir() -> Path:
     return _DIR
 
 
+def requests_dir() -> Path:
+    """The sample API request bodies (made by each provider's SDK: ``python -m mmtok.eval.tools.sdk_bodies``)."""
+    return _DIR.parent / "requests"
+
+
 def list_samples() -> list[str]:
     """File names of the shipped samples."""
     return sorted(p.name for p in _DIR.iterdir() if p.is_file() and not p.name.startswith("."))
