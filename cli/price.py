@@ -62,6 +62,9 @@ def price(
     max_cost: str | None = typer.Option(None, "--max-cost", help="Fail (exit 1) for a request over this many USD."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Fail for a request over N tokens."),
     text_files: bool = typer.Option(False, "--text-files", help="Price text files found in folders as prompts."),
+    pages: str | None = typer.Option(
+        None, "--pages", help="Pages of each PDF, as they would be sent: 1-3,7 or 5- or -3 (others priced whole)."
+    ),
     offline: bool = typer.Option(False, "--offline", help="Read no URL (its part is left out, said)."),
     allow_private: bool = typer.Option(
         False, "--allow-private", help="URLs in bodies may reach loopback, private and link-local addresses."
@@ -93,6 +96,7 @@ def price(
         )
         _check_sheets(prices)
         cost_gate = _max_cost(max_cost)
+        _check_pages(pages)
     except PriceError as e:
         print_error(e)
         raise typer.Exit(2) from None
@@ -105,7 +109,7 @@ def price(
     copies = Copies()
     try:
         policy = _policy(offline, allow_private, limit)
-        reader = Reader(limit, policy, copies, text_files)
+        reader = Reader(limit, policy, copies, text_files, pages)
         try:  # read once, with the pixel limit; a file that cannot be read fails every request: one line, then stop
             attached = [reader.read(str(a), a, False, Inputs()).items[0] for a in attach]
         except MmtokError as e:
@@ -244,6 +248,17 @@ def _max_cost(value: str | None) -> Decimal | None:
     if not cost.is_finite() or cost < 0:
         raise PriceError(f"--max-cost must be a non-negative amount in USD, got {value!r}")
     return cost
+
+
+def _check_pages(pages: str | None) -> None:
+    """A malformed --pages is a usage error, said once (a page past a file's end is that file's error)."""
+    if pages is not None:
+        from mmtok.media.document import parse_pages
+
+        try:
+            parse_pages(pages, 10**9)
+        except ValueError as e:
+            raise PriceError(f"--pages: {e}") from None
 
 
 def _check_sheets(prices: list[Path]) -> None:

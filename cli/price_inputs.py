@@ -43,11 +43,12 @@ class Reader:
     """Reads inputs with the pixel limit and the URL policy; copies (stdin, URLs' media) go in ``copies``, which
     the caller closes."""
 
-    def __init__(self, max_pixels: int, policy: Any, copies: Any, text_files: bool) -> None:
+    def __init__(self, max_pixels: int, policy: Any, copies: Any, text_files: bool, pages: str | None = None) -> None:
         self.max_pixels = max_pixels
         self.policy = policy
         self.copies = copies
         self.text_files = text_files
+        self.pages = pages  # "1-3,7": the pages of each PDF that would be sent
 
     def entries(self, raw: list[str]) -> Iterator[tuple[str, Path | str | MmtokError, bool]]:
         """(label, what to read, found in a folder) for each input; folders walked first, so a bar has a total."""
@@ -76,9 +77,19 @@ class Reader:
         import mmtok
 
         media = mmtok.load(path, max_pixels=self.max_pixels)
+        if media.kind == "document" and self.pages:
+            media = self._selected(media)
         if media.kind != "text":
             return Files(label, [media])
         return self._text(label, path, media, walked, inputs)
+
+    def _selected(self, document: Any) -> Any:
+        from mmtok.media.document import parse_pages
+
+        try:
+            return document.select(parse_pages(self.pages or "", document.file_pages))
+        except ValueError as e:
+            raise MediaError(document.path, str(e)) from None
 
     def _text(self, label: str, path: Path, media: Any, walked: bool, inputs: Inputs) -> Any:
         from mmtok.request import MAX_BODY_BYTES, looks_like_body, parse_body

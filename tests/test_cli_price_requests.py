@@ -176,3 +176,15 @@ def test_a_tall_page_warns_that_its_text_is_lost(tmp_path):
     assert result.exit_code == 0
     assert "gpt-4o sees this 1280x8000 image at 328x2048 (x0.26): 16-px text becomes ~4.1 px" in result.stderr
     assert "mmtok shrink --slice -m gpt-4o" in result.stderr
+
+
+def test_pages_price_what_would_be_sent_of_a_pdf():
+    pdf = "tests/data/report.pdf"  # made by LibreOffice: two pages with a text layer
+    whole = _rows(runner.invoke(app, ["price", pdf, "-m", "claude-opus-4-7", "--json", *AT]))[0]
+    first = runner.invoke(app, ["price", pdf, "-m", "claude-opus-4-7", "--pages", "1", "--json", *AT])
+    assert first.exit_code == 0 and "pages 1 of 2" in first.stderr
+    assert 0 < _rows(first)[0]["input_tokens"] < whole["input_tokens"]
+    past = runner.invoke(app, ["price", pdf, "--pages", "9", *AT])
+    assert past.exit_code == 1 and _errors(past) == [f"error: {pdf}: pages '9': page 9 is past the last page (2)"]
+    bad = runner.invoke(app, ["price", pdf, "--pages", "x", *AT])
+    assert bad.exit_code == 2 and "--pages: pages 'x'" in bad.stderr
