@@ -304,7 +304,9 @@ def document_parts(
     if rule is GEMINI_2 and detail not in (None, "auto"):
         notes.append(f"media_resolution={detail} is not applied to PDF pages on this model (258 tokens a page)")
     if document.selected:
-        notes.append(f"pages {_selection(document)} of {document.file_pages:,}")
+        notes.append(
+            f"only pages {_selection(document)} of {document.file_pages:,} are priced, as a page range sends them"
+        )
     return parts, "; ".join(notes)
 
 
