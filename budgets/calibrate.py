@@ -108,7 +108,7 @@ def fit_overhead(plain: Sequence[Observation]) -> Overhead | None:
     extra = [(o.billed_input - o.predicted_rest, o.messages) for o in plain]
     counts = {m for _, m in extra}
     if len(counts) > 1:
-        (a, b), _ = _least_squares([[1.0, float(m)] for _, m in extra], [float(e) for e, _ in extra])
+        a, b = _least_squares([[1.0, float(m)] for _, m in extra], [float(e) for e, _ in extra])
         per_request, per_message = round(a), round(b)
     else:
         per_request, per_message = round(statistics.median(e for e, _ in extra)), 0
@@ -116,12 +116,10 @@ def fit_overhead(plain: Sequence[Observation]) -> Overhead | None:
     return Overhead(per_request, per_message, len(plain), exact)
 
 
-def _least_squares(rows: list[list[float]], targets: list[float]) -> tuple[list[float], float]:
+def _least_squares(rows: list[list[float]], targets: list[float]) -> list[float]:
     import numpy as np
 
-    solution, *_ = np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)
-    residual = np.array(rows) @ solution - np.array(targets)
-    return [float(v) for v in solution], float(np.abs(residual).mean())
+    return [float(v) for v in np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)[0]]
 
 
 # ------------------------------------------------------------------------------------------------------ rules
@@ -196,14 +194,8 @@ def _target(o: Observation, overhead: Overhead | None) -> int | None:
     return o.billed_input - o.predicted_rest - overhead.tokens(o.messages)
 
 
-def _better(a: Fit, b: Fit | None, documented: dict[str, Any]) -> bool:
-    """Whether ``a`` beats ``b``: more exact, less error, rounder values, closer to the documented rule."""
-    if b is None:
-        return True
-    return _rank(a, documented) < _rank(b, documented)
-
-
 def _rank(fit: Fit, documented: dict[str, Any]) -> tuple[Any, ...]:
+    """Lower is better: more calls exact, less error, rounder changed values, fewer changes."""
     changed = [k for k, v in fit.params.items() if documented.get(k) != v]
     roundness = sum(_roundness(fit.params[k]) for k in changed)
     return (-fit.exact, round(fit.mean_abs_error, 6), -roundness, len(changed))
@@ -255,7 +247,7 @@ def linear_candidates(
     if any(t is None for t in targets):  # the overhead is fitted alongside, as an intercept
         rows = [[*r, 1.0] for r in rows]
         targets = [o.billed_input - o.predicted_rest for o in obs]
-    solution, _ = _least_squares(rows, [float(t) for t in targets])  # type: ignore[arg-type]
+    solution = _least_squares(rows, [float(t) for t in targets])  # type: ignore[arg-type]
     centre = [max(1, round(v)) for v in solution[: len(names)]]
     for offsets in _offsets(len(names)):
         yield {**base, **{n: max(1, c + d) for n, c, d in zip(names, centre, offsets, strict=True)}}
@@ -327,7 +319,7 @@ def search(
             if misses > best_misses:
                 continue
         fit = score(counter, params, obs, overhead)
-        if _better(fit, best, documented):
+        if best is None or _rank(fit, documented) < _rank(best, documented):
             best, best_misses = fit, fit.total - fit.exact
     return best
 
@@ -503,6 +495,8 @@ def calibrate_model(name: str, obs: Sequence[Observation], prices: Sequence[Any]
         if other is not None and (result.fitted is None or other.exact > result.fitted.exact):
             result.fitted = other
     result.worst = _worst(result.documented, with_images, counter, documented)
+    if result.overhead is None and result.fitted is not None:
+        result.overhead = result.fitted.overhead  # fitted with the images (not measured apart)
     return result
 
 

@@ -199,20 +199,62 @@ def rule_text(params: dict[str, Any] | None) -> str:
     return formula
 
 
+def _sizes(text: str | None) -> tuple[tuple[int, int], ...] | None:
+    if text is None:
+        return None
+    found = []
+    for item in text.split(","):
+        width, _, height = item.strip().lower().partition("x")
+        if not (width.isdigit() and height.isdigit() and 0 < int(width) <= 8192 and 0 < int(height) <= 8192):
+            raise typer.BadParameter(f"expected sizes like 512x512,1920x1080, got {item!r}", param_hint="--sizes")
+        found.append((int(width), int(height)))
+    return tuple(found)
+
+
+def _measure(path: str, models: list[str], sizes: Any, upstreams: dict[str, str | None], prices: list[Path]) -> None:
+    from mmtok.budgets.ledger import open_ledger
+    from mmtok.budgets.proxy.measure import DEFAULT_SIZES, measure, provider_for
+
+    book = open_ledger(path)
+    try:
+        for model in models:
+            base = upstreams[provider_for(model, prices)]
+            rows = measure(model, book, sizes or DEFAULT_SIZES, base_url=base, prices=tuple(prices))
+            failed = [r for r in rows if r.outcome != "ok"]
+            print_note(f"{model}: {len(rows) - len(failed)} of {len(rows)} counts recorded in {book.where}")
+            for row in failed[:3]:
+                print_error(f"{model}: {row.message}")
+    finally:
+        book.close()
+
+
 def calibrate(
     path: str = typer.Argument(..., help="The proxy's ledger: an SQLite file or a SQLAlchemy URL."),
     out: Path = typer.Option(..., "--out", "-o", help="The calibration sheet to write (TOML; --prices takes it)."),
     prices: list[Path] = typer.Option([], "--prices", help="Price sheets the calls were priced with."),
     json_out: bool = typer.Option(False, "--json", help="The fits as one JSON object."),
+    measure: list[str] = typer.Option(
+        [], "--measure", help="First count photos on this model's free token-counting endpoint (needs its key)."
+    ),
+    sizes: str | None = typer.Option(None, "--sizes", help="Photo sizes to measure, e.g. 512x512,1920x1080."),
+    openai_upstream: str | None = typer.Option(None, "--openai-upstream", help="OpenAI base URL for --measure."),
+    anthropic_upstream: str | None = typer.Option(None, "--anthropic-upstream"),
+    gemini_upstream: str | None = typer.Option(None, "--gemini-upstream"),
 ) -> None:
     """Fit each model's media rule to what its calls were billed (the rule's own parameters, or a new rule family
     where none fits), say where the bills disagree with the documented rule and by how much, and write the fitted
-    rules as a dated price sheet for --prices."""
+    rules as a dated price sheet for --prices. With --measure, photos of chosen sizes are first counted on the
+    provider's free counting endpoint (key from OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY) and recorded
+    in the ledger."""
     from mmtok.budgets.calibrate import calibrate as fit
     from mmtok.budgets.calibrate import describe_fit, write_sheet
     from mmtok.cli.common import check_out_file
 
     check_out_file(out, (".toml",))
+    chosen = _sizes(sizes)
+    if measure:
+        upstreams = {"openai": openai_upstream, "anthropic": anthropic_upstream, "gemini": gemini_upstream}
+        _measure(path, measure, chosen, upstreams, prices)
     book = _open(path)
     calibration = fit(book.records(), prices=tuple(prices), source=book.where)
     if not calibration.models:

@@ -155,14 +155,16 @@ def test_with_the_written_sheet_predictions_equal_the_bills_on_unseen_sizes(bill
 
 
 def test_without_the_sheet_the_documented_rules_miss_the_bills(billed_ledger):
-    """Where the upstream's rule differs at every size (gpt-4o, Gemini) every call with images is mispredicted;
-    where it differs only for large images (a patch budget, a token cap), some are."""
+    """Where the upstream's rule differs at every size (gpt-4o) every call with images is mispredicted; where it
+    differs only for some sizes (a patch budget, a token cap; Gemini's tile rule gives 258 to an image of at most
+    384 px too) the others are not."""
     _, ledger, _ = billed_ledger
     missed: dict[str, list[bool]] = {}
     for r in open_ledger(ledger).records():
         if any(p["kind"] == "image" for p in r.parts):
             missed.setdefault(r.model, []).append(r.predicted_input != r.billed_input)
-    assert all(missed["gpt-4o"]) and all(missed["gemini-2.5-pro"])
+    assert all(missed["gpt-4o"])
+    assert any(missed["gemini-2.5-pro"]) and not all(missed["gemini-2.5-pro"])
     assert any(missed["gpt-4.1-mini"]) and not all(missed["gpt-4.1-mini"])
     assert any(missed["claude-sonnet-4-5"]) and not all(missed["claude-sonnet-4-5"])
 
