@@ -22,39 +22,48 @@ from mmtok.cli.common import (
 from mmtok.cli.price_inputs import Body, Files, Inputs, Reader
 from mmtok.cli.quotes import Output, money
 from mmtok.errors import MmtokError, PriceError
+from mmtok.request.measure import Copies
 
 __all__ = ["money", "price"]
 DEFAULT_MODEL = "gpt-4o"  # for media and text when no -m is given (a request body names its own)
 
 
+INPUTS = typer.Argument(
+    None,
+    click_type=click.Path(),  # a path or a URL, kept as typed (a Path would fold https:// into https:/)
+    metavar="[INPUTS]...",
+    help="Files, folders, API request bodies (JSON), http(s) URLs, or - for stdin. Each is one request "
+    "(see --one-request).",
+    show_default=False,
+)
+MODELS = typer.Option(
+    [], "--model", "-m", help="Model to price on (repeatable; a,b is two). Default: a body's own, else the "
+    "settings' model or gpt-4o."
+)  # fmt: skip
+DETAIL = typer.Option(None, help="OpenAI: low|high|original|auto; Gemini media_resolution: low|medium|high|ultra_high.")
+OUTPUT_TOKENS = typer.Option(
+    None, "--output-tokens", min=0, help="Output tokens of each request (a body's output budget otherwise)."
+)
+PAGES = typer.Option(
+    None, "--pages", help="Pages of each PDF, as they would be sent: 1-3,7 or 5- or -3 (others priced whole)."
+)
+ALLOW_PRIVATE = typer.Option(
+    False, "--allow-private", help="URLs in bodies may reach loopback, private and link-local addresses."
+)
+
+
 @flushes_json_lines
 def price(
-    paths: list[str] = typer.Argument(
-        None,
-        click_type=click.Path(),  # a path or a URL, kept as typed (a Path would fold https:// into https:/)
-        metavar="[INPUTS]...",
-        help="Files, folders, API request bodies (JSON), http(s) URLs, or - for stdin. Each is one request "
-        "(see --one-request).",
-        show_default=False,
-    ),
-    model: list[str] = typer.Option(
-        [],
-        "--model",
-        "-m",
-        help="Model to price on (repeatable; a,b is two). Default: a body's own, else the settings' model or gpt-4o.",
-    ),
+    paths: list[str] = INPUTS,
+    model: list[str] = MODELS,
     text: str | None = typer.Option(None, "--text", help="The prompt of every file request."),
     attach: list[Path] = typer.Option([], "--attach", "-a", help="Attach this file to every file request."),
     one_request: bool = typer.Option(False, "--one-request", help="All files, attachments and text form one call."),
-    detail: str | None = typer.Option(
-        None, help="OpenAI: low|high|original|auto; Gemini media_resolution: low|medium|high|ultra_high."
-    ),
+    detail: str | None = DETAIL,
     at: str | None = typer.Option(None, "--at", help="Prices on this date (YYYY-MM-DD; default today)."),
     batch: bool = typer.Option(False, "--batch", help="The provider's batch rates."),
     tier: str | None = typer.Option(None, "--tier", help="Service tier: flex or priority (a body's own otherwise)."),
-    output_tokens: int | None = typer.Option(
-        None, "--output-tokens", min=0, help="Output tokens of each request (a body's output budget otherwise)."
-    ),
+    output_tokens: int | None = OUTPUT_TOKENS,
     output_audio: bool = typer.Option(False, "--output-audio", help="The output is audio: audio-output rate."),
     cached: int = typer.Option(0, "--cached-input-tokens", min=0, help="More input tokens read from the cache."),
     cache_write: int = typer.Option(0, "--cache-write-tokens", min=0, help="More input tokens written to the cache."),
@@ -62,13 +71,9 @@ def price(
     max_cost: str | None = typer.Option(None, "--max-cost", help="Fail (exit 1) for a request over this many USD."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Fail for a request over N tokens."),
     text_files: bool = typer.Option(False, "--text-files", help="Price text files found in folders as prompts."),
-    pages: str | None = typer.Option(
-        None, "--pages", help="Pages of each PDF, as they would be sent: 1-3,7 or 5- or -3 (others priced whole)."
-    ),
+    pages: str | None = PAGES,
     offline: bool = typer.Option(False, "--offline", help="Read no URL (its part is left out, said)."),
-    allow_private: bool = typer.Option(
-        False, "--allow-private", help="URLs in bodies may reach loopback, private and link-local addresses."
-    ),
+    allow_private: bool = ALLOW_PRIVATE,
     json_out: bool = typer.Option(False, "--json", help="One JSON object per request and model on stdout."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout."),
     max_pixels: int | None = max_pixels_option(),
@@ -77,98 +82,105 @@ def price(
     and the price source with its date. A request is a media file (folders are walked), an API request body
     (OpenAI, Anthropic, Gemini: each part counted by its own rule, with the body's settings), or a URL. Token files
     (.safetensors) are priced as their sequences."""
-    from mmtok.budgets.pricing import Options
-
     one_output_format(json_out, csv_out)
-    limit = resolve_max_pixels(max_pixels)
     if not paths and text is None and not attach:
         raise typer.BadParameter("give files, folders, request bodies or URLs to price, --attach files, or --text")
-    try:
-        options = Options.of(
-            detail=detail,
-            at=at,
-            batch=batch,
-            tier=tier,
-            output_tokens=output_tokens or 0,
-            output_audio=output_audio,
-            cached_input_tokens=cached,
-            cache_write_tokens=cache_write,
-        )
-        _check_sheets(prices)
-        cost_gate = _max_cost(max_cost)
-        _check_pages(pages)
-    except PriceError as e:
-        print_error(e)
-        raise typer.Exit(2) from None
+    billing = dict(detail=detail, at=at, batch=batch, tier=tier, output_tokens=output_tokens or 0,
+                   output_audio=output_audio, cached_input_tokens=cached, cache_write_tokens=cache_write)  # fmt: skip
+    options, cost_gate = _checked(billing, prices, max_cost, pages)
     out = Output(json_out, csv_out, cost_gate, max_tokens)
     asked = _model_names(model)
-    default_model = _configured_model()
-    models = _usable_models(asked, prices, options, out)
-    from mmtok.request.measure import Copies
+    models = _usable_models(asked, prices, options, out) or [_configured_model()]
 
-    copies = Copies()
+    limit = resolve_max_pixels(max_pixels)
+    reader = Reader(limit, _policy(offline, allow_private, limit), Copies(), text_files, pages)
+    run = _Run(out, models, asked, options, prices, output_tokens is not None, reader)
     try:
-        policy = _policy(offline, allow_private, limit)
-        reader = Reader(limit, policy, copies, text_files, pages)
-        try:  # read once, with the pixel limit; a file that cannot be read fails every request: one line, then stop
-            attached = [reader.read(str(a), a, False, Inputs()).items[0] for a in attach]
-        except MmtokError as e:
-            print_error(e)
-            raise typer.Exit(1) from None
-        found = Inputs()
-        jobs = _jobs(reader, paths or [], found, out, "<text>" if text or not attach else str(attach[0]))
-        bodies = _BodyPricing(models if asked else [], options, prices, policy, output_tokens is not None)
-        _price(jobs, attached, one_request, text, models or [default_model], options, prices, out, bodies)
-        _say_skipped(found)
+        bare = "<text>" if text or not attach else str(attach[0])  # the label of a request of --text / -a alone
+        run.requests(paths or [], run.attachments(attach), text, one_request, bare)
     finally:
-        copies.close()
+        reader.copies.close()
     out.finish()
     if out.failures:
         raise typer.Exit(1)
 
 
-def _price(
-    jobs: Iterator[Files | Body],
-    attached: list[Any],
-    one_request: bool,
-    text: str | None,
-    models: list[str],
-    options: Any,
-    prices: list[Path],
-    out: Output,
-    bodies: _BodyPricing,
-) -> None:
-    """Each request priced on its models as it is read: file requests on the models asked (or the default), bodies
-    on their own model and the models asked."""
-    from mmtok.budgets.pricing import price_requests
+def _checked(billing: dict[str, Any], prices: list[Path], max_cost: str | None, pages: str | None) -> tuple[Any, Any]:
+    """The billing options and the cost gate; a bad option, sheet or range is one line and exit 2."""
+    from mmtok.budgets.pricing import Options
 
-    files = []
-    for job in jobs:
-        if isinstance(job, Body):
-            out.results(job.label, *bodies.quotes(job))
-        elif one_request:
-            files += job.items
-        else:
-            for item, results in price_requests([(job.label, [*job.items, *attached])], models, options, text=text,
-                                                prices=prices):  # fmt: skip
-                out.results(item, models, results)
-    if one_request and (files or attached):
-        for item, results in price_requests([("request", [*files, *attached])], models, options, text=text,
-                                            prices=prices):  # fmt: skip
-            out.results(item, models, results)
+    try:
+        options = Options.of(**billing)
+        _check_sheets(prices)
+        _check_pages(pages)
+        return options, _max_cost(max_cost)
+    except PriceError as e:
+        print_error(e)
+        raise typer.Exit(2) from None
 
 
-class _BodyPricing:
-    """Bodies priced on their own model and the models asked, each measured once (its URLs read once)."""
+class _Run:
+    """One ``mmtok price`` run: file requests on the models asked (or the default), bodies on their own model and
+    the models asked, each read once, priced as it is read."""
 
-    def __init__(self, asked: list[str], options: Any, prices: list[Path], policy: Any, output_given: bool) -> None:
-        self.asked = asked
+    def __init__(
+        self, out: Output, models: list[str], asked: list[str], options: Any, prices: list[Path],
+        output_given: bool, reader: Reader,
+    ) -> None:  # fmt: skip
+        self.out = out
+        self.models = models
+        self.asked = models if asked else []  # what a body is compared on, beside its own model
         self.options = options
         self.prices = prices
-        self.policy = policy
         self.output_given = output_given
+        self.reader = reader
+        self.found = Inputs()
 
-    def quotes(self, job: Body) -> tuple[list[str], list[Any] | MmtokError]:
+    def attachments(self, attach: list[Path]) -> list[Any]:
+        """-a files, read once; one that cannot be read fails every request: one line, then stop."""
+        try:
+            return [self.reader.read(str(a), a, False, Inputs()).items[0] for a in attach]
+        except MmtokError as e:
+            print_error(e)
+            raise typer.Exit(1) from None
+
+    def requests(self, raw: list[str], attached: list[Any], text: str | None, one_request: bool, bare: str) -> None:
+        from mmtok.budgets.pricing import price_requests
+
+        files: list[Any] = []
+        for job in self._jobs(raw, bare):
+            if isinstance(job, Body):
+                self.out.results(job.label, *self._body(job))
+            elif one_request:
+                files += job.items
+            else:
+                for item, results in price_requests([(job.label, [*job.items, *attached])], self.models,
+                                                    self.options, text=text, prices=self.prices):  # fmt: skip
+                    self.out.results(item, self.models, results)
+        if one_request and (files or attached):
+            for item, results in price_requests([("request", [*files, *attached])], self.models, self.options,
+                                                text=text, prices=self.prices):  # fmt: skip
+                self.out.results(item, self.models, results)
+        _say_skipped(self.found)
+
+    def _jobs(self, raw: list[str], bare_label: str) -> Iterator[Files | Body]:
+        """The requests the inputs make, read one by one under a progress bar; what cannot be read is one line."""
+        entries = list(self.reader.entries(raw))  # walked first, so the bar has a total
+        for label, item, walked in progress(entries, "pricing"):
+            try:
+                job = self.reader.read(label, item, walked, self.found)
+            except MmtokError as e:
+                self.out.error(e, item=label, json=False)
+                continue
+            if job is not None:
+                yield job
+        for label in self.found.not_bodies:
+            print_warning(f"{label}: JSON, but not a request body of a known API: priced as a text prompt")
+        if not raw:  # --text and --attach alone: one request
+            yield Files(bare_label, [])
+
+    def _body(self, job: Body) -> tuple[list[str], list[Any] | MmtokError]:
+        """A body measured once (its URLs read once), then quoted on its own model and each model asked."""
         from mmtok.budgets.pricing import quote_request, resolve
         from mmtok.request import measuring
 
@@ -177,7 +189,7 @@ class _BodyPricing:
         if not names:
             return [], PriceError("the body names no model (a Gemini body carries it in the URL): give one with -m")
         results: list[Any] = []
-        with measuring(request.parts, self.policy) as measured:
+        with measuring(request.parts, self.reader.policy) as measured:
             for name in names:
                 try:
                     model = resolve(name, self.prices)
@@ -194,23 +206,6 @@ def _policy(offline: bool, allow_private: bool, max_pixels: int) -> Any:
     from mmtok.request import Policy
 
     return Policy(urls=UrlPolicy(read=not offline, allow_private=allow_private), max_pixels=max_pixels)
-
-
-def _jobs(reader: Reader, raw: list[str], found: Inputs, out: Output, bare_label: str) -> Iterator[Files | Body]:
-    """The requests the inputs make, read one by one under a progress bar; what cannot be read is one line."""
-    entries = list(reader.entries(raw))  # walked first, so the bar has a total
-    for label, item, walked in progress(entries, "pricing"):
-        try:
-            job = reader.read(label, item, walked, found)
-        except MmtokError as e:
-            out.error(e, item=label, json=False)
-            continue
-        if job is not None:
-            yield job
-    for label in found.not_bodies:
-        print_warning(f"{label}: JSON, but not a request body of a known API: priced as a text prompt")
-    if not raw:  # --text and --attach alone: one request
-        yield Files(bare_label, [])
 
 
 def _say_skipped(found: Inputs) -> None:

@@ -187,7 +187,8 @@ def test_price_takes_token_files(tmp_path):
 
     from mmtok.tokens import TokenSequence
 
-    path = TokenSequence("audio", embeddings=torch.zeros(48, 4), tokenizer="av-tiny").save(tmp_path / "s.safetensors")
+    sequence = TokenSequence("audio", embeddings=torch.zeros(48, 256), tokenizer="av-tiny")  # av-tiny: 256-d
+    path = sequence.save(tmp_path / "s.safetensors")
     result = runner.invoke(app, ["price", str(path), "-m", "mmtok-semantic", "--json"])
     assert result.exit_code == 0, result.output
     assert _rows(result)[0]["tokens"]["audio"] == 48

@@ -71,10 +71,10 @@ def _attachments(items: Any, text: str | None, allow_empty: bool = False) -> lis
     for item in items:
         if not isinstance(item, (str, os.PathLike)):
             out.append(Attachment(_describe(item), item))
-        elif os.fspath(item).endswith(".safetensors"):  # a token file: its sequences are the attachments
-            from mmtok.tokens import load_sequences
+        elif os.fspath(item).endswith(".safetensors"):  # a token file: its sequences (headers) are the attachments
+            from mmtok.token_files import read_token_headers  # headers only: no tensor is read
 
-            sequences = load_sequences(item)
+            sequences = read_token_headers(item)
             single = len(sequences) == 1
             out += [
                 Attachment(os.fspath(item) if single else f"{os.fspath(item)}[{k}]", s) for k, s in sequences.items()

@@ -230,9 +230,12 @@ def _implausible_length(media: Any) -> str:
 
 
 def _is_token_sequence(item: Any) -> bool:
-    """Without importing torch: if mmtok.tokens was never imported, ``item`` cannot be a TokenSequence."""
-    tokens = sys.modules.get("mmtok.tokens")
-    return tokens is not None and isinstance(item, tokens.TokenSequence)
+    """A TokenSequence, or a token file's header (``mmtok.token_files.TokenHeader``: its sizes without its tensors),
+    without importing torch: a module never imported cannot have made ``item``."""
+    tokens, files = sys.modules.get("mmtok.tokens"), sys.modules.get("mmtok.token_files")
+    return (tokens is not None and isinstance(item, tokens.TokenSequence)) or (
+        files is not None and isinstance(item, files.TokenHeader)
+    )
 
 
 # ------------------------------------------------------------------------------------------------- image tokens
