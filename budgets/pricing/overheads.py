@@ -41,7 +41,7 @@ def _message_framing(request: Request, rule: dict[str, Any]) -> Attachment:
     working = (
         f"{rule['per_message']} per message x {messages}"
         + (f" + {rule['per_name']} per name x {names}" if names else "")
-        + f" + {rule['per_reply']} to prime the reply = {tokens} ({rule['source']}, read {rule['read']})"
+        + f" + {rule['per_reply']} to prime the reply = {tokens} ({rule['cite']}, read {rule['read']})"
     )
     return Attachment("<message framing>", Given("text", F.TokenCount(tokens, working, rule["label"])))
 
@@ -56,5 +56,5 @@ def _tool_prompt(request: Request, model: Model) -> Attachment | None:
     forced = request.tool_choice in ("any", "tool")
     tokens = pair[forced]
     choice = request.tool_choice or "auto"
-    working = f"tool-use system prompt, tool_choice {choice}: {tokens} ({rule['source']}, read {rule['read']})"
+    working = f"tool-use system prompt, tool_choice {choice}: {tokens} ({rule['cite']}, read {rule['read']})"
     return Attachment("<tool prompt>", Given("text", F.TokenCount(tokens, working, rule["label"])))
