@@ -5,6 +5,7 @@ written, never dearer than the PDF as it is."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import PIL.Image
 import pytest
@@ -68,3 +69,17 @@ def test_layer_holds_counts_what_ocr_reads_and_the_layer_lacks():
     assert layer_holds("Quarterlyreport,Q32026", "Quarterly report, Q3 2026") == 1.0  # spacing does not count
     assert layer_holds("Signed: A. Smith", "") == 0.0  # a figure's or a stamp's words the layer lacks
     assert layer_holds("", "anything") == 1.0
+
+
+@pytest.mark.slow  # OCR of every rendition measured: about 20 s on 2 cores
+def test_pages_as_images_replace_text_plus_page_on_claude_where_the_bars_hold(tmp_path, monkeypatch):
+    monkeypatch.chdir(Path(__file__).parents[1])
+    result = shrink_document("tests/data/report.pdf", "claude-haiku-4-5", pages="1", out=tmp_path)  # default bars
+    assert result.status == "shrunk" and result.path.suffix == ".pages"
+    (written,) = result.path.iterdir()
+    assert mmtok.load(written).kind == "image"
+    assert [ln.modality for ln in result.after.input_lines] == ["image"]  # priced again from the image written
+    pages = next(t for t in result.tried if t["rendition"] == "pages")  # page 1 as a PDF: its text + 1,496
+    assert result.after.input_tokens < pages["tokens"] - 1496
+    assert result.before.tokens("text") > 0 and result.before.tokens("image") == 2 * 1496  # the whole PDF
+    assert all(result.measures[m] >= bar for m, bar in (("ssim", 0.9), ("ocr", 0.98)))
