@@ -35,6 +35,12 @@ def proxy(
     openai_upstream: str = typer.Option("https://api.openai.com/v1", "--openai-upstream", help="OpenAI base URL."),
     anthropic_upstream: str = typer.Option("https://api.anthropic.com", "--anthropic-upstream"),
     gemini_upstream: str = typer.Option("https://generativelanguage.googleapis.com", "--gemini-upstream"),
+    shrink: bool = typer.Option(
+        False, "--shrink", help="Replace media by their cheapest renditions that keep the bars."
+    ),
+    keep: list[str] = typer.Option(
+        [], "--keep", help="A quality bar for --shrink, as mmtok shrink takes it (e.g. ssim>=0.95; repeatable)."
+    ),
     max_cost: str | None = typer.Option(None, "--max-cost", help="Refuse a request predicted above this (USD)."),
     budget_usd_per_day: str | None = typer.Option(
         None, "--budget-usd-per-day", help="Refuse requests once the UTC day's spend would pass this (USD)."
@@ -62,8 +68,11 @@ def proxy(
     from mmtok.budgets.ledger import open_ledger
     from mmtok.budgets.proxy import ProxyConfig, serve
 
+    _check_bars(keep)
     config = ProxyConfig(
         ledger=ledger,
+        shrink=shrink,
+        keep=tuple(keep),
         upstreams={"openai": openai_upstream, "anthropic": anthropic_upstream, "gemini": gemini_upstream},
         max_cost=_usd(max_cost, "--max-cost"),
         budget_usd_per_day=_usd(budget_usd_per_day, "--budget-usd-per-day"),
@@ -85,6 +94,16 @@ def proxy(
         say(f"  Gemini:    http_options={{'base_url': '{url}/gemini'}}")
 
     serve(config, opened, host=host, port=port, drain_s=drain, on_ready=ready)
+
+
+def _check_bars(keep: list[str]) -> None:
+    from mmtok.budgets.shrink import make_bars
+    from mmtok.errors import MmtokError
+
+    try:
+        make_bars(keep)
+    except MmtokError as e:
+        raise typer.BadParameter(str(e), param_hint="--keep") from None
 
 
 def ledger(

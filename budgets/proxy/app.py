@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from mmtok.budgets.ledger import Ledger, Record, open_ledger
-from mmtok.budgets.proxy import forward, quoting
+from mmtok.budgets.proxy import forward, quoting, shrinking
 from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.budgets.proxy.limits import DailyBudget, Refusal, cost_refusal
 from mmtok.budgets.proxy.providers import COUNT_APIS, Route, error_response, forwarded_headers, provider_of, route
@@ -129,6 +129,14 @@ class Proxy:
             stream=where.streams or payload.get("stream") is True,
         )
         prediction = await quoting.predict_async(payload, where, self.config, content)
+        extra: dict[str, str] = {}
+        if shrinking.wanted(self.config, where, prediction):
+            shrunk = await shrinking.shrink_async(payload, where, self.config, prediction)
+            if isinstance(shrunk, str):
+                record.message = shrunk
+            else:
+                content, record.shrink, record.saved_cost = shrunk.content, shrunk.summary, shrunk.saved_cost
+                extra["x-mmtok-shrink"] = shrunk.header
         prediction.fill(record)
         refusal = cost_refusal(
             prediction.cost,
@@ -142,7 +150,7 @@ class Proxy:
             refusal = await self.budget.reserve(reserved)
         if refusal is not None:
             return await self._refuse(record, where, refusal, started)
-        content, extra = content, prediction.headers()  # (shrink replaces the body here)
+        extra |= prediction.headers()
         url = self.config.upstream(where.provider) + where.upstream_path
         if request.url.query:
             url += "?" + request.url.query

@@ -46,7 +46,7 @@ class Prediction:
         record.predicted, record.predicted_input = self.tokens, self.input_tokens
         record.predicted_cost, record.predicted_label = self.cost, self.label
         if self.problem:
-            record.message = f"prediction: {self.problem}"
+            record.message = "; ".join(m for m in (record.message, f"prediction: {self.problem}") if m)
 
     def headers(self) -> dict[str, str]:
         """What the proxy says about the call in its answer's headers."""
@@ -111,6 +111,14 @@ def predict(payload: dict[str, Any], where: Route, config: ProxyConfig) -> Predi
     except MmtokError as e:
         prediction.problem = str(e)
         return prediction
+    fill_from_quote(prediction, quote)
+    return prediction
+
+
+def fill_from_quote(prediction: Prediction, quote: Any) -> None:
+    """``prediction``'s tokens, cost and label from a quote (overhead lines, such as OpenAI's message framing,
+    apart from text)."""
+    prediction.tokens = {}
     for line in quote.lines:
         kind = "overhead" if line.item.startswith("<") and line.modality == "text" else line.modality
         prediction.tokens[kind] = prediction.tokens.get(kind, 0) + line.tokens
@@ -118,7 +126,6 @@ def predict(payload: dict[str, Any], where: Route, config: ProxyConfig) -> Predi
     prediction.cost, prediction.label = quote.total_cost, quote.label
     prediction.complete = quote.complete
     prediction.problem = "; ".join(quote.missing)
-    return prediction
 
 
 async def predict_async(payload: dict[str, Any], where: Route, config: ProxyConfig, content: bytes) -> Prediction:
