@@ -19,6 +19,7 @@ from mmtok.cli.main import app
 from mmtok.tokens import TokenSequence, save_sequences
 
 runner = CliRunner()
+pytestmark = pytest.mark.timeout(300)  # a command that waits (a server, stdin) fails here instead of hanging the run
 
 
 def leaf_commands() -> list[tuple[list[str], click.Command]]:
@@ -81,6 +82,9 @@ def bad(tmp_path_factory, samples) -> dict[str, Path]:
     return files
 
 
+OUT_SUFFIXES = {"calibrate": ".toml"}  # commands whose --out is a file of one type, not a folder
+
+
 def _args(
     path: list[str],
     command: click.Command,
@@ -96,7 +100,7 @@ def _args(
         if isinstance(param, click.Argument) and (param.required or isinstance(param.type, click.Path)):
             args.append(str(file))
         elif isinstance(param, click.Option) and param.name == "out" and param.required:
-            args += [param.opts[0], str(out)]
+            args += [param.opts[0], str(out) + OUT_SUFFIXES.get(" ".join(path), "")]
         elif isinstance(param, click.Option) and param.required:
             args += [param.opts[0], REQUIRED_VALUES.get(param.name, "x")]
         elif isinstance(param, click.Option) and param.name == slot:
@@ -195,7 +199,12 @@ def test_a_text_option_given_nonsense_never_raises(path, command, bad, isolated)
 
 
 # ------------------------------------------------------------------------------------------------ machine output
-NO_JSON = {"version"}  # prints one word: the version (`mmtok --version` too)
+NO_JSON = {  # commands whose output has a format of its own
+    "version",  # one word: the version (`mmtok --version` too)
+    "proxy",  # a server: it speaks the providers' HTTP APIs (what it did goes to the ledger: `mmtok ledger --json`)
+    "mcp",  # a server: it speaks the Model Context Protocol, JSON-RPC on stdio or HTTP
+    "hook",  # answers an agent's hook event in the agent's own JSON format
+}
 TABLES = {"inspect", "models", "prices list"}
 
 
