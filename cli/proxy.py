@@ -60,6 +60,7 @@ def proxy(
     max_body_mb: float = typer.Option(64.0, "--max-body-mb", min=0.001, help="Refuse larger request bodies (413)."),
     upstream_timeout: float = typer.Option(600.0, "--upstream-timeout", min=0.01, help="Seconds between reads."),
     drain: float = typer.Option(30.0, "--drain", min=0, help="On SIGTERM, seconds calls in flight may finish in."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Processes serving the port (one per core)."),
 ) -> None:
     """Serve a local proxy in front of the OpenAI, Anthropic and Gemini APIs: point an SDK's base URL at it
     (http://HOST:PORT/v1, .../anthropic, .../gemini). Each call is priced before it is sent, refused over a limit
@@ -93,7 +94,7 @@ def proxy(
         say(f"  Anthropic: base_url={url}/anthropic")
         say(f"  Gemini:    http_options={{'base_url': '{url}/gemini'}}")
 
-    serve(config, opened, host=host, port=port, drain_s=drain, on_ready=ready)
+    serve(config, opened, host=host, port=port, drain_s=drain, on_ready=ready, workers=workers)
 
 
 def _check_bars(keep: list[str]) -> None:

@@ -71,9 +71,10 @@ def test_the_proxy_listens_on_loopback_unless_told_otherwise(upstream, tmp_path)
         assert proxy.stop() == 0
 
 
-def test_200_concurrent_calls_are_each_recorded_exactly_once(upstream, tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_200_concurrent_calls_are_each_recorded_exactly_once(upstream, tmp_path, workers):
     ledger = tmp_path / "calls.sqlite"
-    proxy = ProxyProcess(upstream, ledger)
+    proxy = ProxyProcess(upstream, ledger, "--workers", workers)
     bodies = [body(n, stream=n % 4 == 0) for n in range(200)]
 
     async def send_all() -> list[int]:

@@ -1,18 +1,27 @@
 """Running the proxy: Uvicorn on a socket bound here (so port 0 works and the real port is known), on 127.0.0.1
 unless told otherwise, with its access log off (a Gemini key may ride in a query string) and a graceful shutdown:
 on SIGTERM or Ctrl-C it stops accepting, lets calls in flight finish (streams included) for up to ``drain_s``
-seconds, then writes every queued ledger record before it exits."""
+seconds, then writes every queued ledger record before it exits.
+
+``workers`` > 1 forks that many processes after binding, each serving the one listening socket with its own
+event loop, upstream pools and ledger connection (SQLite in WAL mode takes writers from several processes; each
+record's id starts with its process's random prefix). The parent passes SIGTERM / SIGINT on and waits for them.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import socket
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import uvicorn
 
-from mmtok.budgets.ledger import Ledger
+from mmtok.budgets.ledger import Ledger, open_ledger
 from mmtok.budgets.proxy.app import create_app
 from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.errors import ConfigError
@@ -53,15 +62,29 @@ def serve(
     port: int = 8787,
     drain_s: float = 30.0,
     on_ready: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> None:
-    """Serve until SIGTERM / SIGINT. ``on_ready`` gets the base URL once the socket listens."""
+    """Serve until SIGTERM / SIGINT. ``on_ready`` gets the base URL once the proxy takes calls."""
     sock = bind(host, port)
-    bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    app = create_app(config, ledger=ledger)
+    url = f"http://{shown}:{sock.getsockname()[1]}"
+
+    def ready() -> None:
+        if on_ready is not None:
+            on_ready(url)
+        sys.stdout.flush()
+
+    if workers <= 1:
+        _run(config, ledger, sock, drain_s, ready)
+        return
+    ledger.close()  # a database connection must not cross a fork: each worker opens its own
+    _supervise(config, sock, drain_s, workers, ready)
+
+
+def _run(config: ProxyConfig, ledger: Ledger, sock: socket.socket, drain_s: float, ready: Callable[[], Any]) -> None:
     server = _Server(
         uvicorn.Config(
-            app,
+            create_app(config, ledger=ledger),
             access_log=False,
             log_level="warning",
             lifespan="on",
@@ -71,22 +94,69 @@ def serve(
             proxy_headers=False,  # mmtok's proxy is the first hop: no X-Forwarded-* to trust
         )
     )
-
-    def ready() -> None:
-        if on_ready is not None:
-            on_ready(f"http://{shown}:{bound}")
-
     # Uvicorn's choice of event loop: uvloop where it is installed, asyncio's otherwise.
     with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
         runner.run(_serve(server, sock, ready))
 
 
-async def _serve(server: uvicorn.Server, sock: socket.socket, ready: Callable[[], object]) -> None:
+async def _serve(server: uvicorn.Server, sock: socket.socket, ready: Callable[[], Any]) -> None:
     """Uvicorn's ``serve``, saying it is ready once it is (its signal handlers in place, the app started)."""
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
     if server.started:
         ready()
-        sys.stdout.flush()
     await task
+
+
+def _supervise(
+    config: ProxyConfig, sock: socket.socket, drain_s: float, workers: int, ready: Callable[[], Any]
+) -> None:
+    """Fork ``workers`` processes serving ``sock``; ready once each says so; SIGTERM / SIGINT passed on to them."""
+    told, tell = os.pipe()
+    children = []
+    for _ in range(workers):
+        pid = os.fork()
+        if pid == 0:  # a worker
+            os.close(told)
+            status = 0
+            try:
+                _run(config, open_ledger(config.ledger), sock, drain_s, lambda: os.write(tell, b"."))
+            except BaseException:  # a worker that fails says so on stderr, as Python would
+                import traceback
+
+                traceback.print_exc()
+                status = 1
+            os._exit(status)
+        children.append(pid)
+    os.close(tell)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda number, _frame: [_signal(pid, number) for pid in children])
+    started = 0
+    while started < workers:
+        got = os.read(told, workers - started)
+        if not got:
+            break  # a worker ended before it was ready: its error is on stderr
+        started += len(got)
+    if started == workers:
+        ready()
+    failed = 0
+    for pid in children:
+        failed += _wait(pid)
+    sock.close()
+    if failed:
+        raise SystemExit(1)
+
+
+def _signal(pid: int, number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # a worker that has ended already
+        os.kill(pid, number)
+
+
+def _wait(pid: int) -> int:
+    """1 where the worker did not end cleanly."""
+    try:
+        _, status = os.waitpid(pid, 0)  # retried by Python when a signal interrupts it (PEP 475)
+    except ChildProcessError:
+        return 0
+    return int(os.waitstatus_to_exitcode(status) != 0)
