@@ -82,6 +82,15 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
         ("Fit each model's rule to its bills", "mmtok calibrate calls.sqlite --out calibrated.toml"),
         ("The fits as JSON, for a script", "mmtok calibrate calls.sqlite --out calibrated.toml --json"),
     ),
+    "mcp": (
+        ("Serve the tools to a client that starts it", "mmtok mcp --root ~/work/app"),
+        ("Over HTTP on 127.0.0.1, with a default model", "mmtok mcp --root ~/work/app --http -m claude-opus-4-7"),
+        ("Stricter bars for its shrink tool", "mmtok mcp --root . --keep 'ocr>=0.98' --keep 'ssim>=0.95'"),
+    ),
+    "hook": (
+        ("Claude Code's read hook (settings.json runs it)", "mmtok hook claude-code"),
+        ("With the model and bars of your own", "mmtok hook claude-code -m claude-opus-4-7 --keep 'ocr>=0.98'"),
+    ),
     "version": (("The installed version", "mmtok version"),),
     "prices": (
         ("Which price data is in use, and how old", "mmtok prices status"),
