@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
 import statistics
@@ -71,11 +72,11 @@ def start(command: list[str]) -> tuple[subprocess.Popen[str], str]:
 class Connection:
     """One keep-alive HTTP/1.1 connection sending the same POST again and again."""
 
-    def __init__(self, host: str, port: int, path: str) -> None:
+    def __init__(self, host: str, port: int, path: str, body: bytes = BODY) -> None:
         self.address = (host, port)
         head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer sk-bench\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(BODY)}\r\n\r\n")  # fmt: skip
-        self.request = head.encode() + BODY
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
+        self.request = head.encode() + body
 
     async def open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(*self.address)
@@ -140,6 +141,77 @@ async def throughput(host: str, port: int, path: str, concurrency: int, seconds:
     return done, elapsed
 
 
+SHRINK_SIZES = ((1600, 1200), (2000, 1500), (1280, 960), (3000, 2000), (1024, 1024))
+SHRINK_BAR = "ssim>=0.85"
+
+
+def image_body(jpeg: bytes) -> bytes:
+    url = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode()
+    content = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": url, "detail": "high"}},
+    ]
+    return json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": content}]}).encode()
+
+
+async def one_call(host: str, port: int, body: bytes) -> float:
+    connection = Connection(host, port, "/v1/chat/completions", body)
+    await connection.open()
+    started = time.perf_counter()
+    assert await connection.call() == 200
+    elapsed = time.perf_counter() - started
+    connection.close()
+    return elapsed
+
+
+def start_proxy(upstream_port: str, ledger: Path, *extra: str) -> tuple[subprocess.Popen[str], str, int]:
+    """``mmtok proxy`` in front of the loopback upstream, on a free port: (process, host, port)."""
+    proxy, line = start([sys.executable, "-m", "mmtok.cli.main", "proxy", "--port", "0", "--ledger", str(ledger),
+                         "--openai-upstream", f"http://127.0.0.1:{upstream_port}/v1", *extra])  # fmt: skip
+    host, port = url_parts(line.split("listening on ")[1].split(";")[0])
+    return proxy, host, port
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.wait(60)
+
+
+def shrink_times(upstream_port: str, folder: Path) -> dict[str, Any]:
+    """Seconds per image: a call through a proxy with --shrink, against mmtok.shrink in this process and
+    ``mmtok shrink`` as a command (end to end, start-up included), on the same photo, each in turn."""
+    from mmtok.budgets.ledger import open_ledger
+    from mmtok.budgets.proxy.measure import photo
+    from mmtok.budgets.shrink import shrink
+
+    ledger = folder / "shrink.sqlite"
+    proxy, host, port = start_proxy(upstream_port, ledger, "--shrink", "--keep", SHRINK_BAR)
+    times: dict[str, list[float]] = {"proxied": [], "library": [], "command": []}
+    try:
+        warm = folder / "warm.jpg"
+        warm.write_bytes(photo(800, 600))
+        asyncio.run(one_call(host, port, image_body(warm.read_bytes())))  # models and caches loaded, both sides
+        shrink(warm, "gpt-4o", keep=[SHRINK_BAR], out=folder / "warm")
+        for n, (width, height) in enumerate(SHRINK_SIZES):
+            path = folder / f"photo-{n}.jpg"
+            path.write_bytes(photo(width, height))
+            times["proxied"].append(asyncio.run(one_call(host, port, image_body(path.read_bytes()))))
+            started = time.perf_counter()
+            shrink(path, "gpt-4o", keep=[SHRINK_BAR], out=folder / f"library-{n}")
+            times["library"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "mmtok.cli.main", "shrink", str(path), "-m", "gpt-4o", "--keep",
+                            SHRINK_BAR, "--out", str(folder / f"command-{n}"), "--json"],
+                           check=True, capture_output=True)  # fmt: skip
+            times["command"].append(time.perf_counter() - started)
+    finally:
+        stop(proxy)
+    shrunk = sum(r.shrink is not None for r in open_ledger(ledger).records())
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    sizes = [f"{w}x{h}" for w, h in SHRINK_SIZES]
+    return {"sizes": sizes, "seconds": times, "median_s": medians, "shrunk_calls": shrunk, "bar": SHRINK_BAR}
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -149,6 +221,12 @@ def cpu_seconds(pid: int) -> float:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def rows(ledger: Path) -> int:
+    from mmtok.budgets.ledger import open_ledger
+
+    return sum(1 for _ in open_ledger(ledger).records())
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -164,42 +242,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return {}
     compile_package()
     folder = Path(tempfile.mkdtemp(prefix="mmtok-bench-proxy-"))
-    ledger = folder / "calls.sqlite"
     upstream, port = start([sys.executable, "-m", "mmtok.eval.bench.proxy", "--serve-upstream"])
-    proxy, line = start([sys.executable, "-m", "mmtok.cli.main", "proxy", "--port", "0", "--ledger", str(ledger),
-                         "--openai-upstream", f"http://127.0.0.1:{port}/v1"])  # fmt: skip
+    path = "/v1/chat/completions"
+    calls: dict[str, int] = {}
     try:
-        proxy_host, proxy_port = url_parts(line.split("listening on ")[1].split(";")[0])
-        direct = Connection("127.0.0.1", int(port), "/v1/chat/completions")
-        proxied = Connection(proxy_host, proxy_port, "/v1/chat/completions")
-        times = asyncio.run(latencies(direct, proxied, args.requests))
-        rates, cpu = {}, {}
-        for name, (host, where) in {"direct": ("127.0.0.1", int(port)), "proxied": (proxy_host, proxy_port)}.items():
-            before = {"proxy": cpu_seconds(proxy.pid), "upstream": cpu_seconds(upstream.pid)}
-            done, elapsed = asyncio.run(throughput(host, where, "/v1/chat/completions", args.concurrency, args.seconds))
-            rates[name] = (done, elapsed)
-            cpu[name] = {k: (cpu_seconds(p.pid) - before[k]) * 1000 / max(done, 1)
-                         for k, p in (("proxy", proxy), ("upstream", upstream))}  # fmt: skip
+        proxy, host, proxy_port = start_proxy(port, folder / "one.sqlite")
+        try:
+            times = asyncio.run(latencies(Connection("127.0.0.1", int(port), path), Connection(host, proxy_port, path),
+                                          args.requests))  # fmt: skip
+            rates, cpu = {}, {}
+            for name, (where, to) in {"direct": ("127.0.0.1", int(port)), "proxied": (host, proxy_port)}.items():
+                before = {"proxy": cpu_seconds(proxy.pid), "upstream": cpu_seconds(upstream.pid)}
+                rates[name] = asyncio.run(throughput(where, to, path, args.concurrency, args.seconds))
+                cpu[name] = {k: (cpu_seconds(p.pid) - before[k]) * 1000 / max(rates[name][0], 1)
+                             for k, p in (("proxy", proxy), ("upstream", upstream))}  # fmt: skip
+        finally:
+            stop(proxy)
+        calls["one.sqlite"] = 50 + len(times["proxied"]) + rates["proxied"][0]
+        proxy, host, proxy_port = start_proxy(port, folder / "two.sqlite", "--workers", "2")
+        try:
+            asyncio.run(throughput(host, proxy_port, path, args.concurrency, 1.0))  # warm-up of both workers
+            rates["proxied, 2 workers"] = asyncio.run(
+                throughput(host, proxy_port, path, args.concurrency, args.seconds)
+            )
+        finally:
+            stop(proxy)
+        shrinking = shrink_times(port, folder)
     finally:
-        proxy.terminate()
-        proxy.wait(60)
-        upstream.terminate()
-        upstream.wait(10)
-    return report(args, times, rates, cpu, ledger)
+        stop(upstream)
+    recorded = {"one.sqlite": rows(folder / "one.sqlite")}
+    return report(args, times, rates, cpu, shrinking, recorded, calls)
 
 
 def report(
-    args: Any, times: dict[str, list[float]], rates: dict[str, tuple[int, float]], cpu: dict, ledger: Path
-) -> dict:
-    from mmtok.budgets.ledger import open_ledger
-
+    args: Any,
+    times: dict[str, list[float]],
+    rates: dict[str, tuple[int, float]],
+    cpu: dict[str, dict[str, float]],
+    shrinking: dict[str, Any],
+    recorded: dict[str, int],
+    calls: dict[str, int],
+) -> dict[str, Any]:
     stats = {name: {"p50_ms": statistics.median(t) * 1000, "p99_ms": percentile(t, 0.99) * 1000, "calls": len(t)}
              for name, t in times.items()}  # fmt: skip
     per_s = {name: done / elapsed for name, (done, elapsed) in rates.items()}
-    recorded = sum(1 for _ in open_ledger(ledger).records())
-    proxied_calls = 50 + len(times["proxied"]) + rates["proxied"][0]  # warm-up, latency, throughput
     result = {
         "machine": machine(),
+        "load_average": os.getloadavg(),
         "body_bytes": len(BODY),
         "latency": stats,
         "added_p50_ms": stats["proxied"]["p50_ms"] - stats["direct"]["p50_ms"],
@@ -209,32 +298,56 @@ def report(
         "cpu_ms_per_call": cpu,
         "concurrency": args.concurrency,
         "ledger_rows": recorded,
-        "proxied_calls": proxied_calls,
+        "proxied_calls": calls,
+        "shrink": shrinking,
         "targets": TARGETS,
     }
-    lines = [
-        f"bench_proxy: {args.requests} calls per side one at a time, then {args.concurrency} connections for "
-        f"{args.seconds:g} s per side; a {len(BODY)}-byte Chat Completions body. {result['machine']}",
-        "",
-        "path       p50 ms   p99 ms   requests/s",
-    ]
-    lines += [f"{name:<9} {s['p50_ms']:7.2f}  {s['p99_ms']:7.2f}   {per_s[name]:10,.0f}" for name, s in stats.items()]
-    lines += [
-        "",
-        f"added by the proxy: p50 {result['added_p50_ms']:.2f} ms (target <= 3), p99 {result['added_p99_ms']:.2f} ms",
-        f"proxied throughput {per_s['proxied']:,.0f} requests/s (target >= 500) = "
-        f"{result['proxied_over_direct_throughput']:.2f}x the direct calls' {per_s['direct']:,.0f}",
-        f"CPU per call under load: proxy {cpu['proxied']['proxy']:.2f} ms, upstream "
-        f"{cpu['proxied']['upstream']:.2f} ms (direct calls: upstream {cpu['direct']['upstream']:.2f} ms)",
-        f"ledger: {recorded:,} rows for {result['proxied_calls']:,} proxied calls",
-    ]
-    text = "\n".join(lines)
+    text = "\n".join(_lines(args, result))
     print(text)
     if args.out is not None:
-        args.out.with_suffix(".txt").parent.mkdir(parents=True, exist_ok=True)
+        write_json(args.out, result)
         args.out.with_suffix(".txt").write_text(text + "\n")
-    write_json(args.out, result)
     return result
+
+
+def _lines(args: Any, result: dict[str, Any]) -> list[str]:
+    stats, per_s, cpu, shrinking = (
+        result["latency"],
+        result["requests_per_s"],
+        result["cpu_ms_per_call"],
+        result["shrink"],
+    )
+    lines = [
+        f"bench_proxy: {args.requests} calls per side one at a time, then {args.concurrency} connections for "
+        f"{args.seconds:g} s per side; a {len(BODY)}-byte Chat Completions body. {result['machine']}; load average "
+        f"{result['load_average'][0]:.1f} at the end (the machine is shared)",
+        "",
+        "latency    p50 ms   p99 ms",
+    ]
+    lines += [f"{name:<9} {s['p50_ms']:7.2f}  {s['p99_ms']:7.2f}" for name, s in stats.items()]
+    lines += [f"added by the proxy: p50 {result['added_p50_ms']:.2f} ms (target <= 3), "
+              f"p99 {result['added_p99_ms']:.2f} ms", "", "throughput            requests/s"]  # fmt: skip
+    lines += [f"{name:<20} {rate:12,.0f}" for name, rate in per_s.items()]
+    lines += [
+        f"proxied (1 worker) = {result['proxied_over_direct_throughput']:.3f}x direct; target >= 500 requests/s",
+        f"CPU per proxied call: proxy {cpu['proxied']['proxy']:.2f} ms, upstream {cpu['proxied']['upstream']:.2f} ms"
+        f" (per direct call: upstream {cpu['direct']['upstream']:.2f} ms)",
+        f"ledger: {result['ledger_rows']['one.sqlite']:,} rows for {result['proxied_calls']['one.sqlite']:,} "
+        "proxied calls (1 worker)",
+        "",
+        f"with --shrink --keep {SHRINK_BAR} (gpt-4o, detail high): {shrinking['shrunk_calls']} of "
+        f"{len(SHRINK_SIZES) + 1} calls shrunk",
+        "image       proxied call s   mmtok.shrink s   mmtok shrink (command) s",
+    ]
+    seconds = shrinking["seconds"]
+    for n, size in enumerate(shrinking["sizes"]):
+        lines.append(f"{size:<11} {seconds['proxied'][n]:14.2f}   {seconds['library'][n]:14.2f}   "
+                     f"{seconds['command'][n]:24.2f}")  # fmt: skip
+    median = shrinking["median_s"]
+    lines.append(f"median per image: proxied {median['proxied']:.2f} s, mmtok.shrink {median['library']:.2f} s "
+                 f"({median['proxied'] / median['library']:.2f}x), mmtok shrink command {median['command']:.2f} s "
+                 f"({median['proxied'] / median['command']:.2f}x, start-up included)")  # fmt: skip
+    return lines
 
 
 if __name__ == "__main__":
