@@ -148,9 +148,10 @@ class Ledger(Protocol):
 class SqliteLedger:
     """The default ledger: one SQLite file in WAL mode, through the standard library."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], read_only: bool = False) -> None:
         self.path = Path(path).expanduser()
         self.where = str(self.path)
+        self.read_only = read_only
         if self.path.is_dir():
             raise ConfigError(f"{self.path}: is a folder; the ledger is a file (e.g. calls.sqlite)")
         if not self.path.parent.is_dir():
@@ -159,18 +160,25 @@ class SqliteLedger:
         self._conn = self._connect()
         try:
             with self._lock, self._conn:
-                self._conn.executescript(_CREATE)
+                if not read_only:
+                    self._conn.executescript(_CREATE)
                 _check_version(self._conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone(), self)
-                self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+                if not read_only:
+                    self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         except sqlite3.DatabaseError as e:
             self._conn.close()
             raise ConfigError(f"{self.path}: not an mmtok ledger ({e})") from None
 
     def _connect(self) -> sqlite3.Connection:
+        """A connection in WAL mode, or a read-only one (which writes nothing, not even the journal mode)."""
         try:
-            conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level="DEFERRED")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            if self.read_only:
+                uri = f"{self.path.resolve().as_uri()}?mode=ro"
+                conn = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+            else:
+                conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level="DEFERRED")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.DatabaseError as e:
             raise ConfigError(f"{self.path}: not an mmtok ledger ({e})") from None
         conn.row_factory = sqlite3.Row
@@ -181,7 +189,7 @@ class SqliteLedger:
             return
         names = (*COLUMNS, "day", "spend_nusd")
         sql = f"INSERT OR IGNORE INTO calls ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-        rows = [tuple(_row_values(r)[n] for n in names) for r in records]
+        rows = [tuple(values[n] for n in names) for values in map(_row_values, records)]
         with self._lock, self._conn:
             self._conn.executemany(sql, rows)
 
@@ -298,9 +306,11 @@ def _tables(sa: Any) -> tuple[Any, Any]:
     return calls, meta
 
 
-def open_ledger(target: str | os.PathLike[str]) -> Ledger:
-    """A ledger at ``target``: a file path (SQLite, standard library) or a SQLAlchemy database URL."""
+def open_ledger(target: str | os.PathLike[str], read_only: bool = False) -> Ledger:
+    """A ledger at ``target``: a file path (SQLite, standard library) or a SQLAlchemy database URL. ``read_only``:
+    an SQLite file is opened for reading only (reports, calibration) and nothing is written to it (SQLite still keeps
+    its -shm and -wal files beside a file in WAL mode)."""
     text = os.fspath(target)
     if "://" in text:
         return SqlAlchemyLedger(text)
-    return SqliteLedger(text)
+    return SqliteLedger(text, read_only)

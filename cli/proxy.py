@@ -137,11 +137,12 @@ def ledger(
 
 
 def _open(path: str) -> Any:
+    """The ledger at ``path``, for reading."""
     from mmtok.budgets.ledger import open_ledger
 
     if "://" not in path and not Path(path).expanduser().is_file():
         raise typer.BadParameter(f"{path}: no such ledger file", param_hint="PATH")
-    return open_ledger(path)
+    return open_ledger(path, read_only=True)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

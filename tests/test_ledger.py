@@ -186,3 +186,15 @@ def test_the_html_report_has_its_figures_and_data(filled, tmp_path):
 def test_the_ledger_command_names_a_missing_file(tmp_path):
     result = CliRunner().invoke(app, ["ledger", str(tmp_path / "none.sqlite")])
     assert result.exit_code == 2 and "no such ledger file" in result.output
+
+
+def test_a_ledger_opened_to_read_changes_nothing_in_it(filled):
+    """As the example ledger in eval/results is kept: out of WAL mode, so reading it makes no -wal/-shm files."""
+    with sqlite3.connect(filled) as conn:
+        conn.execute("PRAGMA journal_mode=DELETE")
+    before = sorted(p.name for p in filled.parent.iterdir())
+    stamp = filled.stat().st_mtime_ns
+    book = open_ledger(filled, read_only=True)
+    assert len(list(book.records())) == 10 and book.spend_on("2026-12-01") > 0
+    book.close()
+    assert sorted(p.name for p in filled.parent.iterdir()) == before and filled.stat().st_mtime_ns == stamp
