@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, int_setting, items, str_setting, tool_definitions
+from mmtok.request.collect import Parts, int_setting, items, request, str_setting
 from mmtok.request.refs import MediaRef, ref_from_base64, ref_from_url, text_of
 from mmtok.request.types import Pointer, Request
 
@@ -33,26 +33,23 @@ def read_messages(body: dict[str, Any], source: str) -> Request:
             parts.text(f"messages[{i}]", role, content)
         for j, block in items(content):
             _block(parts, block, f"messages[{i}].content[{j}]", role, ("messages", i, "content", j))
-    tools = tool_definitions(parts, body)
-    return Request(
+    return request(
+        parts,
         "anthropic-messages",
-        str_setting(body, "model"),
-        parts.done(),
+        body,
+        source,
+        model=str_setting(body, "model"),
         messages=len(items(body.get("messages"))),
         max_output_tokens=int_setting(body, "max_tokens"),
         service_tier=str_setting(body, "service_tier"),
-        tools=tools,
         tool_choice=_tool_choice(body.get("tool_choice")),
-        source=source,
-        body=body,
     )
 
 
 def _block(parts: Parts, block: Any, where: str, role: str, pointer: Pointer) -> None:
-    if not isinstance(block, dict):
-        parts.uncountable("text", where, role, "a content block that is not an object")
+    kind = parts.object_type(block, where, role, "a content block")
+    if kind is None:
         return
-    kind = block.get("type")
     message = where.rsplit(".content", 1)[0] if ".content" in where else where.split("[")[0]
     if kind == "text":
         parts.text(message, role, block.get("text"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.types import MediaRef, Part, Pointer
+from mmtok.request.types import MediaRef, Part, Pointer, Request
 
 
 class Parts:
@@ -40,9 +40,25 @@ class Parts:
             reason = f"a data URL that is not base64 ({ref.url}...): providers take base64 data URLs"
         self.parts.append(Part(kind, where, role, ref=ref, detail=detail, pointer=pointer, uncountable=reason))
 
+    def object_type(self, value: Any, where: str, role: str, what: str = "content part") -> str | None:
+        """The ``type`` of a part's object ("" where it has none); None, with the part said uncountable, for a
+        value that is not an object."""
+        if not isinstance(value, dict):
+            self.uncountable("text", where, role, f"{what} that is not an object")
+            return None
+        kind = value.get("type")
+        return kind if isinstance(kind, str) else ""
+
     def uncountable(self, kind: str, where: str, role: str, reason: str, pointer: Pointer = ()) -> None:
         self.flush()
         self.parts.append(Part(kind, where, role, pointer=pointer, uncountable=reason))
+
+    def string_input(self, given: Any) -> int:
+        """An ``input`` given as one string (Responses, Interactions): one user message; 0 for anything else."""
+        if not isinstance(given, str):
+            return 0
+        self.text("input", "user", given)
+        return 1
 
     def flush(self) -> None:
         if self._text:
@@ -52,6 +68,13 @@ class Parts:
     def done(self) -> tuple[Part, ...]:
         self.flush()
         return tuple(self.parts)
+
+
+def request(parts: Parts, api: str, body: dict[str, Any], source: str, **fields: Any) -> Request:
+    """The request a reader found: its parts (the tool definitions last, as one text part), the body and its
+    source, and ``fields`` (model, messages, output budget, service tier, ...)."""
+    tools = tool_definitions(parts, body)
+    return Request(api, fields.pop("model", None), parts.done(), tools=tools, source=source, body=body, **fields)
 
 
 def tool_definitions(parts: Parts, body: dict[str, Any]) -> int:

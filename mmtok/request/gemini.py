@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, int_setting, items, str_setting, tool_definitions
+from mmtok.request.collect import Parts, int_setting, items, request, str_setting
 from mmtok.request.refs import MediaRef, kind_of_mime, ref_from_base64, ref_from_url, text_of
 from mmtok.request.types import Pointer, Request
 
@@ -55,21 +55,23 @@ def read_generate(body: dict[str, Any], source: str) -> Request:
         role = str(content.get("role", "user"))
         for j, part in items(content.get("parts")):
             _part(parts, part, f"contents[{i}]", f"contents[{i}].parts[{j}]", role, ("contents", i, "parts", j))
-    config = field(body, "generation_config") or {}
-    config = config if isinstance(config, dict) else {}
-    tools = tool_definitions(parts, body)
-    return Request(
+    config = _generation_config(body)
+    return request(
+        parts,
         "gemini-generate",
-        _model_name(str_setting(body, "model")),
-        parts.done(),
+        body,
+        source,
+        model=_model_name(str_setting(body, "model")),
         messages=len(items(body.get("contents"))),
         max_output_tokens=int_setting(config, "max_output_tokens", "maxOutputTokens"),
         service_tier=str_setting(body, "service_tier") or str_setting(body, "serviceTier"),
         media_resolution=level(field(config, "media_resolution")),
-        tools=tools,
-        source=source,
-        body=body,
     )
+
+
+def _generation_config(body: dict[str, Any]) -> dict[str, Any]:
+    config = field(body, "generation_config")
+    return config if isinstance(config, dict) else {}
 
 
 def _model_name(name: str | None) -> str | None:
@@ -123,10 +125,7 @@ def read_interactions(body: dict[str, Any], source: str) -> Request:
     system = field(body, "system_instruction")
     parts.text("system_instruction", "system", system if isinstance(system, str) else text_of(system) or None)
     given = body.get("input")
-    turns = 0
-    if isinstance(given, str):
-        parts.text("input", "user", given)
-        turns = 1
+    turns = parts.string_input(given)
     for i, item in items(given):
         if isinstance(item, dict) and isinstance(item.get("content"), (list, str)):  # a step or a turn
             turns += 1
@@ -140,28 +139,24 @@ def read_interactions(body: dict[str, Any], source: str) -> Request:
         else:
             turns = max(turns, 1)
             _content(parts, item, "input", f"input[{i}]", "user", ("input", i))
-    config = field(body, "generation_config") or {}
-    config = config if isinstance(config, dict) else {}
-    tools = tool_definitions(parts, body)
-    return Request(
+    config = _generation_config(body)
+    return request(
+        parts,
         "gemini-interactions",
-        _model_name(str_setting(body, "model")),
-        parts.done(),
+        body,
+        source,
+        model=_model_name(str_setting(body, "model")),
         messages=turns,
         max_output_tokens=int_setting(config, "max_output_tokens", "maxOutputTokens"),
         service_tier=str_setting(body, "service_tier"),
         media_resolution=level(field(config, "media_resolution")),
-        tools=tools,
-        source=source,
-        body=body,
     )
 
 
 def _content(parts: Parts, item: Any, message: str, where: str, role: str, pointer: Pointer) -> None:
-    if not isinstance(item, dict):
-        parts.uncountable("text", where, role, "a content item that is not an object")
+    kind = parts.object_type(item, where, role, "a content item")
+    if kind is None:
         return
-    kind = item.get("type")
     if kind == "text":
         parts.text(message, role, item.get("text"))
     elif kind in ("image", "audio", "video", "document"):

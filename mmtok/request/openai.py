@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, int_setting, items, str_setting, tool_definitions
+from mmtok.request.collect import Parts, int_setting, items, request, str_setting
 from mmtok.request.refs import MediaRef, kind_of_mime, ref_from_base64, ref_from_url, text_of
 from mmtok.request.types import Pointer, Request
 
@@ -38,26 +38,23 @@ def read_chat(body: dict[str, Any], source: str) -> Request:
             function = call.get("function", {}) if isinstance(call, dict) else {}
             parts.text(where, role, f"{function.get('name', '')}{text_of(function.get('arguments'))}")
         parts.text(where, role, message.get("refusal"))
-    tools = tool_definitions(parts, body)
-    return Request(
+    return request(
+        parts,
         "openai-chat",
-        str_setting(body, "model"),
-        parts.done(),
+        body,
+        source,
+        model=str_setting(body, "model"),
         messages=len(items(body.get("messages"))),
         named_messages=named,
         max_output_tokens=int_setting(body, "max_completion_tokens", "max_tokens"),
         service_tier=str_setting(body, "service_tier"),
-        tools=tools,
-        source=source,
-        body=body,
     )
 
 
 def _chat_part(parts: Parts, part: Any, where: str, role: str, pointer: Pointer) -> None:
-    if not isinstance(part, dict):
-        parts.uncountable("text", where, role, "a content part that is not an object")
+    kind = parts.object_type(part, where, role, "a content part")
+    if kind is None:
         return
-    kind = part.get("type")
     if kind == "text":
         parts.text(where.rsplit(".content", 1)[0], role, part.get("text"))
     elif kind == "refusal":
@@ -105,33 +102,28 @@ def read_responses(body: dict[str, Any], source: str) -> Request:
     parts = Parts()
     parts.text("instructions", "developer", body.get("instructions"))
     given = body.get("input")
-    messages = 0
-    if isinstance(given, str):
-        parts.text("input", "user", given)
-        messages = 1
+    messages = parts.string_input(given)
     for i, item in items(given):
         messages += _responses_item(parts, item, i)
-    tools = tool_definitions(parts, body)
-    return Request(
+    return request(
+        parts,
         "openai-responses",
-        str_setting(body, "model"),
-        parts.done(),
+        body,
+        source,
+        model=str_setting(body, "model"),
         messages=messages + bool(body.get("instructions")),
         max_output_tokens=int_setting(body, "max_output_tokens"),
         service_tier=str_setting(body, "service_tier"),
-        tools=tools,
-        source=source,
-        body=body,
     )
 
 
 def _responses_item(parts: Parts, item: Any, i: int) -> int:
     """Collect one ``input`` item; 1 when it is a message (for per-message overheads)."""
     where = f"input[{i}]"
-    if not isinstance(item, dict):
-        parts.uncountable("text", where, "?", "an input item that is not an object")
+    kind = parts.object_type(item, where, "?", "an input item")
+    if kind is None:
         return 0
-    kind = item.get("type", "message")
+    kind = kind or "message"
     role = str(item.get("role", "user"))
     if kind == "message":
         content = item.get("content")
@@ -155,10 +147,9 @@ def _responses_item(parts: Parts, item: Any, i: int) -> int:
 
 
 def _responses_part(parts: Parts, part: Any, where: str, role: str, pointer: Pointer) -> None:
-    if not isinstance(part, dict):
-        parts.uncountable("text", where, role, "a content part that is not an object")
+    kind = parts.object_type(part, where, role, "a content part")
+    if kind is None:
         return
-    kind = part.get("type")
     message = where.rsplit(".content", 1)[0]
     if kind in ("input_text", "output_text", "text"):
         parts.text(message, role, part.get("text"))
