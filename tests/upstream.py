@@ -7,11 +7,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
-
-import uvicorn
 
 from mmtok.budgets.proxy.measure import photo
 from mmtok.budgets.proxy.server import bind
@@ -24,6 +21,7 @@ from mmtok.eval.bench.proxy_upstream import (
     make_app,
     openai_chat,
     openai_responses,
+    serve,
 )
 
 __all__ = [
@@ -44,28 +42,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------------ serving
-@contextlib.contextmanager
-def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
-    """Serve ``app`` with Uvicorn on ``host`` and a free port in a background thread; yields the base URL."""
-    sock = bind(host, 0)
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="error", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
-        sock.close()
-
-
 @contextlib.contextmanager
 def resetting_server() -> Iterator[str]:
     """A TCP server on 127.0.0.1 that reads a request and resets the connection (RST) without answering."""

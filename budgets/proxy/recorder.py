@@ -1,7 +1,8 @@
 """Group commit: records from many concurrent calls written by one thread, a batch per transaction.
 
-A call hands its record over (``submit``) and goes on; whatever is queued while one batch commits goes into the
-next, so 200 concurrent calls cost a few transactions, not 200, and no call waits for the disk. A caller that must
+A call hands its record over (``submit``) and goes on; a batch waits ``linger_s`` for more records after its first,
+and whatever is queued while one batch commits goes into the next, so 200 concurrent calls cost a few transactions,
+not 200, and no call waits for the disk. A caller that must
 know its record is on disk waits for it (``await recorder.write(record)``: the proxy's ``--sync-ledger``).
 ``pending`` counts records not yet committed; ``close`` writes all of them before it returns (the proxy's SIGTERM
 drain), so only a SIGKILL can lose the last few milliseconds of records, never a committed one.
@@ -13,6 +14,7 @@ import asyncio
 import queue
 import sys
 import threading
+import time
 from concurrent.futures import Future
 from decimal import Decimal
 
@@ -24,8 +26,9 @@ MAX_BATCH = 512  # records per transaction
 class Recorder:
     """Writes records to ``ledger`` from a thread of its own."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, linger_s: float = 0.0) -> None:
         self.ledger = ledger
+        self.linger_s = linger_s  # how long a batch waits for more records after its first
         self._queue: queue.SimpleQueue[tuple[Record, Future[None]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="mmtok-ledger", daemon=True)
         self._closed = False
@@ -66,6 +69,8 @@ class Recorder:
             item = self._queue.get()
             if item is None:
                 return
+            if self.linger_s:
+                time.sleep(self.linger_s)
             batch = [item]
             stop = False
             while len(batch) < MAX_BATCH:

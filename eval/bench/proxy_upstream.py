@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import math
 import re
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import uvicorn
 from PIL import Image
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,6 +36,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from mmtok.budgets import formulas as F
+from mmtok.budgets.proxy.server import bind
 from mmtok.budgets.text import encoding
 
 GEMINI = re.compile(r"^/v1(?:beta)?/models/([^:/]+):(\w+)$")
@@ -410,3 +414,26 @@ async def _paced(events: list[bytes], behaviour: str, delay: float) -> Any:
         if behaviour == "cut" and n == 2:
             raise ConnectionResetError("the test upstream cut the stream, as asked")
         yield event
+
+
+# ------------------------------------------------------------------------------------------------ serving
+@contextlib.contextmanager
+def serve(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve ``app`` with Uvicorn on ``host`` and a free port in a background thread; yields the base URL."""
+    sock = bind(host, 0)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="error", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
