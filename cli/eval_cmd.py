@@ -37,7 +37,8 @@ def eval_run(
     ),
 ) -> None:
     """Evaluate a suite's items, one result line each; bad items are recorded, not fatal. Exit code 1 when an
-    item failed or was not run, 2 for a bad suite or a refused resume."""
+    item failed or was not run, 2 for a bad suite or a refused resume, 130 when interrupted (Ctrl-C: the items
+    done are kept; --resume goes on)."""
     from mmtok.cli.common import progress_counter
     from mmtok.eval.runner import run
 
@@ -61,6 +62,9 @@ def eval_run(
     except OSError as e:  # the run folder's disk, permissions, ...
         print_error(f"{out}: {e.strerror or e}" if e.filename is None else f"{e.filename}: {e.strerror or e}")
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:  # one line, not a traceback per worker; every finished item is in results.jsonl
+        print_error(f"{out}: interrupted; the items done are kept: run again with --resume to go on")
+        raise typer.Exit(130) from None
     if not summary:  # a torchrun rank other than 0: rank 0 prints the summary
         return
     if json_out:

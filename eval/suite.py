@@ -14,19 +14,26 @@
     fd_extractor = "efficientnet-lite0"
 
 Items are built here: every item has a stable ``id`` (the key results are stored under) and what its metrics need.
+Every setting is type-checked when the suite is loaded (a wrong one is the suite's error, exit 2, before any item
+runs); a suite holds at most :data:`MAX_SUITE_ITEMS` items, and each item's file is hashed through the same checked
+open as ``load()`` (a FIFO or device is that item's error at once) and within :data:`MAX_ITEM_BYTES`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mmtok.errors import ConfigError
-from mmtok.files import parse_json, read_text, read_toml
+from mmtok.errors import ConfigError, EvalError
+from mmtok.files import UnreadableFile, open_regular, parse_json, read_text, read_toml, text_lines
+
+MAX_SUITE_ITEMS = 100_000  # items in a suite (its manifest lines or folder files); the shipped suites hold <= 1,000
+MAX_ITEM_BYTES = 4 << 30  # an item's file, hashed (and evaluated) whole: larger is that item's error
 
 KINDS = {"images": {"psnr", "ssim", "fd"}, "speech": {"wer", "cer"}, "qa": {"judge", "accuracy"}}
 SECTIONS = {
@@ -41,6 +48,32 @@ SECTIONS = {
         "backbone",
     },
     "metrics": {"names", "fd_extractor", "asr", "judge", "on_judge_error"},
+}
+
+
+# The type of every setting, checked at load: (type or types, what to say); None allows a key to be left out.
+SETTING_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "name": ((str,), "a string"),
+    "description": ((str,), "a string"),
+    "pipeline.tokenizer": ((str,), "a tokenizer name"),
+    "pipeline.image_size": ((int,), "an integer (px)"),
+    "pipeline.truncation": ((dict,), 'a table, e.g. { method = "mi", threshold = -0.15 }'),
+    "pipeline.tokens_per_second": ((int, float), "a number"),
+    "pipeline.quantize": ((bool,), "true or false"),
+    "pipeline.codebook_levels": ((int,), "an integer"),
+    "pipeline.backbone": ((str,), "a backbone name"),
+    "metrics.fd_extractor": ((str,), "an extractor name"),
+    "metrics.asr": ((str,), "an ASR backend name"),
+    "metrics.judge": ((str, dict), "a judge name or a table"),
+}
+TRUNCATION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {  # [pipeline] truncation = { ... }
+    "method": ((str,), "a method name"),
+    "threshold": ((int, float), "a number of nats"),
+    "keep": ((int,), "a whole number of tokens"),
+    "keep_ratio": ((int, float), "a number in (0, 1]"),
+    "out_of_domain": ((str,), "divprune, mi or error"),
+    "seed": ((int,), "an integer"),
+    "min_keep": ((int,), "a whole number of tokens"),
 }
 
 
@@ -105,6 +138,7 @@ def load_suite(spec: str | Path) -> Suite:
             raise ConfigError(
                 f"{path}: unknown key(s) in [{section}]: {', '.join(extra)}; allowed: {', '.join(sorted(allowed))}"
             )
+    _check_types(path, data)
     dataset, metrics = data.get("dataset", {}), data.get("metrics", {})
     kind = dataset.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
@@ -120,8 +154,10 @@ def load_suite(spec: str | Path) -> Suite:
     if not dataset.get("source") or not isinstance(dataset["source"], str):
         raise ConfigError(f"{path}: [dataset] source is required (a string)")
     limit = dataset.get("limit", 0)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise ConfigError(f"{path}: [dataset] limit must be a whole number >= 0 (0: every item), got {limit!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_SUITE_ITEMS:
+        raise ConfigError(
+            f"{path}: [dataset] limit must be a whole number from 0 (every item) to {MAX_SUITE_ITEMS:,}, got {limit!r}"
+        )
     source = dataset["source"]
     if not source.startswith("builtin:") and not Path(source).expanduser().is_absolute():
         source = str(path.parent / source)  # relative to the suite file, as plan specs are to theirs
@@ -141,6 +177,53 @@ def load_suite(spec: str | Path) -> Suite:
     )
 
 
+def _check_types(path: Path, data: dict[str, Any]) -> None:
+    """Every setting of the kind it must be (``name = 5``, ``truncation = "mi"``, ``quantize = "yes"`` refused)."""
+    for dotted, (types, what) in SETTING_TYPES.items():
+        section, _, key = dotted.rpartition(".")
+        value = (data.get(section, {}) if section else data).get(key)
+        if value is not None and ((isinstance(value, bool) and bool not in types) or not isinstance(value, types)):
+            shown = f"[{section}] {key}" if section else key
+            raise ConfigError(f"{path}: {shown} must be {what}, got {_short(value)}")
+    truncation = data.get("pipeline", {}).get("truncation")
+    if truncation is None:
+        return
+    unknown = sorted(set(truncation) - set(TRUNCATION_TYPES))
+    if unknown:
+        allowed = ", ".join(TRUNCATION_TYPES)
+        raise ConfigError(f"{path}: [pipeline] truncation: unknown key(s) {', '.join(unknown)}; allowed: {allowed}")
+    for key, value in truncation.items():
+        types, what = TRUNCATION_TYPES[key]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise ConfigError(f"{path}: [pipeline] truncation {key} must be {what}, got {_short(value)}")
+    _check_truncation(path, truncation)
+
+
+def _check_truncation(path: Path, options: dict[str, Any]) -> None:
+    """A truncation table ``mmtok.truncate`` takes: a known method, one budget, values in range."""
+    from mmtok.truncation import METHODS, OUT_OF_DOMAIN
+
+    where = f"{path}: [pipeline] truncation"
+    method = options.get("method", "mi")
+    if method not in METHODS:
+        raise ConfigError(f"{where} method must be one of {', '.join(METHODS)}, got {_short(method)}")
+    if sum(k in options for k in ("threshold", "keep", "keep_ratio")) > 1:
+        raise ConfigError(f"{where}: give only one of threshold, keep and keep_ratio")
+    if method != "mi" and not {"keep", "keep_ratio"} & set(options):
+        raise ConfigError(f"{where}: {method} keeps a budget: give keep or keep_ratio")
+    if method != "mi" and "threshold" in options:
+        raise ConfigError(f"{where}: threshold is for mi; {method} takes keep or keep_ratio")
+    if not 0 < options.get("keep_ratio", 1) <= 1 or options.get("keep", 1) < 1 or options.get("min_keep", 1) < 1:
+        raise ConfigError(f"{where}: keep_ratio must be in (0, 1], keep and min_keep at least 1")
+    if options.get("out_of_domain", "divprune") not in OUT_OF_DOMAIN:
+        raise ConfigError(f"{where} out_of_domain must be one of {', '.join(OUT_OF_DOMAIN)}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 # ----------------------------------------------------------------------------------------------------- items
 def items(suite: Suite) -> list[dict[str, Any]]:
     """The suite's items, each with a stable ``id``."""
@@ -149,6 +232,8 @@ def items(suite: Suite) -> list[dict[str, Any]]:
         found = _builtin(source.split(":", 1)[1], suite)
     else:
         found = _manifest(Path(source), suite)
+    if len(found) > MAX_SUITE_ITEMS:
+        raise ConfigError(f"{source}: {len(found):,} items, over the limit of {MAX_SUITE_ITEMS:,} per suite")
     return found[: suite.limit] if suite.limit else found
 
 
@@ -168,20 +253,21 @@ def _builtin(name: str, suite: Suite) -> list[dict[str, Any]]:
 
 def _manifest(path: Path, suite: Suite) -> list[dict[str, Any]]:
     if path.is_dir():
+        import itertools
+
         import mmtok
 
-        return [
-            {"id": str(p.relative_to(path)), "path": str(p)}
-            for p in mmtok.iter_files([path])
-            if not isinstance(p, mmtok.MediaError)
-        ]
+        files = (p for p in mmtok.iter_files([path]) if not isinstance(p, mmtok.MediaError))
+        return [{"id": str(p.relative_to(path)), "path": str(p)} for p in itertools.islice(files, MAX_SUITE_ITEMS + 1)]
     if not path.is_file():
         raise ConfigError(f"{path}: dataset source not found")
     found = []
     first_line: dict[str, int] = {}
-    for n, line in enumerate(read_text(path, "dataset manifest").splitlines(), 1):
+    for n, line in enumerate(text_lines(read_text(path, "dataset manifest")), 1):
         if not line.strip():
             continue
+        if len(found) == MAX_SUITE_ITEMS:
+            raise ConfigError(f"{path}: more than {MAX_SUITE_ITEMS:,} items, the limit per suite")
         row = parse_json(line, f"{path}:{n}")
         if not isinstance(row, dict):
             raise ConfigError(f"{path}:{n}: each item must be a JSON object, got {type(row).__name__}")
@@ -237,17 +323,49 @@ def config_hash(suite: Suite | dict[str, Any]) -> str:
 
 
 def item_hash(item: dict[str, Any]) -> str:
-    """Hash of an item: its fields and, for a file, the file's bytes (an unreadable file hashes as such: the item
-    then fails with its own error)."""
+    """Hash of an item: its fields and, for a file, the file's bytes, read through the checked open within
+    :data:`MAX_ITEM_BYTES` (a file that cannot be read so hashes as its problem: the item then fails with it)."""
     h = hashlib.sha256(json.dumps(item, sort_keys=True, default=str).encode())
     if isinstance(item.get("path"), str):
         try:
-            with open(item["path"], "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-        except OSError as e:
-            h.update(f"\0unreadable: {e.strerror}".encode())
+            _hash_file(item["path"], h)
+        except EvalError as e:
+            h.update(f"\0unreadable: {e}".encode())
     return h.hexdigest()[:32]
+
+
+def check_item_file(path: str) -> None:
+    """An item's file is one an item may name: a regular file (never a FIFO or a device: refused without waiting)
+    of at most :data:`MAX_ITEM_BYTES`; else an EvalError, that item's error."""
+    fd = _open_item(path)
+    os.close(fd)
+
+
+def _open_item(path: str) -> int:
+    try:
+        fd, info = open_regular(path)
+    except UnreadableFile as e:
+        raise EvalError(f"{path}: {e.reason}") from None
+    if info.st_size > MAX_ITEM_BYTES:
+        os.close(fd)
+        raise EvalError(f"{path}: {info.st_size:,} bytes, over the {MAX_ITEM_BYTES:,}-byte limit of an item")
+    return fd
+
+
+def _hash_file(path: str, h: Any) -> None:
+    fd = _open_item(path)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            left = MAX_ITEM_BYTES + 1
+            while left > 0 and (chunk := f.read(min(1 << 20, left))):
+                h.update(chunk)
+                left -= len(chunk)
+    except OSError as e:
+        raise EvalError(f"{path}: cannot read: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if left <= 0:
+        raise EvalError(f"{path}: grew past the {MAX_ITEM_BYTES:,}-byte limit of an item while being read")
 
 
 def row_hash(config: str, item: str) -> str:

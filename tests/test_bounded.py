@@ -273,3 +273,202 @@ def test_7_a_toml_integer_of_5000_digits_is_one_line(tmp_path):
     big.write_text("x = 1" + "0" * 5000 + "\n")
     with pytest.raises(ConfigError, match="more than 4,300 digits"):
         read_toml(big, "spec")
+
+
+# ------------------------------------------------------------------------- 1: no manifest item hangs a run
+def image_suite(folder: Path, lines: list[dict], limit: int = 0) -> Path:
+    (folder / "manifest.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    suite = folder / "suite.toml"
+    suite.write_text(
+        'name = "bounded"\n[dataset]\nkind = "images"\nsource = "manifest.jsonl"\n'
+        f"limit = {limit}\n"
+        '[pipeline]\ntokenizer = "vq-clip-tiny"\nimage_size = 64\n[metrics]\nnames = ["psnr"]\n'
+    )
+    return suite
+
+
+def test_1_a_manifest_naming_a_device_or_a_fifo_fails_those_items_in_seconds_and_the_run_goes_on(tmp_path):
+    """A manifest line naming /dev/zero (or a FIFO) made `eval run` hash it forever, holding the run lock."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    lines = [{"id": i, "path": p} for i, p in (("cat", str(SAMPLES / "chelsea.jpg")), ("zero", "/dev/zero"),
+                                               ("random", "/dev/urandom"), ("fifo", str(fifo)))]  # fmt: skip
+    started = time.monotonic()
+    result = runner.invoke(app, ["eval", "run", str(image_suite(tmp_path, lines)), "--out", str(tmp_path / "run")])
+    assert time.monotonic() - started < 60  # a ceiling: the model load, then three refusals at once
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    rows = {json.loads(line)["id"]: json.loads(line) for line in (tmp_path / "run" / "results.jsonl").open()}
+    assert rows["cat"]["error"] is None and rows["cat"]["metrics"]["psnr_db"] > 10
+    assert rows["zero"]["error"] == "/dev/zero: is a character device, not a regular file; only regular files are read"
+    assert rows["fifo"]["error"] == f"{fifo}: is a FIFO (named pipe), not a regular file; only regular files are read"
+    assert "1/4 items ok, 3 failed" in result.stdout
+
+
+def test_1_an_item_hash_reads_a_file_through_the_checked_open_within_its_limit(tmp_path, monkeypatch):
+    from mmtok.eval import suite as suite_module
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert suite_module.item_hash({"id": "f", "path": str(fifo)}) != suite_module.item_hash({"id": "f", "path": "x"})
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"x" * 2048)
+    monkeypatch.setattr(suite_module, "MAX_ITEM_BYTES", 1024)
+    with pytest.raises(mmtok.EvalError, match="2,048 bytes, over the 1,024-byte limit of an item"):
+        suite_module.check_item_file(str(big))
+
+
+# ------------------------------------------------------------------------- 5: a run folder's links are not followed
+def test_5_a_lock_that_is_a_symlink_is_refused_and_its_target_left_alone(tmp_path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("precious\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").symlink_to(victim)
+    suite = image_suite(tmp_path, [{"id": "cat", "path": str(SAMPLES / "chelsea.jpg")}])
+    result = runner.invoke(app, ["eval", "run", str(suite), "--out", str(run)])
+    assert result.exit_code == 2 and victim.read_text() == "precious\n"
+    assert errors(result) == [
+        f"error: {run / '.lock'}: is a symbolic link; mmtok never writes a run's files through a link"
+    ]
+
+
+def test_5_a_results_file_that_is_a_symlink_is_refused_on_resume_before_any_line_is_cut(tmp_path):
+    suite = image_suite(tmp_path, [{"id": "cat", "path": str(SAMPLES / "chelsea.jpg")}])
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["eval", "run", str(suite), "--out", str(run)]).exit_code == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("line one\nline two without its newline")
+    (run / "results.jsonl").unlink()
+    (run / "results.jsonl").symlink_to(victim)
+    result = runner.invoke(app, ["eval", "run", str(suite), "--out", str(run), "--resume"])
+    assert result.exit_code == 2 and victim.read_text() == "line one\nline two without its newline"
+    assert errors(result) == [
+        f"error: {run / 'results.jsonl'}: is a symbolic link; mmtok never writes a run's files through a link"
+    ]
+
+
+def test_5_a_features_folder_that_is_a_link_is_refused(tmp_path):
+    from mmtok.eval.runner.results import features_folder
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "features").symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match=r"not a folder of this run \(a link or a file\)"):
+        features_folder(tmp_path / "run")
+
+
+# ------------------------------------------------------------------------- 8: suites refused up front, one line
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("name = 5", "name must be a string, got 5"),
+        ('[pipeline]\ntruncation = "mi"', "[pipeline] truncation must be a table"),
+        ('[pipeline]\nquantize = "yes"', "[pipeline] quantize must be true or false, got 'yes'"),
+        ('[pipeline]\nimage_size = "64"', "[pipeline] image_size must be an integer (px), got '64'"),
+        ('[pipeline]\ntruncation = { method = "mi", keep = 4, threshold = 0.1 }', "only one of threshold, keep"),
+        ('[pipeline]\ntruncation = { method = "magic" }', "truncation method must be one of mi, random"),
+        ('[pipeline]\ntruncation = { method = "random" }', "random keeps a budget: give keep or keep_ratio"),
+        ('[pipeline]\ntokenizer = "av-tiny"', "av-tiny is an audio tokenizer; an images suite needs an image one"),
+    ],
+)
+def test_8_wrong_typed_suite_settings_are_refused_before_any_item(tmp_path, line, message):
+    suite = tmp_path / "suite.toml"
+    body = 'name = "x"\n' if not line.startswith("name") else ""
+    suite.write_text(body + line + '\n[dataset]\nkind = "qa"\nsource = "builtin:digits-qa"\nlimit = 2\n')
+    if "av-tiny" in line:
+        suite.write_text(
+            suite.read_text().replace('kind = "qa"', 'kind = "images"').replace("digits-qa", "heldout-photos")
+        )
+    result = runner.invoke(app, ["eval", "run", str(suite), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and len(errors(result)) == 1 and message in errors(result)[0], result.output
+    assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_8_a_manifest_line_holding_a_raw_u2028_is_one_item(tmp_path):
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text(json.dumps({"id": "a\u2028b", "path": str(SAMPLES / "chelsea.jpg")}, ensure_ascii=False) + "\n")
+    suite = image_suite(tmp_path, [])
+    manifest.write_text(json.dumps({"id": "a\u2028b", "path": str(SAMPLES / "chelsea.jpg")}, ensure_ascii=False) + "\n")
+    from mmtok.eval.suite import items, load_suite
+
+    assert [item["id"] for item in items(load_suite(suite))] == ["a\u2028b"]
+
+
+def test_8_results_are_read_a_line_at_a_time_and_progress_reads_only_what_was_appended(tmp_path):
+    from mmtok.eval.runner.results import MAX_ROW_BYTES, RESULTS, ResultTail, read_results
+
+    results = tmp_path / RESULTS
+    results.write_text("".join(json.dumps({"id": f"i{n}", "hash": "h", "metrics": {}}) + "\n" for n in range(1000)))
+    tail = ResultTail(results, {"i1": "h", "i2": "other", "i3": "h"})
+    assert tail.done() == 2 and tail.offset == results.stat().st_size
+    with results.open("a") as f:
+        f.write(json.dumps({"id": "i1", "hash": "stale", "metrics": {}}) + "\n" + '{"id": "i2", "ha')
+    assert tail.done() == 1  # i1's newest row is stale; the torn line waits for its newline
+    assert set(read_results(tmp_path, ids=["i5", "i6"])) == {"i5", "i6"}
+    results.write_text('{"id": "x", "t": "' + "a" * MAX_ROW_BYTES + '"}\n')
+    with pytest.raises(mmtok.EvalError, match="over the 16,777,216-byte limit of a result row"):
+        read_results(tmp_path)
+
+
+# ------------------------------------------------------------------------- 8: Ctrl-C and a full disk: one line
+def photo_run(folder: Path, workers: int, preexec=None, interrupt: bool = False) -> subprocess.CompletedProcess:
+    """``mmtok eval run`` of 200 held-out photos in a child process (its own process group, as a terminal's
+    foreground job); with ``interrupt``, SIGINT to the group once the first rows are written (Ctrl-C)."""
+    suite = folder / "photos.toml"
+    suite.write_text(
+        'name = "photos"\n[dataset]\nkind = "images"\nsource = "builtin:heldout-photos"\nlimit = 200\n'
+        '[pipeline]\ntokenizer = "vq-clip-tiny"\nimage_size = 64\n[metrics]\nnames = ["psnr"]\n'
+    )
+    out = folder / "run"
+    command = [
+        sys.executable,
+        "-m",
+        "mmtok.cli.main",
+        "eval",
+        "run",
+        str(suite),
+        "--out",
+        str(out),
+        "--workers",
+        str(workers),
+    ]
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=preexec
+    )
+    if interrupt:
+        deadline = time.monotonic() + 120
+        results = out / "results.jsonl"
+        while time.monotonic() < deadline and not (results.is_file() and results.stat().st_size):
+            time.sleep(0.1)
+        time.sleep(0.5)
+        os.killpg(child.pid, 2)
+    stdout, stderr = child.communicate(timeout=300)
+    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_8_ctrl_c_during_a_run_is_one_line_and_exit_130(tmp_path, workers):
+    """With 2 workers Ctrl-C printed 141 lines of worker tracebacks; with 1 worker the process aborted (exit 134)."""
+    result = photo_run(tmp_path, workers, interrupt=True)
+    assert result.returncode == 130, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [
+        f"error: {tmp_path / 'run'}: interrupted; the items done are kept: run again with --resume to go on"
+    ]
+    assert (tmp_path / "run" / "results.jsonl").read_text().endswith("\n")  # whole rows only
+
+
+@pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
+def test_8_a_full_disk_is_one_line_and_exit_1(tmp_path, workers):
+    """A disk that fills during a run (here a 20,000-byte file size limit: writes past it fail, as on a full disk)
+    printed a traceback per worker."""
+    import resource
+    import signal
+
+    def small_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails (EFBIG) instead of killing the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    result = photo_run(tmp_path, workers, preexec=small_disk)
+    assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr[-2000:]
+    assert "bytes of a row were written (disk full?)" in result.stderr and "Traceback" not in result.stderr

@@ -3,16 +3,20 @@ local workers or ``torchrun`` ranks, progress reported, and the summary written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from mmtok.errors import ConfigError, EvalError, MmtokError
 from mmtok.eval.runner.folder import RunLock, _make_folder, _prepare
 from mmtok.eval.runner.items import Context, item_error
-from mmtok.eval.runner.results import read_results
+from mmtok.eval.runner.results import RESULTS, ResultTail
 from mmtok.eval.runner.summary import summarize
 from mmtok.eval.runner.workers import _worker, run_shard
 from mmtok.eval.suite import Suite, expected_rows, load_suite
@@ -57,19 +61,58 @@ def run(
                 lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads, ctx=checked), out_dir, expected, progress
             )
         else:
-            context = mp.get_context("spawn")
-            procs = [
-                context.Process(target=_worker, args=(suite, str(out_dir), todo, r, workers, threads, os.getpid()))
-                for r in range(workers)
-            ]
-            for proc in procs:
-                proc.start()
-            _with_progress(lambda: [proc.join() for proc in procs], out_dir, expected, progress)
-            failed = [p.exitcode for p in procs if p.exitcode]
-            if failed:
-                _write_summary(out_dir)
-                raise EvalError(f"{len(failed)} worker(s) died (exit codes {failed}); rerun with --resume")
+            _run_workers(suite, out_dir, todo, workers, threads, expected, progress)
         return _write_summary(out_dir)
+
+
+def _run_workers(
+    suite: Suite,
+    out_dir: Path,
+    todo: list[tuple[dict[str, Any], str]],
+    workers: int,
+    threads: int,
+    expected: dict[str, str],
+    progress: Any,
+) -> None:
+    """``todo`` over ``workers`` local processes. They ignore Ctrl-C (the run ends them: one line, not a traceback
+    per worker), and a worker that fails (a full disk) reports one line through a queue and exits."""
+    context = mp.get_context("spawn")
+    failures = context.SimpleQueue()
+    procs = [
+        context.Process(target=_worker, args=(suite, str(out_dir), todo, r, workers, threads, os.getpid(), failures))
+        for r in range(workers)
+    ]
+    with _interrupts_ignored():  # inherited through exec: a worker's Python then installs no KeyboardInterrupt
+        for proc in procs:
+            proc.start()
+    try:
+        _with_progress(lambda: [proc.join() for proc in procs], out_dir, expected, progress)
+    except BaseException:  # Ctrl-C (or anything else) in the run: its workers end with it
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join()
+        raise
+    failed = [p.exitcode for p in procs if p.exitcode]
+    if failed:
+        reasons = [failures.get() for _ in range(len(failed)) if not failures.empty()]
+        with contextlib.suppress(OSError):  # the summary of what was done, if the disk still takes it
+            _write_summary(out_dir)
+        why = reasons[0] if reasons else f"exit codes {failed}"
+        raise EvalError(f"{len(failed)} of {workers} workers stopped ({why}); rerun with --resume")
+
+
+@contextlib.contextmanager
+def _interrupts_ignored() -> Iterator[None]:
+    """SIGINT ignored while worker processes start (in the main thread; elsewhere signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def check_pipeline(suite: Suite, out_dir: Path) -> Context:
@@ -99,6 +142,13 @@ def check_pipeline(suite: Suite, out_dir: Path) -> Context:
         tok = ctx.get("tokenizer")
     except MmtokError as e:
         raise ConfigError(f"{where} tokenizer: {e}") from None
+    wanted, made = SUITE_MODALITY[suite.kind], getattr(tok, "modality", None)
+    if made != wanted:
+        name = getattr(tok, "name", p.get("tokenizer"))
+        raise ConfigError(
+            f"{where} tokenizer: {name} is {_article(made)} tokenizer; {_article(suite.kind)} suite needs "
+            f"{_article(wanted)} one"
+        )
     size = p.get("image_size")
     if size is not None:
         from mmtok.models.vq import VQ_LIMITS
@@ -121,6 +171,13 @@ def check_pipeline(suite: Suite, out_dir: Path) -> Context:
         except (MmtokError, TypeError, ValueError) as e:
             raise ConfigError(f"{where} {e}") from None
     return ctx
+
+
+SUITE_MODALITY = {"images": "image", "qa": "image", "speech": "audio"}  # what each kind's tokenizer must make
+
+
+def _article(word: str | None) -> str:
+    return f"{'an' if (word or 'x')[0] in 'aeiou' else 'a'} {word}"
 
 
 def _run_distributed(
@@ -176,31 +233,26 @@ def _write_summary(out_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def _done(out_dir: Path, expected: dict[str, str]) -> int:
-    rows = read_results(out_dir)
-    return sum(1 for item_id, h in expected.items() if rows.get(item_id, {}).get("hash") == h)
-
-
 def _with_progress(work: Any, out_dir: Path, expected: dict[str, str], progress: Any) -> None:
-    """Run ``work`` while reporting progress; an exception in ``work`` is raised here, in the caller's thread."""
+    """Run ``work`` in this thread while a reporter thread counts the items done every half second (reading only
+    the rows appended since: ``ResultTail``). The work stays in the caller's thread, so Ctrl-C and its errors
+    reach the caller as they are, and no model code is left running in a thread at exit."""
     if progress is None:
         work()
         return
-    import threading
+    tail = ResultTail(out_dir / RESULTS, expected)
+    stop = threading.Event()
 
-    failure: list[BaseException] = []
+    def report() -> None:
+        while not stop.wait(0.5):
+            progress(tail.done(), len(expected))
 
-    def target() -> None:
-        try:
-            work()
-        except BaseException as e:  # handed to the main thread below
-            failure.append(e)
-
-    thread = threading.Thread(target=target, name="mmtok-eval", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        progress(_done(out_dir, expected), len(expected))
-        thread.join(0.5)
-    if failure:
-        raise failure[0]
-    progress(_done(out_dir, expected), len(expected))
+    progress(tail.done(), len(expected))
+    reporter = threading.Thread(target=report, name="mmtok-eval-progress", daemon=True)
+    reporter.start()
+    try:
+        work()
+    finally:
+        stop.set()
+        reporter.join()
+    progress(tail.done(), len(expected))

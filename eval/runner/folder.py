@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mmtok.errors import ConfigError, EvalError, MmtokError
-from mmtok.eval.runner.results import FINGERPRINT, LOCK, RESULTS, SUITE, _rows, read_results
+from mmtok.eval.runner.results import FINGERPRINT, LOCK, RESULTS, SUITE, _rows, open_in_run, read_results
 from mmtok.eval.suite import (
     Suite,
     config_hash,
@@ -27,7 +27,7 @@ class RunLock:
     """An exclusive ``flock`` on ``.lock`` in the run folder, held by the run's parent process for the whole run
     (workers do not inherit it): a second run on the same folder is refused rather than writing every id twice.
     The kernel drops the lock when the holder ends, however it ends, so a stale lock never needs cleaning up; the
-    file stays (it names the last holder's pid)."""
+    file stays (it names the last holder's pid). A ``.lock`` that is a link or not a regular file is refused."""
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
@@ -38,7 +38,7 @@ class RunLock:
             import fcntl
         except ImportError:  # not a POSIX system: no lock (mmtok runs on Linux and macOS)
             return self
-        fd = os.open(self.out_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_in_run(self.out_dir / LOCK, os.O_RDWR | os.O_CREAT)  # a link there is refused, never written
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

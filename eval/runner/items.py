@@ -10,8 +10,9 @@ from typing import Any
 import torch
 
 from mmtok.errors import EvalError, MmtokError
-from mmtok.eval.runner.results import _features_path
-from mmtok.eval.suite import Suite
+from mmtok.eval.runner.results import _features_path, features_folder
+from mmtok.eval.suite import Suite, check_item_file
+from mmtok.files import atomic_path
 
 
 @dataclass
@@ -62,6 +63,8 @@ class Context:
 
 
 def evaluate_item(item: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    if isinstance(item.get("path"), str):
+        check_item_file(item["path"])  # a FIFO, a device or an oversized file: this item's error, at once
     kind = ctx.suite.kind
     if kind == "images":
         return _image_item(item, ctx)
@@ -91,15 +94,13 @@ def _image_item(item: dict[str, Any], ctx: Context) -> dict[str, Any]:
         metrics["ssim"] = ssim(recon, x)
     if "fd" in ctx.suite.metrics:
         extractor = ctx.get("extractor")
-        path = _features_path(ctx.out, item["id"])
-        path.parent.mkdir(exist_ok=True)
-        save_file(
-            {
-                "original": extractor.features(x)[0].contiguous(),
-                "reconstruction": extractor.features(recon)[0].contiguous(),
-            },
-            str(path),
-        )
+        features_folder(ctx.out)
+        features = {
+            "original": extractor.features(x)[0].contiguous(),
+            "reconstruction": extractor.features(recon)[0].contiguous(),
+        }
+        with atomic_path(_features_path(ctx.out, item["id"])) as partial:  # never through a link at its name
+            save_file(features, str(partial))
     return {"metrics": metrics, "tokens": int(ids[0].numel())}
 
 

@@ -19,12 +19,13 @@ def current_rows(out_dir: Path) -> tuple[Suite, list[dict[str, Any]], int]:
     """The run's suite, the current row of each of its items that has one (in suite order: the last row of the id,
     computed from the item's current content and settings), and the number of items in the suite."""
     out_dir = Path(out_dir)
-    rows = read_results(out_dir)
     if (out_dir / FINGERPRINT).is_file():
         fp = _stored_fingerprint(out_dir)
         expected = expected_rows(fp)
+        rows = read_results(out_dir, ids=expected)  # the suite's items only: other ids' rows are not kept
         present = [rows[i] for i, h in expected.items() if i in rows and rows[i].get("hash") == h]
         return Suite.from_dict(fp["suite"]), present, len(expected)
+    rows = read_results(out_dir)
     # a folder written before fingerprints: its rows are all there is to count
     stored = read_json(out_dir / SUITE, "run suite", EvalError)
     if not isinstance(stored, dict):

@@ -36,10 +36,30 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def _worker(
-    suite: Suite, out: str, todo: list[tuple[dict[str, Any], str]], rank: int, world: int, threads: int, parent: int
+    suite: Suite,
+    out: str,
+    todo: list[tuple[dict[str, Any], str]],
+    rank: int,
+    world: int,
+    threads: int,
+    parent: int,
+    failures: Any = None,
 ) -> None:
+    """A local worker process: its share of the items; what stops it (a full disk) goes to the run as one line
+    through ``failures``, and the process exits 1 without a traceback."""
     die_with_parent(parent)
-    run_shard(suite, out, todo, rank, world, threads, parent_pid=parent)
+    try:
+        run_shard(suite, out, todo, rank, world, threads, parent_pid=parent)
+    except Exception as e:
+        if failures is not None:
+            failures.put(f"worker {rank}: {_stopped_by(e)}")
+        sys.exit(1)
+
+
+def _stopped_by(error: Exception) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.filename}: {error.strerror}" if error.filename else error.strerror
+    return item_error(error)
 
 
 def run_shard(
