@@ -17,7 +17,7 @@ from google import genai
 
 from mmtok.budgets.ledger import open_ledger
 from mmtok.budgets.proxy import ProxyConfig, create_app
-from tests.upstream import Upstream, data_url, make_app, resetting_server, running_proxy, serve
+from tests.upstream import Upstream, data_url, make_app, photo, resetting_server, running_proxy, serve
 
 KEYS = {
     "openai": "sk-proj-SECRETopenai0123456789",
@@ -348,3 +348,33 @@ def test_by_default_records_are_written_behind_the_answers_and_all_reach_the_led
         while httpx.get(proxy + "/mmtok/health").json()["ledger_pending"] and time.monotonic() < deadline:
             time.sleep(0.02)
         assert len(rows(ledger)) == 5
+
+
+def test_urls_in_bodies_are_not_read_at_private_addresses_unless_allowed(upstream, tmp_path):
+    """A body is someone else's data: an image URL on the loopback interface is not fetched to price the call
+    (the call still goes, unpriced, saying why), unless --allow-private."""
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    fetched: dict[bool, list[str | None]] = {False: [], True: []}  # allowed -> the Range header of each read
+    allowed = [False]
+
+    async def image(request):
+        fetched[allowed[0]].append(request.headers.get("range"))
+        return Response(photo(640, 480), media_type="image/jpeg")
+
+    _, url = upstream
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": [{"type": "text", "text": "What is it?"}]}]}
+    with serve(Starlette(routes=[Route("/cat.jpg", image)])) as host:
+        part = {"type": "image_url", "image_url": {"url": host + "/cat.jpg", "detail": "high"}}
+        body["messages"][0]["content"].append(part)
+        for allow, name in ((False, "closed.sqlite"), (True, "open.sqlite")):
+            allowed[0] = allow
+            with running_proxy(url, tmp_path / name, allow_private=allow) as proxy:
+                assert httpx.post(proxy + "/v1/chat/completions", json=body, timeout=30).status_code == 200
+    closed, opened = rows(tmp_path / "closed.sqlite")[0], rows(tmp_path / "open.sqlite")[0]
+    assert "private" in closed.message and "image" not in closed.predicted
+    assert fetched[False] == [None]  # only the provider fetched it, whole
+    assert opened.predicted["image"] == 425 and opened.parts[1]["w"] == 640
+    assert any(r and r.startswith("bytes=") for r in fetched[True])  # mmtok read it by ranges

@@ -106,6 +106,11 @@ class Upstream:
 
 
 def _data_url_bytes(url: str) -> bytes:
+    """An image URL's bytes: inline, or fetched as the provider would (test servers on the loopback interface)."""
+    if url.startswith(("http://", "https://")):
+        import httpx
+
+        return httpx.get(url, timeout=10).content
     return base64.b64decode(url.split(",", 1)[1])
 
 
