@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import itertools
 import json
 import math
@@ -31,7 +32,9 @@ from mmtok.budgets.planner import (
     knob_applies,
     meets_bars,
     per_model_sizes,
+    setting_key,
 )
+from mmtok.files import atomic_path, write_atomic
 
 LABELS = {
     "cost": "cost (USD / request)",
@@ -135,26 +138,32 @@ def fixed_text(spec: Spec, fixed: dict[str, Any]) -> str:
 def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """Like the design seed's A/B/C: the cheapest front point, the knee, the cheapest meeting the bars, and the
     best point on each quality objective. A setting that is several of these is one row whose label says all of
-    them ("A: cheapest, meets the bars, best wer")."""
+    them ("A: cheapest, meets the bars, best wer"); settings are the same when their knobs that apply are (keep
+    ratios to 3 decimals, as ``setting_key`` compares them). Rows are lettered A, B, C, ... in order, with no gap
+    where a role has no setting (no bars met, no knee)."""
     if not plan.front:
         return []
-    picks: list[tuple[str, str, str, dict[str, Any]]] = [("A", "cheapest", "cheapest", plan.front[0])]
+    picks: list[tuple[str, str, dict[str, Any]]] = [("cheapest", "cheapest", plan.front[0])]
     if plan.knee is not None:
-        picks.append(("B", "knee (balanced)", "knee", plan.knee))
+        picks.append(("knee (balanced)", "knee", plan.knee))
     if plan.cheapest_meeting_bars is not None:
-        picks.append(("C", "cheapest meeting the bars", "meets the bars", plan.cheapest_meeting_bars))
-    quality = [o for o in plan.spec.objectives if o not in ("cost", "tokens")]
-    for letter, name in zip("DEFG", quality, strict=False):  # the best front point on each quality objective
+        picks.append(("cheapest meeting the bars", "meets the bars", plan.cheapest_meeting_bars))
+    for name in (o for o in plan.spec.objectives if o not in ("cost", "tokens")):  # the best on each quality objective
         best = (min if OBJECTIVES[name] == "min" else max)(plan.front, key=lambda e: e["objectives"][name])
-        picks.append((letter, f"best {name}", f"best {name}", best))
-    rows: dict[str, list[Any]] = {}  # applicable setting -> [letter, names, entry]
-    for letter, name, also, entry in picks:
-        key = json.dumps(applicable_setting(plan.spec, entry["setting"]), sort_keys=True)
+        picks.append((f"best {name}", f"best {name}", best))
+    rows: dict[str, tuple[list[str], dict[str, Any]]] = {}  # setting key -> (names, entry)
+    for name, also, entry in picks:
+        key = setting_key(applicable_setting(plan.spec, entry["setting"]))
         if key in rows:
-            rows[key][1].append(also)
+            rows[key][0].append(also)
         else:
-            rows[key] = [letter, [name], entry]
-    return [(f"{letter}: {', '.join(names)}", entry) for letter, names, entry in rows.values()]
+            rows[key] = ([name], entry)
+    return [(f"{_letter(i)}: {', '.join(names)}", entry) for i, (names, entry) in enumerate(rows.values())]
+
+
+def _letter(index: int) -> str:
+    """A, B, ..., Z, then AA, AB, ... (a spec may have many quality objectives)."""
+    return chr(ord("A") + index) if index < 26 else _letter(index // 26 - 1) + chr(ord("A") + index % 26)
 
 
 def command_for(spec: Spec, entry: dict[str, Any]) -> str:
@@ -209,6 +218,12 @@ def _dollar_tick(value: float, _position: int) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def _save_figure(fig: Any, path: Path) -> None:
+    """A PNG written as every report file is: atomically (``atomic_path``), never through a link at ``path``."""
+    with atomic_path(path) as partial:
+        fig.savefig(partial, format="png")
+
+
 def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
     import matplotlib
 
@@ -240,7 +255,7 @@ def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
         _axis(ax, "y", y_name)
         ax.legend(fontsize=7)
         name = f"front-{x_name}-{y_name}.png"
-        fig.savefig(out / name)
+        _save_figure(fig, out / name)
         plt.close(fig)
         figures.append((f"{y_name} vs {x_name}", name))
     if len(plan.front) >= 2:  # parallel coordinates of the front, each objective scaled to [0, 1]
@@ -254,7 +269,7 @@ def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
             ax.plot(range(len(columns)), scaled, color="#3b6ea8", alpha=0.5)
         ax.set_xticks(range(len(columns)), [LABELS.get(c, c) for c in columns], fontsize=8)
         ax.set_ylabel("scaled to the front's range")
-        fig.savefig(out / "front-parallel.png")
+        _save_figure(fig, out / "front-parallel.png")
         plt.close(fig)
         figures.append(("parallel coordinates of the front", "front-parallel.png"))
     if plan.history:
@@ -265,7 +280,7 @@ def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("generation")
         ax.set_ylabel("hypervolume of the front")
-        fig.savefig(out / "hypervolume.png")
+        _save_figure(fig, out / "hypervolume.png")
         plt.close(fig)
         figures.append(("hypervolume per generation", "hypervolume.png"))
     return figures
@@ -287,12 +302,14 @@ def bars_text(spec: Spec) -> str:
 
 
 def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
-    """report.md and report.html (with their figures), front.csv and front.json in ``out``."""
+    """report.md and report.html (with their figures), front.csv and front.json in ``out``, each written
+    atomically (a full disk leaves the old file or none, never a 0-byte one; a link at a name is replaced, never
+    written through)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     figures = _figures(plan, out)
     _write_front_csv(plan, out / "front.csv")
-    (out / "front.json").write_text(json.dumps(plan.to_dict(), indent=2, default=str) + "\n")
+    write_atomic(out / "front.json", json.dumps(plan.to_dict(), indent=2, default=str) + "\n")
     lines = [
         *_summary_lines(plan),
         *_recommendation_lines(plan),
@@ -303,10 +320,8 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
         *_measured(plan.spec, plan.silence_trim),
         "",
     ]
-    md = out / "report.md"
-    md.write_text("\n".join(lines), encoding="utf-8")
-    page = out / "report.html"
-    page.write_text(_markdown_to_html("\n".join(lines)), encoding="utf-8")
+    md = write_atomic(out / "report.md", "\n".join(lines))
+    page = write_atomic(out / "report.html", _markdown_to_html("\n".join(lines)))
     return {"md": md, "html": page, "csv": out / "front.csv", "json": out / "front.json"}
 
 
@@ -314,18 +329,19 @@ def _write_front_csv(plan: Plan, path: Path) -> None:
     spec = plan.spec
     columns, fixed = knob_columns(spec)
     knobs = [*columns, *fixed]
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, list(dict.fromkeys([*knobs, *spec.objectives, "tokens", "meets_bars"])))
-        writer.writeheader()
-        for e in plan.front:
-            shown = applicable_setting(spec, e["setting"])
-            writer.writerow(
-                {
-                    **{k: shown.get(k, "") for k in knobs},
-                    **{o: e["objectives"].get(o) for o in [*spec.objectives, "tokens"]},
-                    "meets_bars": meets_bars(spec, e["objectives"]),
-                }
-            )
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, list(dict.fromkeys([*knobs, *spec.objectives, "tokens", "meets_bars"])))
+    writer.writeheader()
+    for e in plan.front:
+        shown = applicable_setting(spec, e["setting"])
+        writer.writerow(
+            {
+                **{k: shown.get(k, "") for k in knobs},
+                **{o: e["objectives"].get(o) for o in [*spec.objectives, "tokens"]},
+                "meets_bars": meets_bars(spec, e["objectives"]),
+            }
+        )
+    write_atomic(path, text.getvalue())
 
 
 def _summary_lines(plan: Plan) -> list[str]:

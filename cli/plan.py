@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,12 +38,16 @@ def plan(
     setting that meets the quality bars."""
     from mmtok.budgets.planner import load_spec
     from mmtok.budgets.planner import plan as run_plan
+    from mmtok.budgets.planner.spec import check_search_size
     from mmtok.budgets.report import write_report
     from mmtok.budgets.sheets import sheets
 
     try:
         sheets(tuple(prices))  # a bad sheet is one line naming it, before anything else
         parsed = load_spec(spec, prices)
+        check_search_size(
+            population or parsed.population, generations or parsed.generations, "--population/--generations:"
+        )
         _check_out(out)
     except MmtokError as e:
         print_error(e)
@@ -70,39 +75,31 @@ def _progress_shown() -> bool:
 @contextlib.contextmanager
 def search_progress(shown: bool) -> Iterator[dict[str, Any]]:
     """``plan()``'s callbacks driving a transient rich progress bar on stderr (none when ``shown`` is false):
-    evaluations done of at most population x generations, the generation, the hypervolume, elapsed and ETA."""
+    evaluations done of at most population x generations, the generation, the hypervolume, elapsed and ETA. Until
+    the first setting is measured the bar says what is loading (a cold start loads models for minutes) and shows no
+    ETA; the ETA is then estimated from the settings measured after the first one, not from the loading."""
     if not shown:
         yield {}
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    state = {"hypervolume": ""}
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), _eta_column())
+    state = {"hypervolume": "", "measured": False}
     with Progress(*columns, console=err_console(), transient=True) as bar:
-        task = bar.add_task("generation 1: the first setting (models load)", total=None)
+        task = bar.add_task("generation 1: measuring the first setting", total=None)
+
+        def on_load(what: str) -> None:
+            if not state["measured"]:
+                bar.update(task, description=f"generation 1: loading {what}")
 
         def on_evaluation(record: dict[str, Any]) -> None:
             settings = f"{record['settings']} setting{'s' if record['settings'] != 1 else ''}"
-            bar.update(
-                task,
-                completed=record["evaluation"],
-                total=record["of"],
-                description=f"generation {record['generation']}: {settings}{state['hypervolume']}",
-            )
+            description = f"generation {record['generation']}: {settings}{state['hypervolume']}"
+            if not state["measured"]:  # the ETA's clock starts now: the loading is behind us
+                state["measured"] = True
+                bar.reset(task, total=record["of"], completed=record["evaluation"], description=description)
+                return
+            bar.update(task, completed=record["evaluation"], total=record["of"], description=description)
 
         def on_generation(record: dict[str, Any]) -> None:
             best = record["best_cost_at_bars"]
@@ -110,7 +107,21 @@ def search_progress(shown: bool) -> Iterator[dict[str, Any]]:
                 "" if best is None else f", best at the bars {_dollars(best)}"
             )
 
-        yield {"on_evaluation": on_evaluation, "on_generation": on_generation}
+        yield {"on_evaluation": on_evaluation, "on_generation": on_generation, "on_load": on_load}
+
+
+def _eta_column() -> Any:
+    """rich's time remaining, as "ETA 0:01:23", and nothing while it is not known (no "ETA -:--:--")."""
+    from rich.progress import TimeRemainingColumn
+    from rich.text import Text
+
+    class EtaColumn(TimeRemainingColumn):
+        def render(self, task: Any) -> Text:
+            if task.total is None or task.time_remaining is None:
+                return Text("")
+            return Text("ETA ", style="progress.remaining") + super().render(task)
+
+    return EtaColumn()
 
 
 def _dollars(value: float) -> str:
@@ -120,13 +131,23 @@ def _dollars(value: float) -> str:
 
 
 def _check_out(out: Path) -> None:
-    """--out must be a folder mmtok can write, checked before minutes of search."""
+    """--out must be a folder mmtok can write, checked before minutes of search: created, and a file written in it
+    and removed (a read-only folder, or one on a full disk, is found now, not after the search)."""
+    import tempfile
+
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: not a folder")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create the folder: {e.strerror}") from None
+    try:
+        with tempfile.TemporaryFile(dir=out) as probe:
+            probe.write(b"mmtok plan: can the report be written here?\n" * 64)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write the report there: {e.strerror or e}") from None
 
 
 def print_failures(result: Any) -> None:

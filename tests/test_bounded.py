@@ -472,3 +472,79 @@ def test_8_a_full_disk_is_one_line_and_exit_1(tmp_path, workers):
     result = photo_run(tmp_path, workers, preexec=small_disk)
     assert result.returncode == 1 and len(result.stderr.splitlines()) == 1, result.stderr[-2000:]
     assert "bytes of a row were written (disk full?)" in result.stderr and "Traceback" not in result.stderr
+
+
+# ------------------------------------------------------------------------- 3: a plan spec cannot ask for anything
+PLAN_SPEC = """
+name = "capped"
+[request]
+images = 1
+audio_seconds = 0
+[variables]
+image_size = [32, 64]
+model = ["gpt-4o"]
+[objectives]
+minimize = ["cost", "fd"]
+[calibration]
+photos = 8
+fd_extractor = "clip-tiny"
+[search]
+population = 6
+generations = 2
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("population = 6", "population = 1000000000"), "[search] population must be an integer from 4 to 1,000"),
+        (("population = 6\ngenerations = 2", "population = 1000\ngenerations = 1000"), "x generations = 1,000,000"),
+        (("photos = 8", "photos = 1000000"), "[calibration] photos must be an integer from 2 to 2,048"),
+        (("images = 1", "images = 1\ntext_tokens = 100000000"), "text_tokens must be an integer from 0 to 10,000,000"),
+        (('name = "capped"', 'name = "x\\nerror: forged"'), "name must be a name: 1 to 200 characters on one line"),
+        (("image_size = [32, 64]", f"image_size = {list(range(8, 8 * 300, 8))}"), "lists 299 options; at most 256"),
+    ],
+)
+def test_3_every_size_a_spec_sets_is_capped_before_any_work(tmp_path, change, message):
+    """population = 10^9 was accepted: 8 GB in 33 s with nothing printed."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(PLAN_SPEC.replace(*change))
+    started = time.monotonic()
+    result = runner.invoke(app, ["plan", str(spec), "--out", str(tmp_path / "out")])
+    assert time.monotonic() - started < 30 and result.exit_code == 2, result.output
+    assert len(errors(result)) == 1 and message in errors(result)[0]
+    assert "\nerror: forged" not in result.stderr
+
+
+def test_3_population_and_generations_given_on_the_command_line_are_capped_too(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(PLAN_SPEC)
+    result = runner.invoke(app, ["plan", str(spec), "--out", str(tmp_path / "out"), "--population", "5000"])
+    assert result.exit_code == 2 and "--population/--generations: population must be an integer from 4" in result.stderr
+
+
+def test_3_a_million_line_speech_manifest_is_read_only_up_to_the_capped_count(tmp_path):
+    """A 10^6-line calibration manifest (speech = 10^6) ran past 300 s with no progress."""
+    shutil.copy(SAMPLES / "speech.flac", tmp_path / "speech.flac")
+    line = json.dumps({"path": "speech.flac", "text": "hello"}) + "\n"
+    (tmp_path / "speech.jsonl").write_text(line * 1_000_000)
+    body = PLAN_SPEC.replace('model = ["gpt-4o"]', 'model = ["gpt-4o-audio-preview"]').replace(
+        "image_size = [32, 64]\n", ""
+    )
+    body = body.replace("images = 1\naudio_seconds = 0", "images = 0\naudio_seconds = 10")
+    body = body.replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "wer"]').replace(
+        'fd_extractor = "clip-tiny"', ""
+    )
+    spec = tmp_path / "spec.toml"
+    spec.write_text(body.replace("photos = 8", 'speech = 1000000\nspeech_manifest = "speech.jsonl"'))
+    result = runner.invoke(app, ["plan", str(spec), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "[calibration] speech must be an integer from 1 to 1,000" in result.stderr
+    from mmtok.budgets.planner import load_spec, user_speech
+
+    spec.write_text(body.replace("photos = 8", 'speech = 1000\nspeech_manifest = "speech.jsonl"'))
+    started = time.monotonic()
+    try:
+        assert len(user_speech(load_spec(spec))) == 1000
+    except ConfigError as e:  # no ASR backend installed: the manifest is still read only to its count
+        assert "eval extra" in str(e)
+    assert time.monotonic() - started < 60

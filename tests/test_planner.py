@@ -659,9 +659,9 @@ def test_recommendations_hold_the_best_setting_on_each_quality_objective(tmp_pat
     rows = recommendations(Plan(spec, front, front, [], None, None))
     assert [(label, e["setting"]["image_size"]) for label, e in rows] == [
         ("A: cheapest", 32),
-        ("D: best fd", 64),
-        ("E: best wer", 128),
-    ]
+        ("B: best fd", 64),
+        ("C: best wer", 128),
+    ]  # lettered in order: no knee and no bars met leave no gap (it read A, D, E)
 
 
 def test_a_setting_that_is_several_recommendations_is_one_row_saying_so(tmp_path):
@@ -671,7 +671,7 @@ def test_a_setting_that_is_several_recommendations_is_one_row_saying_so(tmp_path
     cheap = {"setting": {"model": "gpt-4o", "image_size": 32}, "objectives": {"cost": 1, "fd": 5, "tokens": 1.0}}
     good = {"setting": {"model": "gpt-4o", "image_size": 64}, "objectives": {"cost": 2, "fd": 1, "tokens": 1.0}}
     rows = recommendations(Plan(spec, [cheap, good], [cheap, good], [], None, cheap))
-    assert [label for label, _ in rows] == ["A: cheapest, meets the bars", "D: best fd"]
+    assert [label for label, _ in rows] == ["A: cheapest, meets the bars", "B: best fd"]
 
 
 BREAKPOINT_MODELS = ["mmtok-semantic", "gemini-2.5-flash", "gpt-4o", "claude-sonnet-4-5"]
@@ -881,3 +881,67 @@ def test_a_spec_cannot_ask_for_a_request_of_unbounded_size(line, says, tmp_path)
     with pytest.raises(ConfigError, match=says):
         load_spec(spec)
     assert key in says
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_the_search(tmp_path, cache, monkeypatch):
+    """`plan --out` that could not be written was found only after the whole search (issue 32)."""
+    import errno
+    import tempfile
+
+    def searched(*args, **kwargs):
+        raise AssertionError("the search ran")
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(CalibrationEvaluator, "evaluate", searched)
+    monkeypatch.setattr(tempfile, "TemporaryFile", read_only)
+    path = spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))
+    result = CliRunner().invoke(app, ["plan", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: --out {tmp_path / 'out'}: cannot write the report there: Read-only file system\n"
+
+
+def test_report_files_are_written_atomically_and_never_through_a_link(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(CalibrationEvaluator, "fd", fake_fd)
+    result = plan(load_spec(spec_file(tmp_path, SMALL.format(budget=10000, bar=100.0))), generations=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim.md"
+    victim.write_text("not mmtok's\n")
+    (out / "report.md").symlink_to(victim)
+    files = write_report(result, out)
+    assert victim.read_text() == "not mmtok's\n" and not (out / "report.md").is_symlink()
+    assert files["md"].read_text().startswith("# Token budget plan") and not list(out.glob(".*partial"))
+
+
+def test_a_cold_plan_says_what_is_loading_and_starts_its_eta_at_the_first_measured_setting():
+    """A cold `plan` showed `ETA -:--:--` through two minutes of model loading (issue 33)."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    import mmtok.cli.plan as plan_command
+
+    terminal = io.StringIO()
+    console = Console(file=terminal, force_terminal=True, width=140)
+    original = plan_command.err_console
+    plan_command.err_console = lambda: console
+    try:
+        with plan_command.search_progress(True) as callbacks:
+            callbacks["on_load"]("the ASR whisper")
+            time.sleep(0.35)  # rich redraws ten times a second
+            loading = terminal.getvalue()
+            for n in range(1, 6):
+                callbacks["on_evaluation"]({"evaluation": n, "of": 18, "generation": 1, "settings": n, "failed": 0})
+                time.sleep(0.3)
+    finally:
+        plan_command.err_console = original
+    assert "generation 1: loading the ASR whisper" in loading and "ETA" not in loading
+    shown = terminal.getvalue()
+    import re
+
+    frames = [f for f in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown).split("\r") if f.strip()]
+    assert not [f for f in frames if "-:--:--" in f], frames
+    assert any("5/18" in f and "ETA 0:00:0" in f for f in frames), frames

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ class CalibrationEvaluator:
         self.trimmed: dict[str, Any] | None = None  # the silence cut on the calibration speech, once measured
         self.evaluations = 0  # distinct settings evaluated
         self.measurements = 0  # component measurements actually run (not from the cache)
+        self.on_load: Callable[[str], None] | None = None  # told what model is loading (a cold start takes minutes)
 
     # -- cache
     def _cached(self, kind: str, params: dict[str, Any], compute: Any) -> Any:
@@ -90,6 +91,9 @@ class CalibrationEvaluator:
         if name not in self._models:
             import mmtok
 
+            if self.on_load is not None:
+                self.on_load(self._loading(name))
+
             if name == "vq":
                 self._models[name] = mmtok.get_tokenizer("vq-clip-tiny").eval()
             elif name == "av":
@@ -109,6 +113,17 @@ class CalibrationEvaluator:
 
                 self._models[name] = judge_from_file(self.spec.judge, "the plan spec's [calibration] judge")
         return self._models[name]
+
+    def _loading(self, name: str) -> str:
+        """What loading model ``name`` is, in words: "the ASR whisper"."""
+        return {
+            "vq": "the image tokenizer vq-clip-tiny",
+            "av": "the audio tokenizer av-tiny",
+            "backbone": "the backbone backbone-tiny",
+            "extractor": f"the FD extractor {self.spec.fd_extractor}",
+            "asr": f"the ASR {self.spec.asr}",
+            "judge": "the judge",
+        }.get(name, name)
 
     # -- components
     def fd(self, model: str, size: int) -> float:

@@ -14,7 +14,7 @@ import numpy as np
 
 from mmtok.budgets.planner.checks import validate
 from mmtok.budgets.planner.evaluation import CalibrationEvaluator
-from mmtok.budgets.planner.spec import FAILED_OBJECTIVE, Spec, load_spec
+from mmtok.budgets.planner.spec import FAILED_OBJECTIVE, Spec, check_search_size, load_spec
 from mmtok.budgets.planner.summary import (
     Plan,
     hypervolume,
@@ -37,12 +37,14 @@ def plan(
     on_generation: Callable[[dict[str, Any]], None] | None = None,
     on_evaluation: Callable[[dict[str, Any]], None] | None = None,
     prices: Iterable[str | os.PathLike[str]] | None = None,
+    on_load: Callable[[str], None] | None = None,
 ) -> Plan:
     """Search the spec's knobs with NSGA-II; returns the Pareto front, the knee and the cheapest point at the bars.
 
     ``prices``: your own price sheets (rows override the shipped ones); by default the spec's (``load_spec``).
     ``on_evaluation`` is called after every evaluation NSGA-II asks for (``evaluation`` of at most ``of``, the
-    ``generation``, distinct ``settings`` so far), ``on_generation`` after each generation with its history record.
+    ``generation``, distinct ``settings`` so far), ``on_generation`` after each generation with its history record,
+    ``on_load`` with what is loading when a model is first needed ("the ASR whisper": a cold start takes minutes).
     """
     from pymoo.algorithms.moo.nsga2 import NSGA2
     from pymoo.core.mixed import MixedVariableDuplicateElimination, MixedVariableMating, MixedVariableSampling
@@ -54,9 +56,12 @@ def plan(
         spec = replace(spec, prices=tuple(Path(p) for p in prices))
         validate(spec)  # its models, priced with these sheets
     population_used, generations_used = population or spec.population, generations or spec.generations
+    check_search_size(population_used, generations_used, "--population/--generations:")
     search = _Search(
         spec, evaluator or CalibrationEvaluator(spec), population_used * generations_used, on_evaluation, on_generation
     )
+    if on_load is not None:
+        search.evaluator.on_load = on_load
     algorithm = NSGA2(
         pop_size=population_used,
         sampling=MixedVariableSampling(),

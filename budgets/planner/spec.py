@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,35 @@ AUDIO_CODEBOOK_LEVELS = 8  # av-tiny's residual codebook levels
 MAX_REQUEST_IMAGES = 1000  # images in the request a plan models (each is priced and measured per setting)
 MAX_AUDIO_TOKENS_PER_SECOND = 250.0  # av-tiny's fastest rate (models.av.MelSpec.for_rate: a 16-sample hop)
 FAILED_OBJECTIVE = 1e30  # what pymoo sees for a setting whose measurement failed
+# Every size a spec sets is capped, checked when it is read (before any model loads or any setting is measured):
+MAX_AUDIO_SECONDS = 4 * 3600.0  # [request] audio_seconds
+MAX_REQUEST_TOKENS = 10_000_000  # [request] text_tokens, output_tokens and budget_tokens
+MAX_CALIBRATION_PHOTOS = 2_048  # [calibration] photos (FD on each setting's renditions of them)
+MAX_CALIBRATION_SPEECH = 1_000  # [calibration] speech (each recording transcribed per setting)
+MAX_CALIBRATION_QA = 10_000  # [calibration] qa
+MAX_POPULATION = 1_000  # [search] population (and --population)
+MAX_GENERATIONS = 1_000  # [search] generations (and --generations)
+MAX_EVALUATIONS = 100_000  # population x generations: the settings NSGA-II may ask to be measured
+MAX_OPTIONS = 256  # options listed for one knob
+MAX_SEED = 2**32 - 1
+
+
+# Characters that break a line or turn text around when printed (C0/C1 controls, Unicode line and paragraph
+# separators, bidirectional overrides and isolates).
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_search_size(population: int, generations: int, where: str) -> None:
+    """NSGA-II's population and generations within their caps, the product within ``MAX_EVALUATIONS``."""
+    if not 4 <= population <= MAX_POPULATION:
+        raise ConfigError(f"{where} population must be an integer from 4 to {MAX_POPULATION:,}, got {population!r}")
+    if not 1 <= generations <= MAX_GENERATIONS:
+        raise ConfigError(f"{where} generations must be from 1 to {MAX_GENERATIONS:,}, got {generations!r}")
+    if population * generations > MAX_EVALUATIONS:
+        raise ConfigError(
+            f"{where} population x generations = {population * generations:,} evaluations, over the limit of "
+            f"{MAX_EVALUATIONS:,}"
+        )
 
 
 @dataclass
@@ -91,28 +121,29 @@ def load_spec(path: str | os.PathLike[str], prices: Iterable[str | os.PathLike[s
         name=read.string(None, "name", path.stem),
         path=path,
         images=read.integer("request", "images", 2, minimum=0, maximum=MAX_REQUEST_IMAGES),
-        audio_seconds=read.number("request", "audio_seconds", 20.0, minimum=0, maximum=4 * 3600),
-        text_tokens=read.integer("request", "text_tokens", 200, minimum=0),
-        output_tokens=read.integer("request", "output_tokens", 200, minimum=0),
-        budget_tokens=read.integer("request", "budget_tokens", 10_000, minimum=1),
+        audio_seconds=read.number("request", "audio_seconds", 20.0, minimum=0, maximum=MAX_AUDIO_SECONDS),
+        text_tokens=read.integer("request", "text_tokens", 200, minimum=0, maximum=MAX_REQUEST_TOKENS),
+        output_tokens=read.integer("request", "output_tokens", 200, minimum=0, maximum=MAX_REQUEST_TOKENS),
+        budget_tokens=read.integer("request", "budget_tokens", 10_000, minimum=1, maximum=MAX_REQUEST_TOKENS),
         variables={knob: read.knob(knob, variables[knob]) for knob in KNOBS if knob in variables},
         minimize=read.names("objectives", "minimize", ["cost", "fd", "wer"]),
         maximize=read.names("objectives", "maximize", []),
         bars={name: read.number("bars", name, 0.0) for name in data.get("bars", {})},
-        calibration_photos=read.integer("calibration", "photos", 64, minimum=2),
-        calibration_speech=read.integer("calibration", "speech", 12, minimum=1),
-        calibration_qa=read.integer("calibration", "qa", 100, minimum=1),
+        calibration_photos=read.integer("calibration", "photos", 64, minimum=2, maximum=MAX_CALIBRATION_PHOTOS),
+        calibration_speech=read.integer("calibration", "speech", 12, minimum=1, maximum=MAX_CALIBRATION_SPEECH),
+        calibration_qa=read.integer("calibration", "qa", 100, minimum=1, maximum=MAX_CALIBRATION_QA),
         photos_folder=read.relative_path("calibration", "photos_folder"),
         speech_manifest=read.relative_path("calibration", "speech_manifest"),
         fd_extractor=read.string("calibration", "fd_extractor", "efficientnet-lite0"),
         asr=read.string("calibration", "asr", "whisper"),
         judge=data.get("calibration", {}).get("judge", "local"),
         min_silence_s=read.optional_number("calibration", "min_silence_s", minimum=0.1),
-        population=read.integer("search", "population", 24, minimum=4),
-        generations=read.integer("search", "generations", 10, minimum=1),
-        seed=read.integer("search", "seed", 1, minimum=0),
+        population=read.integer("search", "population", 24, minimum=4, maximum=MAX_POPULATION),
+        generations=read.integer("search", "generations", 10, minimum=1, maximum=MAX_GENERATIONS),
+        seed=read.integer("search", "seed", 1, minimum=0, maximum=MAX_SEED),
         prices=tuple(Path(p) for p in prices),
     )
+    check_search_size(spec.population, spec.generations, f"{path}: [search]")
     from mmtok.budgets.planner.checks import validate  # checks reads the spec's constants: imported here
 
     validate(spec)
@@ -152,7 +183,7 @@ class _Reader:
     def _where(self, section: str | None, key: str) -> str:
         return f"{self.path}: {key}" if section is None else f"{self.path}: [{section}] {key}"
 
-    def integer(self, section: str | None, key: str, default: int, minimum: int, maximum: int = 10**9) -> int:
+    def integer(self, section: str | None, key: str, default: int, minimum: int, maximum: int) -> int:
         value = self._raw(section, key, default)
         if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
             raise ConfigError(
@@ -179,9 +210,14 @@ class _Reader:
         return self.number(section, key, 0.0, minimum)
 
     def string(self, section: str | None, key: str, default: str) -> str:
+        """A name: non-empty, on one line, at most 200 characters, no control or direction-changing characters (it
+        is printed in messages, tables and reports)."""
         value = self._raw(section, key, default)
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{self._where(section, key)} must be a non-empty string, got {value!r}")
+        if not isinstance(value, str) or not value or len(value) > 200 or UNPRINTABLE.search(value):
+            raise ConfigError(
+                f"{self._where(section, key)} must be a name: 1 to 200 characters on one line, without control or "
+                f"direction-changing characters, got {value!r:.80}"
+            )
         return value
 
     def relative_path(self, section: str, key: str) -> Path | None:
@@ -212,6 +248,8 @@ class _Reader:
         options = value if isinstance(value, list) else [value]
         if not options:
             raise ConfigError(f"{where} has no options")
+        if len(options) > MAX_OPTIONS:
+            raise ConfigError(f"{where} lists {len(options):,} options; at most {MAX_OPTIONS}")
         checked = [self._option(knob, option, where) for option in options]
         if len(set(checked)) < len(checked):
             raise ConfigError(f"{where} lists an option twice: {options}")
