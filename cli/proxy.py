@@ -70,11 +70,15 @@ def proxy(
     from mmtok.budgets.proxy import ProxyConfig, serve
 
     _check_bars(keep)
+    upstreams = {"openai": openai_upstream, "anthropic": anthropic_upstream, "gemini": gemini_upstream}
+    for provider, url in upstreams.items():
+        if not url.lower().startswith(("http://", "https://")):
+            raise typer.BadParameter(f"expected an http(s) base URL, got {url!r}", param_hint=f"--{provider}-upstream")
     config = ProxyConfig(
         ledger=ledger,
         shrink=shrink,
         keep=tuple(keep),
-        upstreams={"openai": openai_upstream, "anthropic": anthropic_upstream, "gemini": gemini_upstream},
+        upstreams=upstreams,
         max_cost=_usd(max_cost, "--max-cost"),
         budget_usd_per_day=_usd(budget_usd_per_day, "--budget-usd-per-day"),
         allow_unpriced=allow_unpriced,
