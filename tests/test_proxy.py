@@ -378,3 +378,22 @@ def test_urls_in_bodies_are_not_read_at_private_addresses_unless_allowed(upstrea
     assert fetched[False] == [None]  # only the provider fetched it, whole
     assert opened.predicted["image"] == 425 and opened.parts[1]["w"] == 640
     assert any(r and r.startswith("bytes=") for r in fetched[True])  # mmtok read it by ranges
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (["--max-cost", "abc"], 2, "USD"),
+        (["--budget-usd-per-day", "-5"], 2, "positive"),
+        (["--keep", "sharpness>=1"], 2, "--keep"),
+        (["--openai-upstream", "ftp://example.org"], 2, "http(s)"),
+        (["--ledger", "/nonexistent/folder/calls.sqlite"], 1, "its folder does not exist"),
+    ],
+)
+def test_the_proxy_command_refuses_bad_settings_before_it_listens(args, code, said):
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+
+    result = CliRunner().invoke(app, ["proxy", "--port", "0", *args])
+    assert result.exit_code == code and said in result.output and "Traceback" not in result.output
