@@ -17,6 +17,7 @@ from mmtok.cli.common import (
     one_output_format,
     print_error,
     print_json_line,
+    print_note,
     print_table,
     progress,
     resolve_max_pixels,
@@ -24,7 +25,7 @@ from mmtok.cli.common import (
 )
 from mmtok.errors import MediaError, TokenError
 
-KINDS = ("image", "audio", "video", "text", "tokens")
+KINDS = ("image", "audio", "video", "text", "document", "tokens")
 TOKEN_SUFFIX = ".safetensors"
 CSV_FIELDS = (
     "path",
@@ -42,6 +43,10 @@ CSV_FIELDS = (
     "channels",
     "samples",
     "bytes",
+    "pages",
+    "text_pages",
+    "text_chars",
+    "rotated_pages",
     "key",
     "modality",
     "tokens",
@@ -60,12 +65,13 @@ def inspect(
     json_out: bool = typer.Option(False, "--json", help="One JSON object per input (per sequence of a token file)."),
     csv_out: bool = typer.Option(False, "--csv", help="CSV on stdout: one row per input, every field."),
     kind: str | None = typer.Option(
-        None, help="Expect this kind (image, audio, video, text, tokens); others are errors."
+        None, help="Expect this kind (image, audio, video, text, document, tokens); others are errors."
     ),
     max_pixels: int | None = max_pixels_option(),
 ) -> None:
     """Kind, container, codec, size, duration, rates, frames and channels of media files, from headers only; for a
-    token file, each sequence's modality, token count, grid or rate, and tokenizer."""
+    PDF, its pages, first page size and text layer (without rendering); for a token file, each sequence's modality,
+    token count, grid or rate, and tokenizer (from its headers: no tensor is read)."""
     one_output_format(json_out, csv_out)
     if kind is not None and kind not in KINDS:
         raise typer.BadParameter(f"must be one of {', '.join(KINDS)}, got {kind!r}", param_hint="--kind")
@@ -95,6 +101,9 @@ def inspect(
                 (tokens if row["kind"] == "tokens" else media).append(row)
     if media:
         print_media_table(media)
+        for row in media:
+            for note in row.get("notes") or ():
+                print_note(f"{short_path(row['path'])}: {note}")
     if tokens:
         print_token_table(tokens)
     if failures:
@@ -113,10 +122,15 @@ def _describe(path: Path, kind: str | None, max_pixels: int) -> list[dict[str, A
     if path.suffix.lower() != TOKEN_SUFFIX:
         if kind == "tokens":
             raise MediaError(path, f"expected a token file ({TOKEN_SUFFIX})")
-        return [mmtok.load(path, kind=kind, max_pixels=max_pixels).info()]
+        media = mmtok.load(path, kind=None if kind == "document" else kind, max_pixels=max_pixels)
+        if kind == "document" and media.kind != "document":
+            raise MediaError(path, f"expected a document, but the content is {media.kind} ({media.format})")
+        return [media.info()]
     if kind not in (None, "tokens"):
         raise MediaError(path, f"expected {kind}, but this is a token file")
-    sequences = mmtok.load_sequences(path)
+    from mmtok.token_files import read_token_headers  # headers only, in constant memory: no tensor is read
+
+    sequences = read_token_headers(path)
     single = len(sequences) == 1
     size = path.stat().st_size
     return [token_info(str(path), None if single else key, seq, size) for key, seq in sequences.items()]
@@ -154,6 +168,7 @@ MEDIA_COLUMNS = (
     Column("fps", numeric=True, priority=3),
     Column("frames", numeric=True, priority=2),
     Column("ch", numeric=True, priority=1),
+    Column("pages", numeric=True, priority=2),
     Column("bytes", numeric=True, priority=7),
 )
 
@@ -178,6 +193,7 @@ def print_media_table(rows: list[dict], root: Path | None = None) -> None:
                 fmt_num(r.get("fps")),
                 fmt_num(r.get("frames")),
                 fmt_num(r.get("channels")),
+                fmt_num(r.get("pages")),
                 fmt_num(r.get("bytes")),
             ]
         )

@@ -363,3 +363,24 @@ def test_tokenize_truncates_audio_with_a_method_that_applies_and_refuses_mi_in_o
     assert mi.exit_code == 1 and len(_errors(mi)) == 1 and "use divprune" in mi.stderr
     no_context = runner.invoke(app, [*args, "--out", str(tmp_path / "mi"), "--truncate", "mi"])
     assert no_context.exit_code == 2 and "--context" in no_context.output
+
+
+def test_inspect_shows_a_pdfs_pages_and_what_it_ignores(tmp_path, samples):
+    from tests.test_document_bad import PAGE, assemble
+
+    names = b"/Names << /JavaScript << /Names [(x) 4 0 R] >> >>"
+    catalog = b"<< /Type /Catalog /Pages 2 0 R /OpenAction 4 0 R %s >>" % names
+    script = b"<< /S /JavaScript /JS (app.alert(1);) >>"
+    active = tmp_path / "active.pdf"
+    active.write_bytes(assemble([catalog, b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>", PAGE, script]))
+    table = runner.invoke(app, ["inspect", "tests/data/report.pdf", str(active)], env={"COLUMNS": "100"})
+    assert table.exit_code == 0, table.output
+    report = next(line for line in table.stdout.splitlines() if "report.pdf" in line)
+    assert "document" in report and "612x792" in report and " 2 " in report  # two pages
+    assert "active.pdf: holds 1 JavaScript action(s): ignored, never run" in table.stderr
+    csv_out = runner.invoke(app, ["inspect", "--csv", "tests/data/report.pdf"]).stdout
+    header, row = csv_out.splitlines()[:2]
+    fields = dict(zip(header.split(","), row.split(","), strict=True))
+    assert (fields["pages"], fields["text_pages"], fields["rotated_pages"]) == ("2", "2", "0")
+    wrong = runner.invoke(app, ["inspect", "--kind", "document", str(samples / "chelsea.jpg"), "tests/data/report.pdf"])
+    assert wrong.exit_code == 1 and "expected a document, but the content is image (jpeg)" in wrong.stderr
