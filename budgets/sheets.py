@@ -24,7 +24,7 @@ from typing import Any
 
 from mmtok.budgets.formulas import LABELS
 from mmtok.errors import PriceError
-from mmtok.files import read_toml
+from mmtok.files import UNPRINTABLE, read_toml
 
 MODALITIES = ("text", "image", "audio", "video")
 # Sheet rate keys -> the rate names of money.RateCard (per million tokens).
@@ -91,8 +91,43 @@ PARAMETERS = {
 }
 
 
+# Upper bounds, far above any provider's rule and far from overflow: a sheet cannot price an image at 10^300 tokens.
+MAX_FORMULA_TOKENS = 10_000_000  # token counts (base, per tile, per level, budgets)
+MAX_FORMULA_PX = 100_000  # sides, patches and tiles in pixels
+MAX_FORMULA_PIXELS = 10_000_000_000  # pixel counts (min_pixels, max_pixels)
+MAX_FORMULA_RATE = 100_000  # tokens per second, frames per second, multipliers
+PARAMETER_MAX = {
+    **dict.fromkeys(
+        ("base_tokens", "tile_tokens", "tokens", "max_tokens", "tokens_per_tile", "patch_budget"), MAX_FORMULA_TOKENS
+    ),
+    **dict.fromkeys(
+        ("patch_px", "max_dim", "max_edge", "factor", "tile_px", "fit_px", "max_px", "short_side"), MAX_FORMULA_PX
+    ),
+    **dict.fromkeys(("min_pixels", "max_pixels"), MAX_FORMULA_PIXELS),
+    **dict.fromkeys(("tokens_per_second", "multiplier", "fps", "audio_tokens_per_second"), MAX_FORMULA_RATE),
+}
+# What each formula reads (budgets/pricing/counts.py): a table naming the formula must give these.
+REQUIRED = {
+    "openai-tile": ("base_tokens", "tile_tokens"),
+    "openai-patch": ("multiplier", "levels", "auto"),
+    "anthropic-patches": ("max_edge", "max_tokens"),
+    "gemini-2.5": ("levels",),
+    "fixed-level": ("levels", "default_level"),
+    "mistral-patches": ("patch_px", "max_px"),
+    "tiles": ("tile_px", "tile_tokens", "base_tokens", "fit_px"),
+    "fixed": ("tokens",),
+    "patch-grid": ("patch_px",),
+    "per-second": ("tokens_per_second",),
+    "frames": ("levels", "default_level", "fps"),
+    "qwen2-vl-video": ("fps",),
+    "frames-patch-grid": ("fps", "patch_px"),
+}
+
+
 def check_formula(table: Any, modality: str, where: str, partial: bool = False) -> dict[str, Any]:
-    """A family's (or a sheet override's, ``partial``) formula table, with every parameter checked."""
+    """A family's (or a sheet override's, ``partial``) formula table, with every parameter checked: its kind and
+    upper bound, and, where the table names its formula, every parameter that formula reads (an override that
+    changes the formula gives them all)."""
     if not isinstance(table, dict):
         raise PriceError(f"{where}: {modality} must be a table of formula parameters")
     formula = table.get("formula")
@@ -114,10 +149,24 @@ def check_formula(table: Any, modality: str, where: str, partial: bool = False) 
         elif key == "levels":
             _check_levels(value, f"{where}: {modality}.levels")
         elif key in PARAMETERS:
-            _check_parameter(value, PARAMETERS[key], f"{where}: {modality}.{key}")
+            _check_parameter(value, PARAMETERS[key], f"{where}: {modality}.{key}", PARAMETER_MAX[key])
         else:
             raise PriceError(f"{where}: unknown {modality} parameter {key!r}")
+    if formula is not None:
+        check_complete(table, modality, where)
     return dict(table)
+
+
+def check_complete(table: dict[str, Any], modality: str, where: str) -> None:
+    """A formula table that names its formula gives every parameter the formula reads (openai-patch: a max_dim
+    for every level); else a PriceError naming the sheet and the parameter."""
+    formula = table.get("formula")
+    missing = [key for key in REQUIRED.get(formula, ()) if key not in table]
+    if missing:
+        raise PriceError(f"{where}: {modality} formula {formula!r} needs {', '.join(missing)}")
+    levels = table.get("levels", {})
+    if formula == "openai-patch" and not all(isinstance(v, dict) and "max_dim" in v for v in levels.values()):
+        raise PriceError(f"{where}: {modality} formula 'openai-patch' needs each level as {{ max_dim = ... }}")
 
 
 def _check_levels(levels: Any, where: str) -> None:
@@ -128,16 +177,16 @@ def _check_levels(levels: Any, where: str) -> None:
             for key, param in value.items():
                 if key not in ("max_dim", "patch_budget"):
                     raise PriceError(f"{where}.{name}: unknown key {key!r}")
-                _check_parameter(param, "int", f"{where}.{name}.{key}")
+                _check_parameter(param, "int", f"{where}.{name}.{key}", PARAMETER_MAX[key])
         else:
-            _check_parameter(value, "int", f"{where}.{name}")
+            _check_parameter(value, "int", f"{where}.{name}", MAX_FORMULA_TOKENS)
 
 
-def _check_parameter(value: Any, kind: str, where: str) -> None:
+def _check_parameter(value: Any, kind: str, where: str, maximum: int) -> None:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not 0 < value < float("inf") or (kind == "int" and not isinstance(value, int)):
+    if not number or not 0 < value <= maximum or (kind == "int" and not isinstance(value, int)):
         kind_name = "a positive integer" if kind == "int" else "a positive number"
-        raise PriceError(f"{where} must be {kind_name}, got {value!r}")
+        raise PriceError(f"{where} must be {kind_name} of at most {maximum:,}, got {str(value)[:40]}")
 
 
 def _package_dir() -> Path:
@@ -261,6 +310,8 @@ def families(extra_sheets: tuple[Path, ...] = ()) -> tuple[Family, ...]:
 
 def _parse_row(name: str, row: Any, sheet: Path, provider: str, currency: str) -> ModelRow:
     where = f"{sheet} [models.{name!r}]"
+    if not name.strip() or len(name) > 200 or UNPRINTABLE.search(name):
+        raise PriceError(f"{where}: a model name is 1 to 200 characters on one line, without control characters")
     if not isinstance(row, dict):
         raise PriceError(f"{where}: must be a table")
     unknown = set(row) - ROW_KEYS
@@ -329,6 +380,8 @@ def _sheets_cached(paths: tuple[Path, ...], stamps: tuple[float, ...]) -> Sheets
         table = data.get("aliases", {})
         if not isinstance(table, dict) or not all(isinstance(v, str) and v for v in table.values()):
             raise PriceError(f'{path}: [aliases] must map names to model names (fast = "gpt-5.2")')
+        if any(UNPRINTABLE.search(k) or UNPRINTABLE.search(v) for k, v in table.items()):
+            raise PriceError(f"{path}: [aliases] names must be on one line, without control characters")
         aliases.update({k.strip().lower(): v for k, v in table.items()})
     return Sheets(rows, aliases)
 

@@ -28,6 +28,9 @@ from mmtok.errors import ConfigError, MmtokError
 MAX_DATA_FILE_BYTES = 64 * 1024 * 1024  # configs, specs, suites and sheets are small; LiteLLM's map is ~1.5 MB
 MAX_TOML_DEPTH = 32  # tables, dotted-key parts, arrays and inline tables inside one another; shipped files use <= 6
 FOLDER = "is a folder, not a file"
+# Characters that break a line or turn text around when printed (C0 and C1 controls, Unicode line and paragraph
+# separators, bidirectional marks, embeddings, overrides and isolates): refused in names a data file sets.
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NOT_REGULAR = {
     stat.S_IFIFO: "a FIFO (named pipe)",
     stat.S_IFSOCK: "a socket",

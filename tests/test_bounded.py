@@ -548,3 +548,44 @@ def test_3_a_million_line_speech_manifest_is_read_only_up_to_the_capped_count(tm
     except ConfigError as e:  # no ASR backend installed: the manifest is still read only to its count
         assert "eval extra" in str(e)
     assert time.monotonic() - started < 60
+
+
+# ------------------------------------------------------------------------- 8: price sheets: one line naming the sheet
+def sheet(folder: Path, model: str = "gpt-4o", extra: str = "") -> Path:
+    path = folder / "mine.toml"
+    path.write_text(
+        f'provider = "me"\n[models."{model}"]\ninput_per_mtok = "2.50"\nimage_input_per_mtok = "2.50"\n'
+        f'source = "https://example.com/prices"\nas_of = 2026-11-30\n{extra}\n'
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            "image = { tile_tokens = 1" + "0" * 300 + " }",
+            "image.tile_tokens must be a positive integer of at most 10,000,000",
+        ),
+        ('image = { formula = "tiles" }', "image formula 'tiles' needs tile_px, tile_tokens, base_tokens, fit_px"),
+        (
+            'image = { formula = "fixed-level", levels = { low = 5 } }',
+            "image formula 'fixed-level' needs default_level",
+        ),
+        ('image = { formula = "openai-patch", multiplier = 1, auto = "a", levels = { a = 5 } }', "max_dim"),
+        ("image = { patch_px = 1e-300 }", "image.patch_px must be a positive integer"),
+    ],
+)
+def test_8_a_sheets_formula_override_is_checked_and_bounded_when_the_sheet_is_read(tmp_path, extra, message):
+    """Overrides ended as `unexpected KeyError` (exit 1, the sheet not named); tile_tokens = 10^300 quoted $1e294."""
+    path = sheet(tmp_path, extra=extra)
+    result = runner.invoke(app, ["price", "-m", "gpt-4o", str(SAMPLES / "chelsea.jpg"), "--prices", str(path)])
+    assert result.exit_code == 2 and len(errors(result)) == 1, result.output
+    assert errors(result)[0].startswith(f"error: {path} [models.'gpt-4o']: ") and message in errors(result)[0]
+
+
+def test_8_a_model_name_holding_a_newline_cannot_forge_an_error_line(tmp_path):
+    path = sheet(tmp_path, model="gpt-4o\\nerror: chelsea.jpg is fine")
+    result = runner.invoke(app, ["price", "-m", "gpt-4o", str(SAMPLES / "chelsea.jpg"), "--prices", str(path)])
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert "a model name is 1 to 200 characters on one line" in result.stderr

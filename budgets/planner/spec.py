@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mmtok.errors import ConfigError
-from mmtok.files import read_toml
+from mmtok.files import UNPRINTABLE, read_toml
 
 OBJECTIVES = {"cost": "min", "fd": "min", "wer": "min", "tokens": "min", "accuracy": "max", "judge": "max"}
 KNOBS = ("image_size", "keep_ratio", "audio_tokens_per_second", "codebook_levels", "trim_silence", "model")
@@ -38,11 +37,6 @@ MAX_GENERATIONS = 1_000  # [search] generations (and --generations)
 MAX_EVALUATIONS = 100_000  # population x generations: the settings NSGA-II may ask to be measured
 MAX_OPTIONS = 256  # options listed for one knob
 MAX_SEED = 2**32 - 1
-
-
-# Characters that break a line or turn text around when printed (C0/C1 controls, Unicode line and paragraph
-# separators, bidirectional overrides and isolates).
-UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def check_search_size(population: int, generations: int, where: str) -> None:
