@@ -589,3 +589,28 @@ def test_8_a_model_name_holding_a_newline_cannot_forge_an_error_line(tmp_path):
     result = runner.invoke(app, ["price", "-m", "gpt-4o", str(SAMPLES / "chelsea.jpg"), "--prices", str(path)])
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
     assert "a model name is 1 to 200 characters on one line" in result.stderr
+
+
+# ------------------------------------------------------------------------- 8: a cache that cannot be written
+def test_8_a_cache_folder_that_cannot_be_written_does_not_break_price(tmp_path):
+    """A read-only cache folder broke `price` (an unexpected FileNotFoundError / PermissionError)."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    env = {**os.environ, "MMTOK_CACHE_DIR": str(blocked / "cache")}
+    command = [sys.executable, "-m", "mmtok.cli.main", "price", "--json", "-m", "gpt-4o", str(SAMPLES / "chelsea.jpg")]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["input_tokens"] == 255
+    warned = result.stderr.splitlines()
+    assert len(warned) == 1 and warned[0].startswith(f"warning: UserWarning: the cache folder {blocked / 'cache'}")
+
+
+def test_8_the_stand_in_cache_is_private_and_used_for_every_part(tmp_path, monkeypatch):
+    from mmtok.cache import cache_dir
+
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    with pytest.warns(UserWarning, match="cannot be written"):
+        prices = cache_dir("prices")
+    judge = cache_dir("judge")
+    assert prices.parent == judge.parent and prices.is_dir() and oct(prices.parent.stat().st_mode)[-3:] == "700"
