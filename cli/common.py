@@ -63,12 +63,16 @@ def stderr_is_terminal() -> bool:
     return sys.stderr.isatty()
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 and C1 controls, and the characters that break a line or turn text around on a terminal: U+2028/U+2029 (line
+# and paragraph separators), bidirectional marks, embeddings, overrides and isolates (U+202E shows "gnp.exe" for
+# "exe.png").
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters escaped (``\\n``, ``\\x1b``): a file named ``a\\nerror: b.png ok`` or one
-    carrying a terminal escape cannot split a message line or forge another one."""
+    """``text`` with control, line-breaking and direction-changing characters escaped (``\\n``, ``\\x1b``,
+    ``\\u2028``, ``\\u202e``): a file named ``a\\nerror: b.png ok``, one carrying a terminal escape, or one whose name
+    a right-to-left override turns around cannot split a message line, forge another one or disguise itself."""
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
