@@ -614,3 +614,17 @@ def test_8_the_stand_in_cache_is_private_and_used_for_every_part(tmp_path, monke
         prices = cache_dir("prices")
     judge = cache_dir("judge")
     assert prices.parent == judge.parent and prices.is_dir() and oct(prices.parent.stat().st_mode)[-3:] == "700"
+
+
+# ------------------------------------------------------------------------- 8: names escaped on every line
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\u202e", "\u2066", "\u200f", "\x85"])
+def test_8_line_breaking_and_direction_changing_characters_in_file_names_are_escaped(tmp_path, char):
+    """U+2028/U+2029/U+202E in file names were printed raw: a terminal breaks the line or turns the name around."""
+    name = tmp_path / f"cat{char}error: fine.jpg"
+    shutil.copy(SAMPLES / "chelsea.jpg", name)
+    missing = tmp_path / f"gone{char}.png"
+    result = runner.invoke(app, ["inspect", str(name), str(missing)])
+    assert result.exit_code == 1
+    escaped = repr(char)[1:-1]
+    assert char not in result.output and f"gone{escaped}.png" in result.stderr
+    assert len(errors(result)) == 1
