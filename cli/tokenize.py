@@ -452,11 +452,13 @@ def detokenize(
 
     A reconstruction of a non-square image shows the centre square the tokens saw; a note says so."""
     import mmtok
+    from mmtok.cli.truncate import refuse_input_as_output
     from mmtok.models.training import select_device
     from mmtok.registry import get_registered
 
     check_device(device)
     check_out_file(out)
+    refuse_input_as_output(out, tokens)
     try:
         count, key, seq = _decodable_sequence(tokens, key)
     except MmtokError as e:
@@ -471,6 +473,7 @@ def detokenize(
             tok = mmtok.get_tokenizer(tokenizer)
         else:  # the file's choice: registered names only
             tok = get_registered(seq.tokenizer, "tokenizer", f"{tokens}", mmtok.TokenError)
+        _check_decodes(tok, seq)
         media = tok.to(select_device(device)).eval().decode(seq)
         notes = list(getattr(media, "notes", ()))
     except MmtokError as e:
@@ -512,17 +515,37 @@ def _decodable_sequence(tokens: Path, key: str | None) -> tuple[int, str, Any]:
     return len(sequences), key, seq
 
 
-def _write_media(media: Any, out: Path) -> None:
-    """Text, audio (soundfile, by the suffix) or an image (Pillow, by the suffix) to ``out``."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(media, str):
-        out.write_text(media, encoding="utf-8")
-    elif media.kind == "audio":
-        import soundfile as sf
+def _check_decodes(tok: Any, seq: Any) -> None:
+    """The tokenizer makes the sequence's modality (text-bytes "decoded" image tokens into raw bytes in a .png)."""
+    import mmtok
 
-        try:
-            sf.write(out, media.waveform()[0].numpy(), media.sample_rate_hz)
-        except sf.LibsndfileError as e:
-            raise OSError(str(e)) from None
-    else:
-        media.to_pil().save(out)
+    made = ("audio", "video") if getattr(tok, "modality", None) == "audio" else (getattr(tok, "modality", None),)
+    if seq.modality not in made:
+        raise mmtok.TokenError(
+            f"{seq.modality} tokens cannot be decoded by {getattr(tok, 'name', 'this tokenizer')}, a "
+            f"{made[0]} tokenizer"
+        )
+
+
+def _write_media(media: Any, out: Path) -> None:
+    """Text, audio (soundfile, by the suffix) or an image (Pillow, by the suffix) to ``out``, atomically: through a
+    temporary file renamed over ``out``, so a failed write leaves no half file and a link at ``out`` is replaced,
+    never written through."""
+    from mmtok.files import atomic_path, write_atomic
+
+    if isinstance(media, str):
+        write_atomic(out, media)
+        return
+    with atomic_path(out) as partial:
+        if media.kind == "audio":
+            import soundfile as sf
+
+            try:
+                sf.write(partial, media.waveform()[0].numpy(), media.sample_rate_hz, format=out.suffix[1:].upper())
+            except sf.LibsndfileError as e:
+                raise OSError(str(e)) from None
+        else:
+            import PIL.Image
+
+            image = media.to_pil()
+            image.save(partial, format=PIL.Image.registered_extensions()[out.suffix.lower()])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,18 @@ def choose_sequence(path: Path, sequences: dict[str, Any], key: str | None) -> t
     return key, sequences[key]
 
 
+def refuse_input_as_output(out: Path, *inputs: Path) -> None:
+    """--out naming one of the command's inputs is a usage error (exit 2): mmtok never overwrites what it reads
+    (``truncate IN --out IN`` replaced its own input)."""
+    for item in inputs:
+        try:
+            same = out.resolve() == item.resolve() or (out.exists() and os.path.samefile(out, item))
+        except OSError:
+            same = False
+        if same:
+            raise typer.BadParameter(f"{out} is the input {item}: write to another file", param_hint="--out")
+
+
 def list_keys(sequences: dict[str, Any], limit: int = 8) -> str:
     keys = list(sequences)
     shown = ", ".join(keys[:limit])
@@ -148,6 +161,7 @@ def truncate(
     if method == "mi":
         options["out_of_domain"] = out_of_domain
     check_out_file(out)
+    refuse_input_as_output(out, tokens, *([Path(context)] if context else []))
     try:
         sequences = mmtok.load_sequences(tokens)
         _, seq = choose_sequence(tokens, sequences, key)

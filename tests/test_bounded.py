@@ -628,3 +628,54 @@ def test_8_line_breaking_and_direction_changing_characters_in_file_names_are_esc
     escaped = repr(char)[1:-1]
     assert char not in result.output and f"gone{escaped}.png" in result.stderr
     assert len(errors(result)) == 1
+
+
+# ------------------------------------------------------------------------- 8: token outputs: atomic, not the input
+def image_tokens(folder: Path) -> Path:
+    import torch
+
+    seq = mmtok.TokenSequence("image", ids=torch.randint(0, 1024, (64,)), grid=(8, 8), tokenizer="vq-clip-tiny")
+    return seq.save(folder / "cat.safetensors")
+
+
+def test_8_truncate_refuses_to_write_over_its_own_input(tmp_path):
+    tokens = image_tokens(tmp_path)
+    before = tokens.read_bytes()
+    result = runner.invoke(
+        app, ["truncate", str(tokens), "--method", "random", "--keep-ratio", "0.5", "-o", str(tokens)]
+    )
+    assert result.exit_code == 2 and "is the input" in result.output and tokens.read_bytes() == before
+
+
+def test_8_detokenize_writes_atomically_and_never_through_a_link_at_out(tmp_path, monkeypatch):
+    tokens = image_tokens(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not mmtok's\n")
+    (tmp_path / "out.png").symlink_to(victim)
+    result = runner.invoke(app, ["detokenize", str(tokens), "--out", str(tmp_path / "out.png")])
+    assert result.exit_code == 0, result.output
+    assert victim.read_text() == "not mmtok's\n" and not (tmp_path / "out.png").is_symlink()
+    assert mmtok.load(tmp_path / "out.png").kind == "image"
+    import PIL.Image
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(PIL.Image.Image, "save", full_disk)
+    failed = runner.invoke(app, ["detokenize", str(tokens), "--out", str(tmp_path / "new.png")])
+    assert failed.exit_code == 1 and errors(failed) == [
+        f"error: {tmp_path / 'new.png'}: cannot write: No space left on device"
+    ]
+    assert not (tmp_path / "new.png").exists() and not list(tmp_path.glob(".*partial"))
+    same = runner.invoke(app, ["detokenize", str(tokens), "--out", str(tokens)])
+    assert same.exit_code == 2
+
+
+def test_8_image_tokens_are_not_decoded_by_a_text_tokenizer(tmp_path):
+    """An image token file naming text-bytes was 'decoded' into raw bytes in a .png (exit 0)."""
+    tokens = image_tokens(tmp_path)
+    result = runner.invoke(
+        app, ["detokenize", str(tokens), "--tokenizer", "text-bytes", "--out", str(tmp_path / "x.png")]
+    )
+    assert result.exit_code == 1 and not (tmp_path / "x.png").exists()
+    assert errors(result) == [f"error: {tokens}: image tokens cannot be decoded by text-bytes, a text tokenizer"]
