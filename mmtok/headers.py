@@ -186,7 +186,11 @@ def _checked(
 # The most deflate can compress: 258 bytes per match of at least 2 bits (zlib's FAQ: 1032:1).
 DEFLATE_MAX_RATIO = 1032
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # by colour type: grey, RGB, palette, grey+alpha, RGBA
-_JPEG_HUFFMAN_DCT = frozenset({0xC0, 0xC1, 0xC2})  # baseline, extended, progressive
+# Huffman-coded frames, by what their least coded unit is: an 8x8 DCT block (baseline, extended, progressive, and
+# the hierarchical differential sequential and progressive SOF5/SOF6), or one sample (lossless SOF3 and its
+# differential SOF7). Each unit costs at least one bit; arithmetic-coded frames (SOF9-15) can spend less.
+_JPEG_HUFFMAN_DCT = frozenset({0xC0, 0xC1, 0xC2, 0xC5, 0xC6})
+_JPEG_HUFFMAN_LOSSLESS = frozenset({0xC3, 0xC7})
 
 
 def _ceil(a: int, b: int) -> int:
@@ -200,15 +204,16 @@ def min_png_bytes(width: int, height: int, bit_depth: int, colour_type: int) -> 
     return row * height // DEFLATE_MAX_RATIO
 
 
-def min_jpeg_bytes(width: int, height: int, sampling: list[tuple[int, int]]) -> int:
-    """The fewest bytes of Huffman-coded DCT data a JPEG of this size can hold: every 8x8 block of a component is
-    coded with at least its DC symbol, a Huffman code of at least one bit (progressive files too: their first DC
-    scan codes every block). Counted for the component with the fewest blocks. ``sampling``: (H, V) per component."""
+def min_jpeg_bytes(width: int, height: int, sampling: list[tuple[int, int]], unit_px: int = 8) -> int:
+    """The fewest bytes of Huffman-coded data a JPEG of this size can hold: every coded unit of a component (an 8x8
+    block, ``unit_px`` 8; a sample in lossless JPEG, ``unit_px`` 1) is coded with at least one Huffman code of at
+    least one bit (progressive files too: their first DC scan codes every block). Counted for the component with
+    the fewest units. ``sampling``: (H, V) per component."""
     h_max = max(h for h, _ in sampling)
     v_max = max(v for _, v in sampling)
 
-    def blocks(h: int, v: int) -> int:  # the component's size, rounded up, in 8x8 blocks, rounded up
-        return _ceil(_ceil(width * h, h_max), 8) * _ceil(_ceil(height * v, v_max), 8)
+    def blocks(h: int, v: int) -> int:  # the component's size, rounded up, in units, rounded up
+        return _ceil(_ceil(width * h, h_max), unit_px) * _ceil(_ceil(height * v, v_max), unit_px)
 
     return min(blocks(h, v) for h, v in sampling) // 8
 
@@ -265,16 +270,16 @@ def _jpeg(src: _Source) -> ImageHeader:
 
 
 def _jpeg_min_bytes(src: _Source, marker: int, pos: int) -> int:
-    """:func:`min_jpeg_bytes` for a Huffman-coded DCT frame header at ``pos``; 0 for the others (arithmetic
-    coding can spend less than a bit on a block) and for sampling factors outside 1-4."""
-    if marker not in _JPEG_HUFFMAN_DCT:
+    """:func:`min_jpeg_bytes` for a Huffman-coded frame header at ``pos`` (DCT or lossless, hierarchical frames too);
+    0 for arithmetic coding (it can spend less than a bit on a unit) and for sampling factors outside 1-4."""
+    if marker not in _JPEG_HUFFMAN_DCT | _JPEG_HUFFMAN_LOSSLESS:
         return 0
     _precision, height, width, count = struct.unpack(">BHHB", src.at(pos + 2, 6))
     table = src.at(pos + 8, 3 * count)
     sampling = [(table[3 * i + 1] >> 4, table[3 * i + 1] & 15) for i in range(count)]
     if not sampling or any(not (1 <= h <= 4 and 1 <= v <= 4) for h, v in sampling):
         return 0
-    return min_jpeg_bytes(width, height, sampling)
+    return min_jpeg_bytes(width, height, sampling, 1 if marker in _JPEG_HUFFMAN_LOSSLESS else 8)
 
 
 def _webp(src: _Source) -> ImageHeader:

@@ -679,3 +679,19 @@ def test_8_image_tokens_are_not_decoded_by_a_text_tokenizer(tmp_path):
     )
     assert result.exit_code == 1 and not (tmp_path / "x.png").exists()
     assert errors(result) == [f"error: {tokens}: image tokens cannot be decoded by text-bytes, a text tokenizer"]
+
+
+# ------------------------------------------------------------------------- 8: forged sizes in every Huffman JPEG
+@pytest.mark.parametrize(
+    ("marker", "least"), [(0xC3, "21,125,000"), (0xC5, "330,078"), (0xC6, "330,078"), (0xC7, "21,125,000")]
+)
+def test_8_a_lossless_or_hierarchical_jpeg_declaring_13000_px_in_150_bytes_is_refused(tmp_path, marker, least):
+    """The forged-size check skipped SOF3 and SOF5-7: a 150-byte file declaring 13000x13000 was priced whole."""
+    frame = struct.pack(">BHHB", 8, 13000, 13000, 1) + bytes([1, 0x11, 0])
+    data = b"\xff\xd8\xff" + bytes([marker]) + struct.pack(">H", 2 + len(frame)) + frame + b"\xff\xda" + bytes(120)
+    path = tmp_path / "forged.jpg"
+    path.write_bytes(data + b"\xff\xd9")
+    with pytest.raises(
+        MediaError, match=f"declares 13000x13000 pixels, which no jpeg file holds in under {least} bytes"
+    ):
+        mmtok.load(path)
