@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from mmtok.cli.common import console, err_console, flushes_json_lines, fmt_num, print_error, print_json_line, progress
+from mmtok.cli.common import (
+    Column,
+    console,
+    err_console,
+    flushes_json_lines,
+    fmt_num,
+    max_pixels_option,
+    print_error,
+    print_json_line,
+    print_note,
+    print_table,
+    print_warning,
+    resolve_max_pixels,
+    short_path,
+    stderr_is_terminal,
+)
 from mmtok.errors import MediaError, MmtokError
 
 if TYPE_CHECKING:
     from mmtok.budgets.shrink import ShrinkResult
+
+DONE_MIN_WIDTH = 30  # narrower than this, what was done is printed under the table, one line per result
 
 
 @flushes_json_lines
@@ -24,24 +43,34 @@ def shrink(
     keep: list[str] = typer.Option(
         [],
         "--keep",
-        help="A quality bar, e.g. ocr>=0.98, ssim>=0.95, wer<=0.05 (repeatable; replaces that "
-        "modality's defaults: ssim>=0.90 and ocr>=0.98 for images, wer<=0.05 for audio).",
+        help="A quality bar, e.g. ocr>=0.98, ssim>=0.95, recog>=0.9, wer<=0.05 (repeatable; replaces that "
+        "modality's defaults: ssim>=0.90, recog>=0.90 and, where an image has text, ocr>=0.98; wer<=0.05 for audio).",
     ),
-    lossless: bool = typer.Option(False, "--lossless", help="Only changes that leave what the model sees unchanged."),
+    lossless: bool = typer.Option(
+        False, "--lossless", help="Only changes that leave what the model sees pixel-exact (a lossy source: said)."
+    ),
+    slice_: bool = typer.Option(
+        False,
+        "--slice",
+        help="Cut a tall or wide image no single rendition serves into pieces the model sees whole (they cost more).",
+    ),
     speed: float = typer.Option(1.0, "--speed", help="Also try speech sped up by this factor (1 to 2)."),
     min_silence: float = typer.Option(0.8, "--min-silence", help="Cut silences longer than this (seconds).", min=0.1),
     detail: str | None = typer.Option(None, help="The detail / media_resolution the originals would be sent with."),
     no_crop: bool = typer.Option(False, "--no-crop", help="Never cut uniform borders."),
     prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet (TOML)."),
+    max_pixels: int | None = max_pixels_option(),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per input and model on stdout."),
 ) -> None:
     """For each input and model, write the cheapest version that meets every bar to --out, with tokens and cost
     before and after, what was done, and each measure. Outputs are priced again from the written file and never
-    cost more than the original; where no cheaper version meets the bars the original is copied and said so."""
+    cost more than the original (--slice: said when they do); where no cheaper version meets the bars the original
+    is copied once and said so. A file several models share is written once."""
     from mmtok.budgets.shrink import shrink_models
     from mmtok.media import iter_files
 
     bars = _checked_bars(keep, speed, detail)
+    limit = resolve_max_pixels(max_pixels)
     out = out.expanduser()
     problem = _out_problem(out, paths)
     if problem:
@@ -54,26 +83,52 @@ def shrink(
     inputs = frozenset(Path(os.path.realpath(p)) for p in names)
     results: list[ShrinkResult] = []
     warned: set[str] = set()
-    folders = any(p.is_dir() for p in paths)
-    for item in progress(files, "shrinking", min_items=1 if folders else 2):
-        if isinstance(item, MediaError):
-            failures = True
-            _error(item, json_out, {"input": item.source})
-            continue
-        made = 0
-        options = {"lossless": lossless, "detail": detail, "speed": speed, "min_silence_s": min_silence}
-        for result in shrink_models(
-            item, usable, bars, out / names[item].parent, names[item].name,
-            crop=not no_crop, prices=prices, protect=inputs, **options,
-        ):  # fmt: skip
-            written, failed = _report(item, result, json_out, warned, results)
-            made += written
-            failures = failures or failed
-        failures = failures or made == 0
+    options = {"lossless": lossless, "detail": detail, "speed": speed, "min_silence_s": min_silence}
+    with _progress(len(files), len(usable), min_items=1 if any(p.is_dir() for p in paths) else 2) as now:
+        for n, item in enumerate(files):
+            if isinstance(item, MediaError):
+                failures = True
+                _error(item, json_out, {"input": item.source})
+                continue
+            now(n, item, usable[0])
+            made = 0
+            for k, result in enumerate(
+                shrink_models(
+                    item, usable, bars, out / names[item].parent, names[item].name, crop=not no_crop,
+                    slice=slice_, prices=prices, protect=inputs, max_pixels=limit, **options,
+                )
+            ):  # fmt: skip
+                written, failed = _report(item, result, json_out, warned, results)
+                made += written
+                failures = failures or failed
+                if k + 1 < len(usable):
+                    now(n, item, usable[k + 1])
+            failures = failures or made == 0
     if not json_out and results:
         _print_table(results)
     if failures:
         raise typer.Exit(1)
+
+
+@contextmanager
+def _progress(files: int, models: int, min_items: int) -> Iterator[Callable[[int, Path, str], None]]:
+    """``now(index, file, model)`` for a transient bar on stderr naming the file and model being measured (drawn only
+    on a terminal, for ``min_items`` files or more)."""
+    if not stderr_is_terminal() or files < min_items:
+        yield lambda n, item, model: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=err_console(), transient=True) as bar:
+        task = bar.add_task("shrinking", total=files * models)
+        done = [0]
+
+        def now(n: int, item: Path, model: str) -> None:
+            bar.update(task, description=f"{_escape(short_path(item))} · {model}", completed=done[0])
+            done[0] += 1
+
+        yield now
 
 
 def _checked_bars(keep: list[str], speed: float, detail: str | None) -> list:
@@ -117,7 +172,7 @@ def _report(item: Path, result: object, json_out: bool, warned: set[str], result
     from mmtok.budgets.shrink import Skipped
 
     if isinstance(result, Skipped):
-        sys.stderr.write(f"skipped: {item}: {result}\n")
+        print_note(f"skipped: {item}: {result}")
         if json_out:
             print_json_line({"input": str(item), "skipped": str(result)})
         return 0, False
@@ -125,11 +180,11 @@ def _report(item: Path, result: object, json_out: bool, warned: set[str], result
         _error(result if isinstance(result, MediaError) else f"{item}: {result}", json_out, {"input": str(item)})
         return 0, True
     for warning in result.warnings:
-        sys.stderr.write(f"warning: {item}: {warning}\n")
+        print_warning(f"{item}: {warning}")
     for warning in result.before.warnings:  # the price's own (a retired model ...): said once
         if warning not in warned:
             warned.add(warning)
-            sys.stderr.write(f"warning: {warning}\n")
+            print_warning(warning)
     if json_out:
         print_json_line(result.to_dict())
     else:
@@ -183,53 +238,113 @@ def _output_names(files: list[Path], roots: list[Path]) -> dict[Path, Path]:
     return names
 
 
-def _print_table(results: list[ShrinkResult]) -> None:
-    from rich.table import Table
+# ------------------------------------------------------------------------------------------------------- table
 
+
+def _print_table(results: list[ShrinkResult]) -> None:
+    """One row per input, its models as sub-rows under it (tokens, cost after, saving, what happened); what was done
+    and measured in a column where it fits, else on lines under the table; a total for the run."""
     from mmtok.cli.price import money
 
-    table = Table(show_edge=False, header_style="bold")
-    for column, justify in (
-        ("input", "left"),
-        ("model", "left"),
-        ("tokens", "right"),
-        ("cost USD", "right"),
-        ("saving", "right"),
-        ("done", "left"),
-        ("measures", "left"),
-    ):
-        table.add_column(column, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    columns = [
+        Column("input · model", fold=True, min_width=24),
+        Column("tokens", numeric=True),
+        Column("USD", numeric=True, priority=2),
+        Column("saving", numeric=True),
+        Column("result"),
+        Column("done", fold=True, priority=1, min_width=DONE_MIN_WIDTH),
+    ]
+    rows: list[list[str]] = []
+    last = None
     for r in results:
-        seconds = ""
-        if r.seconds_before is not None and r.kind == "audio":
-            seconds = f"\n{r.seconds_before:.2f} -> {r.seconds_after:.2f} s billed"
-        measures = ", ".join(f"{k} {v:.3f}" for k, v in r.measures.items() if v is not None)
-        done = r.action
-        if r.status == "lossless" or (r.kind == "image" and r.bytes_after != r.bytes_before):
-            done += f"\n{fmt_num(r.bytes_before)} -> {fmt_num(r.bytes_after)} bytes"
-        table.add_row(
-            _short(r.source),
-            r.model,
-            f"{fmt_num(r.tokens_before)} -> {fmt_num(r.tokens_after)}{seconds}",
-            f"{money(r.before.total_cost)} -> {money(r.after.total_cost)}",
-            f"{r.saving:.0%}",
-            done + (f"\nsend with {r.detail_name}={r.detail}" if r.detail and r.status != "kept" else ""),
-            measures,
-        )
-    console().print(table)
-    folders = sorted({str(r.path.parent) for r in results})
+        if r.source != last:
+            rows.append([_escape(short_path(r.source)), "", "", "", "", ""])
+            last = r.source
+        cost = money(r.after.total_cost)
+        rows.append(["  " + _escape(r.model), _tokens(r), cost, _saving(r), _status(r), _escape(_done(r))])
+    before = sum((r.before.total_cost for r in results), Decimal(0))
+    after = sum((r.after.total_cost for r in results), Decimal(0))
+    tokens_before, tokens_after = sum(r.tokens_before for r in results), sum(r.tokens_after for r in results)
+    saved = f"{1 - after / before:.0%}" if before else ""
+    inputs = len({r.source for r in results})
+    total = f"{fmt_num(tokens_before)}→{fmt_num(tokens_after)}"
+    rows.append([f"[bold]total[/] ({inputs} × {len({r.model for r in results})})", total, money(after), saved, "", ""])
+    dropped = print_table(columns, rows, section_at=len(rows) - 1, note_left_out=False)
+    if "done" in dropped:  # folded out of a narrow table: each result's working under it, by input
+        last = None
+        for r in results:
+            if r.source != last:
+                console().print(f"[dim]{_escape(short_path(r.source))}[/]")
+                last = r.source
+            cost = f"USD {money(r.before.total_cost)} -> {money(r.after.total_cost)}; " if "USD" in dropped else ""
+            console().print(f"  [dim]{_escape(r.model)}:[/] {cost}{_escape(_done(r))}")
+    console().print(
+        f"total: {fmt_num(tokens_before)} -> {fmt_num(tokens_after)} tokens, USD {money(before)} -> {money(after)}"
+        f"{f' ({saved} saved)' if saved else ''}, {inputs} input{'s' if inputs != 1 else ''}, {len(results)} results"
+    )
+    _footer(results)
+
+
+def _tokens(r: ShrinkResult) -> str:
+    text = f"{fmt_num(r.tokens_before)}→{fmt_num(r.tokens_after)}"
+    if r.seconds_before is not None and r.kind == "audio":
+        text += f"\n{r.seconds_before:.1f}→{r.seconds_after:.1f} s"
+    return text
+
+
+def _saving(r: ShrinkResult) -> str:
+    return f"{r.saving:.0%}" if r.saving >= 0 else f"+{-r.saving:.0%}"  # sliced: costs more than the one image
+
+
+def _status(r: ShrinkResult) -> str:
+    if r.status == "sliced":
+        return f"{len(r.pieces)} pieces"
+    return r.status
+
+
+def _done(r: ShrinkResult) -> str:
+    """What was done, measured, and where it is: one line for people."""
+    parts = [r.action]
+    measures = _measures(r)
+    if measures:
+        parts.append(measures)
+    if r.detail and r.status not in ("kept", "converted"):
+        parts.append(f"send with {r.detail_name}={r.detail}")
+    if r.status in ("lossless", "re-encoded") or (r.kind == "image" and r.bytes_after != r.bytes_before):
+        parts.append(f"{fmt_num(r.bytes_before)} -> {fmt_num(r.bytes_after)} bytes")
+    if r.same_file_as:
+        parts.append(f"the same file as {r.same_file_as}'s, {r.path.name}")
+    return "; ".join(parts)
+
+
+def _measures(r: ShrinkResult) -> str:
+    shown = []
+    for metric, value in r.measures.items():
+        if value is not None:
+            shown.append(f"{metric} {value:.3f}")
+        elif r.reasons.get(metric, "").startswith("no text found"):
+            shown.append(f"{metric} n/a (no text found)")
+    return ", ".join(shown)
+
+
+def _footer(results: list[ShrinkResult]) -> None:
+    from mmtok.budgets.shrink.ocr import DETECTOR
+
+    folders = sorted({short_path(r.path.parent) for r in results})
     bars = sorted({b for r in results for b in r.bars.values()})
-    console().print(f"[dim]bars: {', '.join(bars) or 'none'}; written to {', '.join(folders)}[/]")
-    kept = sum(r.status == "kept" for r in results)
-    if kept:
-        err_console().print(f"[dim]{kept} of {len(results)} kept as they were (see 'done')[/]")
-    converted = sum(r.status == "converted" for r in results)
-    if converted:
-        err_console().print(f"[dim]{converted} of {len(results)} converted to a file format the provider takes[/]")
+    console().print(f"[dim]bars: {', '.join(bars) or 'none'}; written to {_escape(', '.join(folders))}[/]")
+    if any(r.reasons.get("ocr", "").startswith("no text found") for r in results):
+        console().print(f"[dim]ocr n/a: no text found by {DETECTOR}[/]")
+    for status, said in (("kept", "kept as they were"), ("converted", "converted to a file format the provider takes")):
+        count = sum(r.status == status for r in results)
+        if count:
+            err_console().print(f"[dim]{count} of {len(results)} {said} (see 'done')[/]")
+    shared = sum(r.same_file_as is not None for r in results)
+    if shared:
+        err_console().print(f"[dim]{shared} of {len(results)} share a file written for another model[/]")
 
 
-def _short(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd()))
-    except (ValueError, OSError):
-        return str(path)
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -56,7 +56,7 @@ def test_bars_parse_and_replace_only_their_modality():
     assert parse_bar("wer<=0.05").op == "<=" and parse_bar("ocr0.97").value == 0.97  # the direction is implied
     bars = make_bars(["ocr>=0.99"])
     assert set(bars) == {"ocr", "wer"} and bars["ocr"].value == 0.99  # the image SSIM default is replaced
-    assert set(make_bars(None)) == {"ssim", "ocr", "wer"}
+    assert set(make_bars(None)) == {"ssim", "recog", "ocr", "wer"}
     assert make_bars({"wer": 0.1})["wer"].value == 0.1 and "ssim" in make_bars({"wer": 0.1})
 
 
@@ -212,8 +212,12 @@ def test_lossless_is_the_models_view_with_the_same_tokens_and_fewer_bytes(tmp_pa
     result = shrink(source, "gpt-4o", lossless=True, out=tmp_path / "out")
     assert result.status == "lossless" and "1152x768" in result.action
     assert result.tokens_after == result.tokens_before == 1105
-    assert result.bytes_after < result.bytes_before / 2
-    assert result.media.width == 1152
+    assert result.bytes_after < result.bytes_before and result.media.width == 1152
+    view = P.resized(P.decode(source, "jpeg").pixels, (1152, 768))  # pixel-exact at the model's view
+    with PIL.Image.open(result.path) as written:
+        assert np.array_equal(np.asarray(written.convert("RGB")), np.asarray(view))
+    if result.path.suffix != ".jpg":
+        assert result.action.endswith(f"as {'WebP' if result.path.suffix == '.webp' else 'PNG'} (JPEG in)")
 
 
 def test_bars_no_rendition_meets_keep_the_original_and_say_so(tmp_path):

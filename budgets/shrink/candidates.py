@@ -246,3 +246,45 @@ def lossless(model: Model, width: int, height: int, detail: str | None, prices: 
     if count.tokens != original.tokens:
         return None
     return Rendition(v.width, v.height, detail, count.tokens, count.working, view(model, v.width, v.height, detail))
+
+
+# ----------------------------------------------------------------------------------------------- tall and wide
+@dataclass(frozen=True)
+class TextScale:
+    """How ``model`` shows an image's text: the view it resizes the image to, and the factor text is scaled by."""
+
+    view: View
+    scale: float  # the view's width over the image's (at most 1)
+
+    def text_px(self, px: float) -> float:
+        """How tall text of ``px`` pixels in the image is in the model's view."""
+        return px * self.scale
+
+
+def text_scale(model: Model, width: int, height: int, detail: str | None = None) -> TextScale:
+    """The model's view of a ``width`` x ``height`` image and the scale its text is shown at: a 1280x8000 page on
+    gpt-4o is seen at 328x2048, so 18-px text is ~4.6 px. Pure geometry from pricing's rules (no pixels read, no
+    torch): pricing can warn with it before anything is sent."""
+    seen = view(model, width, height, detail)
+    return TextScale(seen, min(1.0, seen.width / width))
+
+
+def largest_unscaled(model: Model, across: int, most: int, detail: str | None = None, tall: bool = True) -> int:
+    """The longest piece (up to ``most`` px) ``across`` px wide (``tall``; else ``across`` px high) that ``model``
+    sees without downscaling it, by its own rule (the size at which it stops downscaling); 0 when even a 1-px piece
+    that wide is downscaled."""
+
+    def unscaled(length: int) -> bool:
+        size = (across, length) if tall else (length, across)
+        return view(model, *size, detail).size == size
+
+    if not unscaled(1):
+        return 0
+    low, high = 1, most  # unscaled(low) holds; find the largest such length
+    while low < high:
+        mid = (low + high + 1) // 2
+        if unscaled(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low

@@ -1,8 +1,9 @@
 """``shrink()``: the cheapest version of an image, recording or video that keeps what the user needs, per model.
 
 For each model: price the input as it is, plan a rendition (``image.py``, ``audio.py``, ``video.py``), write it
-atomically, price the written file again, and keep the original instead if the rendition would cost more. Nothing
-is raised for one bad model or input in :func:`shrink_models`: errors are yielded in place of results.
+atomically, price the written file again, and keep the original instead if the rendition would cost more. The input
+is read and decoded once for all models; an output several models share is written once (``_Outputs``). Nothing is
+raised for one bad model or input in :func:`shrink_models`: errors are yielded in place of results.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from mmtok.budgets.shrink.result import (
     model_slug,
     write_bytes_atomic,
 )
+
+__all__ = ["Skipped", "shrink", "shrink_models"]
 from mmtok.errors import MediaError, MmtokError, PriceError
 
 
@@ -44,16 +47,21 @@ def shrink(
     speed: float = 1.0,
     min_silence_s: float = 0.8,
     crop: bool = True,
+    slice: bool = False,
     prices: Sequence[str | os.PathLike[str]] = (),
+    max_pixels: int | None = None,
 ) -> ShrinkResult:
     """The cheapest rendition of ``source`` (a path or a loaded ``mmtok.Image`` / ``Audio`` / ``Video``) for
-    ``model`` that meets every bar in ``keep`` (``{"ocr": 0.98}``, ``["ssim>=0.95"]``; defaults: ssim >= 0.90 and
-    ocr >= 0.98 for images, wer <= 0.05 for audio).
+    ``model`` that meets every bar in ``keep`` (``{"ocr": 0.98}``, ``["ssim>=0.95"]``; defaults: ssim >= 0.90,
+    recog >= 0.90 and, where the image has text, ocr >= 0.98 for images; wer <= 0.05 for audio).
 
     ``lossless``: only what leaves the model's view unchanged (its own internal size, no metadata). ``out``: the
     folder to write to (default: the user cache folder). ``detail``: the detail / media_resolution the original
     would be sent with. ``speed``: also try time compression (1 to 2). ``min_silence_s``: cut silences longer than
-    this (to 0.5 s). ``crop``: allow cutting uniform borders. Raises the input's or the model's error."""
+    this (to 0.5 s). ``crop``: allow cutting uniform borders. ``slice``: where no single image meets the bars, not
+    even the original as the model sees it (a tall page), pieces the model sees whole (``result.pieces``).
+    ``max_pixels``: refuse larger images before decoding (default: Pillow's limit). Raises the input's or the
+    model's error."""
     bars = make_bars(keep)
     path = _path_of(source)
     folder = Path(out) if out is not None else _default_folder()
@@ -69,7 +77,9 @@ def shrink(
         speed=speed,
         min_silence_s=min_silence_s,
         crop=crop,
+        slice=slice,
         prices=prices,
+        max_pixels=max_pixels,
     )
     if isinstance(result, MmtokError):
         raise result
@@ -103,25 +113,30 @@ def shrink_models(
     speed: float = 1.0,
     min_silence_s: float = 0.8,
     crop: bool = True,
+    slice: bool = False,
     prices: Sequence[str | os.PathLike[str]] = (),
     jobs: dict[str, Any] | None = None,
     protect: frozenset[Path] = frozenset(),
+    max_pixels: int | None = None,
+    reference: bool = False,
 ) -> Iterator[ShrinkResult | MmtokError]:
-    """One result (or error) per model for ``source``, written to ``out_dir/<name>.<model><suffix>``. ``jobs`` keeps
-    decoded inputs and their measurements between calls (the benchmark shrinks one input under several bars).
-    ``protect``: resolved paths never written to (the inputs); the source itself is always protected."""
+    """One result (or error) per model for ``source``, written to ``out_dir/<name>.<model><suffix>`` (an original
+    kept as it is: ``out_dir/<name><suffix>``, once). ``jobs`` keeps decoded inputs and their measurements between
+    calls (the benchmark shrinks one input under several bars). ``protect``: resolved paths never written to (the
+    inputs); the source itself is always protected. ``slice``: see :func:`shrink`. ``max_pixels``: refuse larger
+    images before decoding. ``reference``: measure OCR as the earlier path did (the benchmark's side-by-side)."""
     from mmtok.budgets.shrink.document import shrink_documents, starts_like_pdf
 
     if starts_like_pdf(source):
         yield from shrink_documents(source, models, bars, out_dir, name, detail=detail, prices=prices, protect=protect)
         return
-    options = _Options(lossless, detail, speed, min_silence_s, crop, tuple(prices))
+    options = _Options(lossless, detail, speed, min_silence_s, crop, slice, tuple(prices))
     try:
-        media, job = _load_job(source, jobs)
+        media, job = _load_job(source, jobs, max_pixels, reference)
     except MmtokError as e:
         yield e
         return
-    protected = protect | {Path(os.path.realpath(source))}
+    outputs = _Outputs(source, out_dir, name, protect | {Path(os.path.realpath(source))})
     for asked in models:
         try:
             model = asked if isinstance(asked, Model) else resolve(asked, options.prices)
@@ -129,11 +144,10 @@ def shrink_models(
                 raise Skipped(f"{model.asked} does not take {media.kind}")
             before = price(source, model.asked, detail=None if media.kind == "audio" else detail, prices=options.prices)
             plan = options.plan(job, media.kind, model, bars)
-            stem = out_dir / f"{name}.{model_slug(model.asked)}"
-            yield _finish(source, media, model, plan, before, stem, bars, detail, options.prices, protected)
+            yield _finish(media, model, plan, before, outputs, bars, detail, options.prices)
         except MmtokError as e:
             yield e
-        except Exception as e:  # an input the measures cannot take (SSIM under 11 px, the OCR's resize of 10000x1)
+        except Exception as e:  # an input a measure cannot take (the OCR's resize of 10000x1): its error, not a crash
             yield MediaError(source, f"cannot shrink for {asked}: {type(e).__name__}: {e}".rstrip(": "))
 
 
@@ -147,6 +161,7 @@ class _Options:
     speed: float
     min_silence_s: float
     crop: bool
+    slice: bool
     prices: tuple[str | os.PathLike[str], ...]
     audio_plans: dict[frozenset[str] | None, Plan] = field(default_factory=dict)
 
@@ -156,7 +171,14 @@ class _Options:
 
             image_bars = bars_for(bars, "image")
             return plan_image(
-                job, model, image_bars, lossless=self.lossless, detail=self.detail, crop=self.crop, prices=self.prices
+                job,
+                model,
+                image_bars,
+                lossless=self.lossless,
+                detail=self.detail,
+                crop=self.crop,
+                slice_=self.slice,
+                prices=self.prices,
             )
         if kind == "video":
             from mmtok.budgets.shrink.video import plan_video
@@ -175,24 +197,25 @@ class _Options:
         return self.audio_plans[taken]
 
 
-def _load_job(source: Path, jobs: dict[str, Any] | None) -> tuple[Any, Any]:
+def _load_job(source: Path, jobs: dict[str, Any] | None, max_pixels: int | None, reference: bool) -> tuple[Any, Any]:
     """The decoded input and its job (kept in ``jobs`` by path, when given, for the next call)."""
     import mmtok
+    from mmtok.media import MAX_IMAGE_PIXELS
 
-    media = mmtok.load(source)
+    media = mmtok.load(source, max_pixels=max_pixels or MAX_IMAGE_PIXELS)
     if media.kind not in ("image", "audio", "video"):
         raise Skipped(f"{media.kind} is not shrunk (images, audio and video are)")
-    job = (jobs or {}).get(str(source)) or _job(source, media)
+    job = (jobs or {}).get(str(source)) or _job(source, media, reference)
     if jobs is not None:
         jobs[str(source)] = job
     return media, job
 
 
-def _job(source: Path, media: Any) -> Any:
+def _job(source: Path, media: Any, reference: bool) -> Any:
     if media.kind == "image":
-        from mmtok.budgets.shrink.image import ImageJob
+        from mmtok.budgets.shrink.job import ImageJob
 
-        return ImageJob(source, media)
+        return ImageJob(source, media, reference)
     if media.kind == "audio":
         from mmtok.budgets.shrink.audio import AudioJob
 
@@ -202,34 +225,61 @@ def _job(source: Path, media: Any) -> Any:
     return VideoJob(source, media)
 
 
+class _Outputs:
+    """Where one input's outputs go, each distinct file written once: a rendition with the same bytes as one already
+    written for another model points to it, and the original, kept as it is, is copied once under its own name."""
+
+    def __init__(self, source: Path, out_dir: Path, name: str, protect: frozenset[Path]) -> None:
+        self.source, self.out_dir, self.name, self.protect = source, out_dir, name, protect
+        self.written: dict[bytes, tuple[Path, str]] = {}  # sha1 of the bytes -> (path, the model that wrote it)
+
+    def _checked(self, path: Path) -> Path:
+        if Path(os.path.realpath(path)) in self.protect:
+            raise MediaError(self.source, f"the output {path} would overwrite an input: choose another --out")
+        return path
+
+    def write(self, data: bytes | None, suffix: str, model: str, part: str = "") -> tuple[Path, str | None]:
+        """(path, the model whose result wrote it, or None when written now); ``data`` None: the original."""
+        key = hashlib.sha1(self.source.read_bytes() if data is None else data).digest()
+        if key in self.written:
+            return self.written[key][0], self.written[key][1]
+        if data is None:
+            path = copy_atomic(self.source, self._checked(self.out_dir / f"{self.name}{self.source.suffix}"))
+        else:
+            target = self.out_dir / f"{self.name}.{model_slug(model)}{part}{suffix}"
+            path = write_bytes_atomic(self._checked(target), data)
+        self.written[key] = (path, model)
+        return path, None
+
+
 def _finish(
-    source: Path,
     media: Any,
     model: Model,
     plan: Plan,
     before: Any,
-    stem: Path,
+    outputs: _Outputs,
     bars: Mapping[str, Bar],
     detail: str | None,
     prices: tuple,
-    protect: frozenset[Path],
 ) -> ShrinkResult:
-    """Write the plan's output, price the written file, and fall back to the original if it costs more."""
-    kind = media.kind
-    target = stem.with_name(stem.name + (plan.suffix if plan.data is not None else source.suffix))
-    for path in {target, stem.with_name(stem.name + source.suffix)}:
-        if Path(os.path.realpath(path)) in protect:
-            raise MediaError(source, f"the output {path} would overwrite an input: choose another --out")
-    if plan.data is not None:
-        write_bytes_atomic(target, plan.data)
+    """Write the plan's output (once per distinct file), price the written file, and fall back to the original if
+    it costs more (a sliced plan costs more by design: that is said, not undone)."""
+    kind, source = media.kind, outputs.source
+    pieces: list[Path] = []
+    if plan.pieces:
+        written = [
+            outputs.write(data, plan.suffix, model.asked, f".part{i + 1}of{len(plan.pieces)}")
+            for i, data in enumerate(plan.pieces)
+        ]
+        pieces = [path for path, _ in written]
+        target, same = pieces[0], written[0][1] if all(by == written[0][1] for _, by in written) else None
     else:
-        copy_atomic(source, target)
+        target, same = outputs.write(plan.data, plan.suffix, model.asked)
     send_detail = detail if plan.status in ("kept", "converted") else plan.detail  # converted: the same size
-    after = price(target, model.asked, detail=send_detail if kind != "audio" else None, prices=prices)
+    after = price(pieces or target, model.asked, detail=send_detail if kind != "audio" else None, prices=prices)
     status, action, notes = plan.status, plan.action, list(plan.notes)
-    if plan.status != "kept" and not cheaper_or_equal(after, before, kind):
-        target.unlink(missing_ok=True)
-        target = copy_atomic(source, stem.with_name(stem.name + source.suffix))
+    if plan.status not in ("kept", "sliced") and not cheaper_or_equal(after, before, kind):
+        target, same = outputs.write(None, source.suffix, model.asked)
         after, send_detail = price(target, model.asked, detail=detail, prices=prices), detail
         status, action = "kept", f"kept: the rendition ({plan.action}) priced higher when written"
     out = mmtok_load(target)
@@ -247,14 +297,17 @@ def _finish(
         detail=send_detail,
         detail_name=_detail_name(model, kind),
         measures={k: None if v is None else round(float(v), 4) for k, v in plan.measures.items()},
-        bars={} if plan.status == "lossless" else used,
+        reasons=dict(plan.reasons),
+        bars={} if plan.status in ("lossless", "re-encoded") else used,
         tried=plan.tried,
         bytes_before=media.size_bytes or 0,
-        bytes_after=out.size_bytes or 0,
+        bytes_after=sum(p.stat().st_size for p in pieces) if pieces else out.size_bytes or 0,
         seconds_before=getattr(media, "duration_s", None),
         seconds_after=getattr(out, "duration_s", None),
         notes=notes,
         warnings=list(plan.warnings),
+        pieces=pieces,
+        same_file_as=same,
     )
 
 

@@ -180,17 +180,21 @@ def encode(image: PIL.Image.Image, pillow_format: str) -> bytes:
 
 
 def encode_smallest(image: PIL.Image.Image, pillow_format: str, webp: bool = True) -> tuple[bytes, str]:
-    """(bytes, suffix) for ``--lossless``: a pixel-exact source (PNG, GIF, BMP, TIFF) as the smaller of a PNG and a
-    lossless WebP (both exact; ``webp=False`` for a provider that does not take WebP); JPEG and WebP sources at
-    quality 90."""
+    """(bytes, suffix) for ``--lossless``: with ``pillow_format`` PNG, the smaller of a PNG and a lossless WebP (both
+    exact; ``webp=False`` for a provider that does not take WebP); JPEG and WebP at quality 90 (lossy)."""
     if pillow_format != "PNG":
         return encode(image, pillow_format), ".jpg" if pillow_format == "JPEG" else ".webp"
+    png = encode(image, "PNG")  # lossless WebP is smaller on nearly every image; PNG level 9 is slow
     if not webp:
-        return encode(image, "PNG"), ".png"
-    png, webp = io.BytesIO(), io.BytesIO()
-    image.save(png, "PNG", compress_level=6)  # lossless WebP is smaller on nearly every image; PNG level 9 is slow
-    image.save(webp, "WEBP", lossless=True, quality=80, method=4)
-    return (png.getvalue(), ".png") if png.tell() <= webp.tell() else (webp.getvalue(), ".webp")
+        return png, ".png"
+    lossless_webp = encode_lossless_webp(image)
+    return (png, ".png") if len(png) <= len(lossless_webp) else (lossless_webp, ".webp")
+
+
+def encode_lossless_webp(image: PIL.Image.Image) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, "WEBP", lossless=True, quality=80, method=4)
+    return buffer.getvalue()
 
 
 def decode_bytes(data: bytes) -> PIL.Image.Image:

@@ -1,10 +1,15 @@
 """What shrinking one input for one model gives back, and where it is written.
 
-Statuses: ``shrunk`` (fewer tokens, every bar met), ``lossless`` (the same tokens in fewer bytes), ``kept`` (the
-original, copied unchanged: no cheaper rendition meets the bars, or none exists), ``converted`` (what ``kept`` would
-be, in a file format the model's provider takes, because it does not take the original's). The output never costs
-more than the original: it is priced again from the written file, and a rendition that would cost more is never
-kept.
+Statuses: ``shrunk`` (fewer tokens, every bar met), ``lossless`` (the same tokens in fewer bytes, pixel-exact at
+the model's view), ``re-encoded`` (``--lossless`` on a lossy source that had to be resized: the same tokens, its view
+re-encoded, with its SSIM), ``kept`` (the original, unchanged: no cheaper rendition meets the bars, or none exists),
+``converted`` (what ``kept`` would be, in a file format the model's provider takes, because it does not take the
+original's), ``sliced`` (``--slice``: no single image meets the bars, not even the original as the model sees it; the
+pieces in ``pieces`` do, and cost more than the one image). Apart from ``sliced``, the output never costs more than
+the original: it is priced again from the written file, and a rendition that would cost more is never kept.
+
+Each distinct output is written once per input: a rendition several models share (the same bytes) is written for the
+first and the others point to it (``same_file_as``); an original kept as it is is copied once, under its own name.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ if TYPE_CHECKING:
     from mmtok.budgets.pricing import Quote
     from mmtok.media import Media
 
-STATUSES = ("shrunk", "lossless", "kept", "converted")
+STATUSES = ("shrunk", "lossless", "re-encoded", "kept", "converted", "sliced")
 
 
 @dataclass
@@ -37,6 +42,8 @@ class Plan:
     tried: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # metric -> why its measure is None
+    pieces: list[bytes] = field(default_factory=list)  # sliced: each piece's bytes, in order (written as ``suffix``)
 
 
 @dataclass
@@ -46,12 +53,13 @@ class ShrinkResult:
     kind: str  # image | audio | video
     status: str  # one of STATUSES
     action: str  # what was done, for people ("3000x2000 -> 1232x821, detail high")
-    path: Path  # the written output
+    path: Path  # the output (sliced: the first piece; every piece is in ``pieces``)
     before: Quote
     after: Quote
     detail: str | None = None  # the detail / media_resolution to send the output with (None: the model's default)
     detail_name: str = "detail"  # what the provider calls that setting: detail | media_resolution
-    measures: dict[str, float | None] = field(default_factory=dict)  # the chosen output's measures
+    measures: dict[str, float | None] = field(default_factory=dict)  # the chosen output's measures (None: see reasons)
+    reasons: dict[str, str] = field(default_factory=dict)  # metric -> why its measure is None
     bars: dict[str, str] = field(default_factory=dict)  # metric -> "ocr>=0.98"
     tried: list[dict[str, Any]] = field(default_factory=list)  # every measured candidate
     bytes_before: int = 0
@@ -60,6 +68,8 @@ class ShrinkResult:
     seconds_after: float | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    pieces: list[Path] = field(default_factory=list)  # sliced: the pieces' paths in order, to send as several parts
+    same_file_as: str | None = None  # the model whose result wrote this output (None: this one wrote it)
 
     @property
     def media(self) -> Media:
@@ -109,10 +119,13 @@ class ShrinkResult:
             "seconds_before": self.seconds_before,
             "seconds_after": self.seconds_after,
             "measures": self.measures,
+            "reasons": self.reasons,
             "bars": self.bars,
             "tried": self.tried,
             "notes": self.notes,
             "warnings": self.warnings,
+            "pieces": [str(p) for p in self.pieces],
+            "same_file_as": self.same_file_as,
             "working_before": " | ".join(ln.working for ln in self.before.input_lines),
             "working_after": " | ".join(ln.working for ln in self.after.input_lines),
             "label": self.after.label,

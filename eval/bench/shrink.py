@@ -19,9 +19,17 @@ Corpus (made once under ``.cache/shrink-bench``, seeded):
 
 Per model (one each of OpenAI tile, OpenAI patch, Claude and Gemini for images; Gemini and an OpenAI audio model
 for speech): the mean token saving at the default bars and at ``ocr>=0.98`` alone, the share of items shrunk under
-each bar set (a cheaper rendition met every bar), the share of ``--lossless`` outputs with identical tokens and their
-byte saving, and the time per item. Speech: billed seconds before and after, and WER against the known transcripts
-of the original and the shrunk audio (faster-whisper tiny.en, corpus WER).
+each bar set (a cheaper rendition met every bar), the share of ``--lossless`` outputs with identical tokens, their
+byte saving and the share written pixel-exact, and the time per item. Speech: billed seconds before and after, and
+WER against the known transcripts of the original and the shrunk audio (faster-whisper tiny.en, corpus WER).
+
+Side by side on the pages, in the same run: ``ocr>=0.98`` through the earlier path (``reference=True``: each
+rendition's text detected and read as one RapidOCR call, plain bisection), its time per page and model against the
+current path's (the issue's target: 3 s at most) and the share of identical decisions (the same action and detail
+for the same page and model). Every OCR reading of the current path is kept with the height of the original's median
+line in the rendition's view, to show where reading stops (what ``START_LINE_PX`` and ``MIN_READ_LINE_PX`` in
+``budgets/shrink`` rest on). Photos: how often the shrunk rendition keeps EfficientNet-Lite0's top class (top 1, and
+within the top 5) of the original as the model sees it, beside the recog measure.
 """
 
 from __future__ import annotations
@@ -247,6 +255,7 @@ def speech_folder(n: int, seed: int = 0) -> Path:
 # --------------------------------------------------------------------------------------------------------- runs
 IMAGE_RUNS = (("ocr>=0.98", ["ocr>=0.98"], False), ("default", None, False), ("lossless", None, True))
 PHOTO_RUNS = IMAGE_RUNS[1:]  # photos: the default bars (OCR reads no text in them) and --lossless
+REFERENCE_RUN = "ocr>=0.98 earlier path"  # pages: ocr>=0.98 through the earlier path, for identical decisions
 
 
 def _row(result: Any, corpus: str, run: str, seconds: float) -> dict[str, Any]:
@@ -257,6 +266,7 @@ def _row(result: Any, corpus: str, run: str, seconds: float) -> dict[str, Any]:
         "model": result.model,
         "status": result.status,
         "action": result.action,
+        "detail": result.detail,
         "tokens_before": result.tokens_before,
         "tokens_after": result.tokens_after,
         "bytes_before": result.bytes_before,
@@ -264,49 +274,94 @@ def _row(result: Any, corpus: str, run: str, seconds: float) -> dict[str, Any]:
         "seconds_before": result.seconds_before,
         "seconds_after": result.seconds_after,
         "measures": result.measures,
-        "measured": len([t for t in result.tried if "meets" in t]),
+        "reasons": result.reasons,
+        "measured": len([t for t in result.tried if "meets" in t and not _inferred(t)]),
         "time_s": seconds,
     }
 
 
-def image_rows(path: Path, corpus: str, out: Path, truth: str | None) -> list[dict[str, Any]]:
-    """Every run of IMAGE_RUNS on one image for every model, sharing one decoded job."""
+def _inferred(tried: dict[str, Any]) -> bool:
+    return str((tried.get("reasons") or {}).get("ocr", "")).startswith("not read")
+
+
+def _shrink_all(path: Path, keep: Any, lossless: bool, out: Path, jobs: dict, reference: bool = False) -> tuple:
     from mmtok.budgets.shrink import make_bars, shrink_models
 
+    start = time.perf_counter()
+    results = list(
+        shrink_models(
+            path, IMAGE_MODELS, make_bars(keep), out, path.stem, lossless=lossless, jobs=jobs, reference=reference
+        )
+    )
+    return results, (time.perf_counter() - start) / len(IMAGE_MODELS)
+
+
+def image_rows(path: Path, corpus: str, out: Path, truth: str | None) -> list[dict[str, Any]]:
+    """Every run of IMAGE_RUNS on one image for every model, sharing one decoded job; pages also through the earlier
+    path first (its own job, so nothing it measured is reused)."""
     jobs: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
-    for run, keep, lossless in IMAGE_RUNS if corpus == "pages" else PHOTO_RUNS:
-        start = time.perf_counter()
-        results = list(
-            shrink_models(
-                path,
-                IMAGE_MODELS,
-                make_bars(keep),
-                out / run.replace(">=", "-"),
-                path.stem,
-                lossless=lossless,
-                jobs=jobs,
-            )
-        )
-        per_model = (time.perf_counter() - start) / len(IMAGE_MODELS)
+    runs = [(run, keep, lossless, False) for run, keep, lossless in (IMAGE_RUNS if corpus == "pages" else PHOTO_RUNS)]
+    if corpus == "pages":
+        runs.insert(0, (REFERENCE_RUN, ["ocr>=0.98"], False, True))
+    for run, keep, lossless, reference in runs:
+        folder = out / run.replace(">=", "-").replace(" ", "-")
+        results, per_model = _shrink_all(path, keep, lossless, folder, {} if reference else jobs, reference)
         for result in results:
             if isinstance(result, Exception):
                 rows.append({"corpus": corpus, "run": run, "input": path.name, "error": str(result)})
-            else:
-                rows.append(_row(result, corpus, run, per_model))
+                continue
+            row = _row(result, corpus, run, per_model)
+            if run == "ocr>=0.98":
+                row["ocr_readings"] = _ocr_readings(jobs[str(path)], result.tried)
+            if corpus == "photos" and run == "default" and result.status == "shrunk":
+                row["classes"] = _classes(jobs[str(path)], result)
+            rows.append(row)
     if truth is not None and str(path) in jobs:
         from mmtok.budgets.shrink.ocr import agreement
 
         job = jobs[str(path)]
         rows.append(
-            {
-                "corpus": corpus,
-                "run": "engine",
-                "input": path.name,
-                "ocr_vs_truth": agreement(truth, job.reading(("original",), job.decoded.rgb)),
-            }
+            {"corpus": corpus, "run": "engine", "input": path.name, "ocr_vs_truth": agreement(truth, job.truth_text)}
         )
     return rows
+
+
+def _ocr_readings(job: Any, tried: list[dict[str, Any]]) -> list[list[float]]:
+    """[median line height of the original in the rendition's view (px), OCR agreement] of each reading made."""
+    base = job.crop[0][2] - job.crop[0][0] if job.crop else job.width
+    out = []
+    for t in tried:
+        if isinstance(t.get("ocr"), float) and t.get("view"):
+            view_width = int(t["view"].split("x")[0])
+            out.append([round(job.median_line_px * view_width / base, 2), t["ocr"]])
+    return out
+
+
+def _classes(job: Any, result: Any) -> dict[str, Any]:
+    """Whether the classifier's top class of the original (as the model sees it) is the rendition's top class, and
+    among its top 5: the recog bar's measure checked against what the classifier decides."""
+    import PIL.Image
+
+    from mmtok.budgets.pricing import resolve
+    from mmtok.budgets.shrink import candidates as C
+    from mmtok.budgets.shrink import pictures as P
+    from mmtok.budgets.shrink import recognition as R
+
+    model = resolve(result.model)
+    view = C.view(model, job.width, job.height, None)
+    with PIL.Image.open(result.path) as im:
+        output = P.over_white(im.convert("RGBA"))
+    box, border = job.crop or (None, None)
+    seen_view = C.view(model, output.width, output.height, result.detail)
+    seen = P.to_view(output, seen_view.size, view.size, (job.width, job.height), box, border)
+    size = R.eval_size(*view.size)
+    reference, got = R.look(job.original_view(view.size), size), R.look(seen, size)
+    return {
+        "top1": got.top1 == reference.top1,
+        "top5": reference.top1 in got.top(5),
+        "similarity": R.similarity(reference, got),
+    }
 
 
 def speech_rows(path: Path, out: Path, truth: str) -> list[dict[str, Any]]:
@@ -390,7 +445,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     kinds = {"pages": "", "screens": "screen_", "docs": "doc_", "photos": ""}  # screens and docs: the pages, split
     for corpus, prefix in kinds.items():
         source = "photos" if corpus == "photos" else "pages"
-        for run, _keep, lossless in IMAGE_RUNS:
+        for run, _keep, lossless in (*IMAGE_RUNS, (REFERENCE_RUN, None, False)):
             for model in IMAGE_MODELS:
                 sel = [
                     r
@@ -407,9 +462,10 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     "token_saving": _mean([1 - r["tokens_after"] / r["tokens_before"] for r in sel]),
                     "shrunk_share": _mean([float(r["status"] == ("lossless" if lossless else "shrunk")) for r in sel]),
                     "time_per_item_s": _mean([r["time_s"] for r in sel]),
+                    "median_time_per_item_s": statistics.median(r["time_s"] for r in sel),
                     "measured_per_item": _mean([r["measured"] for r in sel]),
                 }
-                for metric in ("ssim", "ocr"):
+                for metric in ("ssim", "recog", "ocr"):
                     vals = [r["measures"][metric] for r in sel if r["measures"].get(metric) is not None]
                     if vals:
                         entry[f"mean_{metric}"] = _mean(vals)
@@ -420,6 +476,17 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     entry["byte_saving"] = _mean([1 - r["bytes_after"] / r["bytes_before"] for r in sel])
                     entry["byte_saving_total"] = 1 - sum(r["bytes_after"] for r in sel) / sum(
                         r["bytes_before"] for r in sel
+                    )
+                    entry["pixel_exact_share"] = _mean([float(r["status"] == "lossless") for r in sel])
+                    entry["re_encoded_share"] = _mean([float(r["status"] == "re-encoded") for r in sel])
+                classes = [r["classes"] for r in sel if r.get("classes")]
+                if classes:
+                    entry["classes_checked"] = len(classes)
+                    entry["top1_kept_share"] = _mean([float(c["top1"]) for c in classes])
+                    entry["top5_kept_share"] = _mean([float(c["top5"]) for c in classes])
+                if corpus != "photos":
+                    entry["ocr_not_applicable_share"] = _mean(
+                        [float(str(r.get("reasons", {}).get("ocr", "")).startswith("no text found")) for r in sel]
                     )
                 images[f"{corpus}|{run}|{model}"] = entry
     speech: dict[str, Any] = {}
@@ -442,16 +509,84 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 "time_per_item_s": _mean([r["time_s"] for r in sel]),
             }
     engine = [r["ocr_vs_truth"] for r in rows if r.get("run") == "engine"]
+    side_by_side = compare_paths(ok)
+    readings = ocr_by_line_height(ok)
     errors = [r for r in rows if "error" in r]
     counts = {c: len({r["input"] for r in rows if r["corpus"] == c}) for c in ("pages", "photos", "speech")}
     return {
         "counts": counts,
         "images": images,
+        "side_by_side": side_by_side,
+        "ocr_by_line_height": readings,
         "speech": speech,
         "ocr_vs_truth": _mean(engine),
         "errors": errors[:20],
         "error_count": len(errors),
     }
+
+
+def compare_paths(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pages at ocr>=0.98 through the earlier path and the current one: the share of identical decisions (action and
+    detail) per model and overall, and the median time per page and model of each, with their ratio."""
+    earlier = {(r["input"], r["model"]): r for r in rows if r["corpus"] == "pages" and r["run"] == REFERENCE_RUN}
+    current = {(r["input"], r["model"]): r for r in rows if r["corpus"] == "pages" and r["run"] == "ocr>=0.98"}
+    both = sorted(set(earlier) & set(current))
+    if not both:
+        return {}
+
+    def same(key: tuple[str, str]) -> bool:
+        a, b = earlier[key], current[key]
+        return (a["action"], a.get("detail")) == (b["action"], b.get("detail"))
+
+    def cheaper(key: tuple[str, str]) -> bool:
+        return current[key]["tokens_after"] < earlier[key]["tokens_after"]
+
+    out: dict[str, Any] = {"pairs": len(both)}
+    for model in (*IMAGE_MODELS, None):
+        keys = [k for k in both if model is None or k[1] == model]
+        if not keys:
+            continue
+        t_earlier = statistics.median(earlier[k]["time_s"] for k in keys)
+        t_current = statistics.median(current[k]["time_s"] for k in keys)
+        differing = [k for k in keys if not same(k)]
+        out[model or "all"] = {
+            "pairs": len(keys),
+            "identical_share": _mean([float(same(k)) for k in keys]),
+            "differing": len(differing),
+            "cheaper_share_of_differing": _mean([float(cheaper(k)) for k in differing]),
+            "median_time_earlier_s": t_earlier,
+            "median_time_current_s": t_current,
+            "mean_time_earlier_s": _mean([earlier[k]["time_s"] for k in keys]),
+            "mean_time_current_s": _mean([current[k]["time_s"] for k in keys]),
+            "speedup": t_earlier / t_current if t_current else None,
+        }
+    out["examples"] = [
+        {"input": k[0], "model": k[1], "earlier": earlier[k]["action"], "current": current[k]["action"]}
+        for k in both
+        if not same(k)
+    ][:12]
+    return out
+
+
+LINE_BUCKETS_PX = (4, 5, 6, 7, 8, 9, 10, 12, 16, 24)
+
+
+def ocr_by_line_height(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every OCR reading of the current path at ocr>=0.98, by how tall the original's median line is in the view."""
+    readings = [pair for r in rows if r.get("ocr_readings") for pair in r["ocr_readings"]]
+    out = []
+    for low, high in zip((0, *LINE_BUCKETS_PX), (*LINE_BUCKETS_PX, 10**6), strict=True):
+        values = [v for px, v in readings if low <= px < high]
+        if values:
+            out.append(
+                {
+                    "line_px": f"{low}-{high}" if high < 10**6 else f">={low}",
+                    "readings": len(values),
+                    "at_least_098_share": _mean([float(v >= 0.98) for v in values]),
+                    "median_ocr": statistics.median(values),
+                }
+            )
+    return out
 
 
 PROVIDERS = {
@@ -480,29 +615,43 @@ def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> 
         "images: mean token saving / share shrunk (a cheaper rendition met every bar) / mean measures / s per item",
     ]
     lines.append(
-        f"  {'corpus':7} {'bars':11} {'model':23} {'saving':>7} {'shrunk':>7} {'ssim':>6} {'ocr':>6} {'s/item':>7} "
-        f"{'measured':>8}"
+        f"  {'corpus':7} {'bars':22} {'model':23} {'saving':>7} {'shrunk':>7} {'ssim':>6} {'recog':>6} {'ocr':>6} "
+        f"{'s/item':>7} {'measured':>8}"
     )
+    nan = float("nan")
     for key, e in summary["images"].items():
         corpus, run, model = key.split("|")
         if run == "lossless":
             continue
         lines.append(
-            f"  {corpus:7} {run:11} {model:23} {e['token_saving']:7.1%} {e['shrunk_share']:7.1%} "
-            f"{e.get('mean_ssim', float('nan')):6.3f} {e.get('mean_ocr', float('nan')):6.3f} "
+            f"  {corpus:7} {run:22} {model:23} {e['token_saving']:7.1%} {e['shrunk_share']:7.1%} "
+            f"{e.get('mean_ssim', nan):6.3f} {e.get('mean_recog', nan):6.3f} {e.get('mean_ocr', nan):6.3f} "
             f"{e['time_per_item_s']:7.2f} {e['measured_per_item']:8.1f}"
         )
+    lines += ["", *_side_by_side_lines(summary["side_by_side"]), "", *_readings_lines(summary["ocr_by_line_height"])]
     lines += [
         "",
-        "--lossless: share with identical tokens / mean byte saving / total byte saving / mean SSIM at the view",
+        "photos at the default bars: the shrunk rendition keeps EfficientNet-Lite0's top class of the original",
+    ]
+    for model in IMAGE_MODELS:
+        e = summary["images"].get(f"photos|default|{model}")
+        if e and e.get("classes_checked"):
+            lines.append(
+                f"  {model:23} {e['classes_checked']:4} shrunk: top-1 kept {e['top1_kept_share']:6.1%}, within the "
+                f"top 5 {e['top5_kept_share']:6.1%}; mean recog {e.get('mean_recog', nan):.3f}"
+            )
+    lines += [
+        "",
+        "--lossless: share with identical tokens / mean byte saving / total byte saving / written (pixel-exact + "
+        "re-encoded lossy sources) / mean SSIM at the view",
     ]
     for key, e in summary["images"].items():
         corpus, run, model = key.split("|")
         if run == "lossless":
             lines.append(
                 f"  {corpus:7} {model:23} identical {e['identical_tokens_share']:6.1%}  bytes -{e['byte_saving']:6.1%} "
-                f"(total -{e['byte_saving_total']:6.1%})  written {e['shrunk_share']:6.1%}  "
-                f"ssim {e.get('mean_ssim', float('nan')):.4f}"
+                f"(total -{e['byte_saving_total']:6.1%})  pixel-exact {e['pixel_exact_share']:6.1%} + re-encoded "
+                f"{e['re_encoded_share']:6.1%}  ssim {e.get('mean_ssim', nan):.4f}"
             )
     lines += ["", "speech (default bar wer<=0.05 against the original's transcript): billed seconds, WER vs known text"]
     for key, e in summary["speech"].items():
@@ -513,6 +662,14 @@ def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> 
             f"{e['wer_shrunk']:.1%}, {e['time_per_item_s']:.2f} s/item"
         )
     lines += ["", "targets:"]
+    both = summary["side_by_side"].get("all")
+    if both:
+        ok = both["median_time_current_s"] <= 3.0
+        lines.append(
+            f"  pages at ocr>=0.98, <= 3 s per page and model: median {both['median_time_current_s']:.2f} s (earlier "
+            f"path {both['median_time_earlier_s']:.2f} s in the same run, {both['speedup']:.1f}x), identical decisions "
+            f"{both['identical_share']:.1%} -> {'MET' if ok else 'MISSED'}"
+        )
     savings = {m: summary["images"].get(f"pages|ocr>=0.98|{m}", {}).get("token_saving") for m in IMAGE_MODELS}
     met = sorted({PROVIDERS[m] for m, s in savings.items() if s is not None and s >= 0.30})
     lines.append(
@@ -539,6 +696,37 @@ def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> 
     if summary["error_count"]:
         lines.append(f"\nerrors: {summary['error_count']} (first: {summary['errors'][0]})")
     return "\n".join(line for line in lines if line is not None)
+
+
+def _side_by_side_lines(side: dict[str, Any]) -> list[str]:
+    if not side:
+        return []
+    lines = [
+        f"pages at ocr>=0.98, the earlier path and the current one side by side ({side['pairs']} page-model pairs): "
+        "identical decisions, median s per page and model"
+    ]
+    for model in (*IMAGE_MODELS, "all"):
+        e = side.get(model)
+        if e:
+            lines.append(
+                f"  {model:23} identical {e['identical_share']:6.1%} ({e['differing']} differ, "
+                f"{e['cheaper_share_of_differing'] or 0:.0%} of them cheaper now)  "
+                f"earlier {e['median_time_earlier_s']:6.2f} s  current {e['median_time_current_s']:6.2f} s  "
+                f"{e['speedup']:.1f}x"
+            )
+    for x in side["examples"][:6]:
+        lines.append(f"    differs: {x['input']} {x['model']}: {x['earlier']}  |  now {x['current']}")
+    return lines
+
+
+def _readings_lines(buckets: list[dict[str, Any]]) -> list[str]:
+    lines = ["OCR readings at ocr>=0.98 by the original's median line height in the view: share >= 0.98, median"]
+    for b in buckets:
+        lines.append(
+            f"  {b['line_px']:>7} px  {b['readings']:5} readings  >= 0.98: {b['at_least_098_share']:6.1%}  "
+            f"median {b['median_ocr']:.3f}"
+        )
+    return lines
 
 
 def markdown(summary: dict[str, Any]) -> str:

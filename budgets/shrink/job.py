@@ -1,0 +1,205 @@
+"""One image being shrunk: decoded once, its text read once, and every measure made on it kept, so that every model
+(and every set of bars the benchmark tries) shares the work.
+
+What is kept: the decoded pixels and the original's views; each rendition as its file decodes (lossy formats encoded
+and decoded back); the original's lines of text (found and read once) and each rendition's reading of them; the
+network's look at each view; and, per crop and written format, the OCR agreement found at each scale of the view,
+from which a smaller scale is known to fail once a larger one did.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mmtok.budgets.shrink import candidates as C
+from mmtok.budgets.shrink import ocr as O
+from mmtok.budgets.shrink import pictures as P
+from mmtok.budgets.shrink.bars import Bar
+
+if TYPE_CHECKING:
+    import PIL.Image
+
+    from mmtok.media import Image
+
+Box = tuple[int, int, int, int] | None  # a crop (left, top, right, bottom) of the original, or None
+SSIM_WINDOW_PX = 11
+MIN_READ_LINE_PX = 8.0  # lines this short in a view are not read at bars of GEOMETRY_BAR and over: known to fail
+GEOMETRY_BAR = 0.9
+NO_TEXT = f"no text found ({O.DETECTOR}): the ocr bar does not apply"
+
+
+class ImageJob:
+    """One decoded image and the measurements made on it, shared by every model it is shrunk for. ``reference``:
+    OCR as the earlier path did it (whole-image detection and recognition of every rendition), for the benchmark."""
+
+    def __init__(self, path: Path, media: Image, reference: bool = False) -> None:
+        self.path = Path(path)
+        self.media = media
+        self.reference = reference
+        self.decoded = P.decode(path, media.format)
+        self.width, self.height = self.decoded.size
+        self._views: dict[tuple[int, int], PIL.Image.Image] = {}
+        self._renders: dict[tuple, PIL.Image.Image] = {}
+        self._readings: dict[tuple, float | None] = {}
+        self._truth: dict[int, str | None] = {}
+        self._looks: dict[Any, Any] = {}
+        self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}  # (scale of the view, agreement)
+
+    @functools.cached_property
+    def crop(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int]] | None:
+        """The uniform border's inner box and colour (None: no border worth cutting)."""
+        return P.content_box(self.decoded.rgb)
+
+    # ------------------------------------------------------------------------------------------------- pixels
+    def original_view(self, size: tuple[int, int]) -> PIL.Image.Image:
+        if size not in self._views:
+            self._views[size] = P.resized(self.decoded.rgb, size)
+        return self._views[size]
+
+    def pixels(self, box: Box, size: tuple[int, int]) -> PIL.Image.Image:
+        """The output's pixels (alpha kept): cropped to ``box``, resized to ``size``."""
+        source = self.decoded.pixels if box is None else self.decoded.pixels.crop(box)
+        return P.resized(source, size)
+
+    def rendered(self, box: Box, size: tuple[int, int], fmt: str) -> PIL.Image.Image:
+        """What the output file, written as ``fmt`` (a Pillow format), decodes to (RGB over white): lossy formats
+        are encoded and decoded back, so the measures see the compression too."""
+        key = (box, size, fmt)
+        if key not in self._renders:
+            pixels = self.pixels(box, size)
+            if fmt == "PNG":
+                self._renders[key] = pixels if pixels.mode == "RGB" else P.over_white(pixels)
+            else:
+                self._renders[key] = P.decode_bytes(P.encode(pixels, fmt))
+        return self._renders[key]
+
+    def scale(self, box: Box, rendition: C.Rendition) -> float:
+        """How much of the (cropped) original's resolution the model sees of ``rendition``."""
+        base = box[2] - box[0] if box else self.width
+        return rendition.view.width / base
+
+    # ---------------------------------------------------------------------------------------- ssim and recog
+    def ssim(self, original: PIL.Image.Image, seen: PIL.Image.Image) -> tuple[float | None, str | None]:
+        """SSIM of ``seen`` (a rendition laid over the original as the model sees it) against ``original``.
+        Identical pixels are 1.0 at any size; different images under 11 px a side cannot be measured."""
+        if np.array_equal(np.asarray(original), np.asarray(seen)):
+            return 1.0, None
+        if min(original.size) < SSIM_WINDOW_PX:
+            return None, (
+                f"cannot be measured: the view is {original.width}x{original.height}, under SSIM's "
+                f"{SSIM_WINDOW_PX}-px window"
+            )
+        return P.ssim(original, seen), None
+
+    def recog(self, key: Any, original: PIL.Image.Image, seen: PIL.Image.Image) -> tuple[float | None, str | None]:
+        """The recog bar's similarity of ``seen`` to ``original`` (``recognition.py``); the network's look at the
+        original is kept under ``key``."""
+        from mmtok.budgets.shrink import recognition as R
+
+        if np.array_equal(np.asarray(original), np.asarray(seen)):
+            return 1.0, None
+        size = R.eval_size(*original.size)
+        if key not in self._looks:
+            self._looks[key] = R.look(original, size)
+        return R.similarity(self._looks[key], R.look(seen, size)), None
+
+    # ---------------------------------------------------------------------------------------------------- ocr
+    @functools.cached_property
+    def lines(self) -> list[O.Line]:
+        """Where the original's lines of text are (found once, read only when a measure needs them)."""
+        return O.detect(self.decoded.rgb)
+
+    def truth(self, indices: list[int]) -> list[str | None]:
+        """The original's readings of lines ``indices`` (None: read with a score under ``MIN_SCORE``, not text)."""
+        missing = [i for i in indices if i not in self._truth]
+        if missing:
+            readings = O.recognise(self.decoded.rgb, [self.lines[i].corners for i in missing])
+            for i, (text, score) in zip(missing, readings, strict=True):
+                self._truth[i] = text if score >= O.MIN_SCORE else None
+        return [self._truth[i] for i in indices]
+
+    @functools.cached_property
+    def truth_text(self) -> str:
+        """The original's text, line by line in reading order (the reference path: its whole-image reading)."""
+        if self.reference:
+            return O.read_text(self.decoded.rgb)
+        return "\n".join(t for t in self.truth(list(range(len(self.lines)))) if t)
+
+    def truth_within(self, region: tuple[int, int, int, int]) -> str:
+        """The original's text in ``region``: its lines that lie wholly inside it, in reading order."""
+        inside = [i for i, line in enumerate(self.lines) if _holds(region, line.corners)]
+        return "\n".join(t for t in self.truth(inside) if t)
+
+    @functools.cached_property
+    def text_found(self) -> bool:
+        """Some line of the original is read with a score >= ``MIN_SCORE`` (the tallest are tried first)."""
+        if self.reference:
+            return bool(self.truth_text.strip())
+        by_height = sorted(range(len(self.lines)), key=lambda i: -self.lines[i].height)
+        return any(self.truth([i])[0] for i in by_height)
+
+    @property
+    def median_line_px(self) -> float:
+        """The median height of the lines the detector found in the original (0 where it found none)."""
+        heights = sorted(line.height for line in self.lines)
+        return heights[len(heights) // 2] if heights else 0.0
+
+    def read_part(self, region: tuple[int, int, int, int], size: tuple[int, int], fmt: str) -> float | None:
+        """OCR agreement of the original's ``region`` written at ``size`` as ``fmt`` (a slice's piece, seen whole)
+        with the original's lines wholly inside it; None where none is."""
+        key = ("part", region, size, fmt)
+        if key not in self._readings:
+            truth = self.truth_within(region)
+            self._readings[key] = O.agreement(truth, O.read(self.rendered(region, size, fmt))) if truth else None
+        return self._readings[key]
+
+    def ocr(self, box: Box, rendition: C.Rendition, fmt: str, bar: Bar) -> tuple[float | None, str | None]:
+        """OCR agreement of the rendition (written as ``fmt``, read at the model's view of it) with the original's
+        text; None with the reason where the original has no text to keep."""
+        if not self.text_found:
+            return None, NO_TEXT
+        key = (box, rendition.size, rendition.view.size, fmt)
+        if key not in self._readings:
+            image = P.resized(self.rendered(box, rendition.size, fmt), rendition.view.size)
+            reading = O.read_text(image) if self.reference else O.read(image)
+            self._readings[key] = O.agreement(self.truth_text, reading)
+            self._ocr_outcomes.setdefault((box, fmt), []).append((self.scale(box, rendition), self._readings[key]))
+        return self._readings[key], None
+
+    def known_failure(self, box: Box, rendition: C.Rendition, bar: Bar, fmt: str) -> str | None:
+        """Why ``rendition`` is known to miss the OCR bar without reading it: a reading at a larger or equal scale
+        (for any model writing ``fmt``) already missed it, or (at bars of ``GEOMETRY_BAR`` and over) the original's
+        lines would be under ``MIN_READ_LINE_PX`` tall in its view. None: not known (read it). Only failures are
+        inferred; a rendition that is chosen has always been read."""
+        if (box, rendition.size, rendition.view.size, fmt) in self._readings or not self.text_found:
+            return None
+        scale = self.scale(box, rendition)
+        for s, value in self._ocr_outcomes.get((box, fmt), []):
+            if s >= scale - 1e-9 and not bar.met(value):
+                return f"not read: ocr {value:.3f} at a larger scale ({s:.2f}x of the original) already missed the bar"
+        line_px = self.median_line_px * scale
+        if not self.reference and bar.value >= GEOMETRY_BAR and line_px < MIN_READ_LINE_PX:
+            return (
+                f"not read: the original's lines ({self.median_line_px:.0f} px) would be {line_px:.1f} px tall in "
+                f"this view, under the {MIN_READ_LINE_PX:g} px OCR reads at this bar"
+            )
+        return None
+
+    def smallest_passing_scale(self, box: Box, bar: Bar, fmt: str) -> float | None:
+        """The smallest scale at which any model's rendition in ``fmt`` met ``bar``: where the next search starts."""
+        passed = [s for s, v in self._ocr_outcomes.get((box, fmt), []) if bar.met(v)]
+        return min(passed, default=None)
+
+
+def _holds(region: tuple[int, int, int, int], corners: np.ndarray) -> bool:
+    """``corners`` lie wholly inside ``region`` (left, top, right, bottom)."""
+    return bool(
+        corners[:, 0].min() >= region[0]
+        and corners[:, 1].min() >= region[1]
+        and corners[:, 0].max() <= region[2]
+        and corners[:, 1].max() <= region[3]
+    )

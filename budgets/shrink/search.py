@@ -1,0 +1,239 @@
+"""Measuring a candidate against the bars, and the search for the cheapest candidate that meets them.
+
+Measures run cheapest first and stop at the first bar missed: SSIM (a fraction of a second), then the ``recog``
+network's look (a tenth of a second), then OCR (recognition of every line of text, about a second). Each measure is a
+number, or None with a reason beside it: a bar that does not apply (``ocr`` where the original has no text) says so
+and does not hold the candidate back; a bar that could not be measured (SSIM on a view under 11 px, a measure not
+taken because an earlier bar failed) fails the candidate.
+
+The search walks a ladder ordered by tokens on the assumption that a larger rendition keeps at least as much as a
+smaller one. It starts where the answer is expected (where another model's search found the text still read, or
+where the original's text would be ``START_LINE_PX`` tall in the view), gallops from there (1, 2, 4 ... rungs) until
+the answer is bracketed, and bisects the bracket. A rung the OCR bar is known to fail (a larger scale already failed
+it) is not read. The chosen rendition has always been measured against every bar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mmtok.budgets.shrink import candidates as C
+from mmtok.budgets.shrink import pictures as P
+from mmtok.budgets.shrink.bars import Bar
+
+if TYPE_CHECKING:
+    from mmtok.budgets.shrink.image import ImageJob
+
+START_LINE_PX = 10.0  # the first rung read is the cheapest whose median line of text is this tall in the view
+ORDER = ("ssim", "recog", "ocr")  # cheapest first
+
+
+@dataclass
+class Measured:
+    """A candidate's measures (number or None), the reason beside each None, and whether every bar held."""
+
+    values: dict[str, float | None] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    ok: bool = True
+
+    def shown(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: None if v is None else round(float(v), 4) for k, v in self.values.items()}
+        if self.reasons:
+            out["reasons"] = dict(self.reasons)
+        return out
+
+
+def measure(
+    job: ImageJob,
+    rendition: C.Rendition,
+    reference: C.View,
+    box: tuple[int, int, int, int] | None,
+    border: tuple[int, int, int] | None,
+    bars: list[Bar],
+    fmt: str,
+) -> Measured:
+    """``rendition`` (written as ``fmt``) against ``bars``, cheapest measure first, as the model sees it: laid over
+    the original's view (``reference``) for SSIM and recog; read line by line at its own view for OCR."""
+    seen: list[Any] = []
+
+    def one(bar: Bar) -> tuple[float | None, str | None]:
+        if bar.metric == "ocr":
+            return job.ocr(box, rendition, fmt, bar)
+        if not seen:
+            image = job.rendered(box, rendition.size, fmt)
+            seen.append(P.to_view(image, rendition.view.size, reference.size, (job.width, job.height), box, border))
+        original = job.original_view(reference.size)
+        if bar.metric == "ssim":
+            return job.ssim(original, seen[0])
+        return job.recog(("view", reference.size), original, seen[0])
+
+    return in_order(bars, one)
+
+
+def in_order(bars: list[Bar], one: Callable[[Bar], tuple[float | None, str | None]]) -> Measured:
+    """Each bar's ``one(bar)`` (a measure, or None and why), cheapest first, the rest not measured after a miss."""
+    out = Measured()
+    failed = None
+    for bar in sorted(bars, key=lambda b: ORDER.index(b.metric)):
+        if failed is not None:
+            out.values[bar.metric] = None
+            out.reasons[bar.metric] = f"not measured: the {failed} bar failed first"
+            continue
+        value, reason = one(bar)
+        out.values[bar.metric] = value
+        if reason:
+            out.reasons[bar.metric] = reason
+        if _missed(out, bar):
+            failed = bar.metric
+    out.ok = failed is None
+    return out
+
+
+def _not_applicable(out: Measured, metric: str) -> bool:
+    return out.reasons.get(metric, "").startswith("no text found")
+
+
+def _missed(out: Measured, bar: Bar) -> bool:
+    value = out.values.get(bar.metric)
+    if value is None:
+        return not _not_applicable(out, bar.metric)
+    return not bar.met(value)
+
+
+class LadderSearch:
+    """The cheapest rung of ``ladder`` (ordered by tokens) that meets every bar; each rung measured at most once.
+    ``reference``: the earlier path (plain bisection, whole-image OCR), kept to count identical decisions."""
+
+    def __init__(
+        self,
+        job: ImageJob,
+        ladder: list[C.Rendition],
+        view: C.View,
+        box: Any,
+        border: Any,
+        bars: list[Bar],
+        fmt: str,
+    ):
+        self.job, self.ladder, self.view, self.box, self.border, self.bars = job, ladder, view, box, border, bars
+        self.fmt = fmt  # the Pillow format the rendition is written as
+        self.ocr_bar = next((bar for bar in bars if bar.metric == "ocr"), None)
+        self.tried: list[dict[str, Any]] = []
+        self.results: dict[int, Measured] = {}
+
+    def _record(self, i: int, measured: Measured) -> None:
+        self.results[i] = measured
+        self.tried.append({**self.describe(i), **measured.shown(), "meets": measured.ok})
+
+    def describe(self, i: int) -> dict[str, Any]:
+        rung = self.ladder[i]
+        size, view = f"{rung.width}x{rung.height}", f"{rung.view.width}x{rung.view.height}"
+        return {"size": size, "detail": rung.detail, "tokens": rung.tokens, "view": view}
+
+    def measure(self, i: int) -> Measured:
+        return measure(self.job, self.ladder[i], self.view, self.box, self.border, self.bars, self.fmt)
+
+    def known_failure(self, i: int) -> str | None:
+        bar = self.ocr_bar
+        return None if bar is None else self.job.known_failure(self.box, self.ladder[i], bar, self.fmt)
+
+    def scale(self, i: int) -> float:
+        return self.job.scale(self.box, self.ladder[i])
+
+    def meets(self, i: int) -> bool:
+        if i in self.results:
+            return self.results[i].ok
+        known = self.known_failure(i)
+        if known is not None:
+            values: dict[str, float | None] = {b.metric: None for b in self.bars}
+            reasons = {b.metric: "not measured: the ocr bar is known to fail" for b in self.bars if b.metric != "ocr"}
+            self._record(i, Measured(values, {**reasons, "ocr": known}, ok=False))
+        else:
+            self._record(i, self.measure(i))
+        return self.results[i].ok
+
+    def start(self) -> tuple[int | None, bool]:
+        """(the rung expected to be the cheapest that meets the bars, whether that comes from another model's
+        reading): the first above the smallest scale another model's search found the text read at, else the
+        cheapest whose median line of text is ``START_LINE_PX`` tall in its view; None: no guess (no text)."""
+        job, bar = self.job, self.ocr_bar
+        if bar is None or not self.ladder or not job.text_found:
+            return None, False
+        scales = [self.scale(i) for i in range(len(self.ladder))]
+        passed = job.smallest_passing_scale(self.box, bar, self.fmt)
+        if passed is not None:
+            return next((i for i, s in enumerate(scales) if s >= passed - 1e-9), len(scales) - 1), True
+        line_px = job.median_line_px
+        return next((i for i, s in enumerate(scales) if s * line_px >= START_LINE_PX), len(scales) - 1), False
+
+    def cheapest_meeting(self) -> int | None:
+        """The index of the cheapest rung that meets the bars (None: none does). Rungs known to fail are skipped;
+        from another model's passing scale the bracket below it is bisected; from the text's height the search
+        gallops down (or up) from the expected rung, then bisects."""
+        if self.job.reference:
+            return self._bisected()
+        n = len(self.ladder)
+        low = next((i for i in range(n) if self.known_failure(i) is None), n)
+        hint, from_others = self.start()
+        if hint is None or low == n:
+            found = self._bisect(low, n)
+        elif from_others:
+            hint = max(hint, low)
+            found = self._bisect(low, hint + 1)
+            found = found if found is not None else self._gallop_up(hint + 1)
+        else:
+            hint = max(hint, low)
+            found = self._gallop_down(hint, low) if self.meets(hint) else self._gallop_up(hint + 1)
+        if found is None and n and (n - 1) not in self.results:
+            self.meets(n - 1)  # the largest rung is said, known to fail or measured
+        return found
+
+    def _bisect(self, low: int, high: int) -> int | None:
+        """The cheapest rung in [low, high) that meets the bars (None: none does)."""
+        end = high
+        while low < high:
+            mid = (low + high) // 2
+            if self.meets(mid):
+                high = mid
+            else:
+                low = mid + 1
+        return high if high < end else None
+
+    def _gallop_down(self, passing: int, low: int) -> int:
+        """From a rung that meets the bars, steps of 1, 2, 4 ... down until one fails, then bisection between."""
+        step = 1
+        while passing - step >= low:
+            if not self.meets(passing - step):
+                low = passing - step + 1
+                break
+            passing, step = passing - step, step * 2
+        found = self._bisect(low, passing + 1)
+        return passing if found is None else found
+
+    def _gallop_up(self, low: int) -> int | None:
+        """From ``low`` (everything below fails), steps of 1, 2, 4 ... up until a rung meets the bars, then bisection
+        between."""
+        n, step = len(self.ladder), 1
+        while low < n:
+            probe = min(low + step - 1, n - 1)
+            if self.meets(probe):
+                return self._bisect(low, probe + 1)
+            low, step = probe + 1, step * 2
+        return None
+
+    def _bisected(self) -> int | None:
+        """The earlier search: bisection, its first probe above another model's smallest passing scale."""
+        low, high = 0, len(self.ladder)
+        bar = self.ocr_bar
+        start = self.job.smallest_passing_scale(self.box, bar, self.fmt) if bar is not None else None
+        while low < high:
+            mid = (low + high) // 2
+            if start is not None:
+                above = [i for i in range(low, high) if self.scale(i) >= start - 1e-9]
+                mid, start = (above[0] if above else mid), None
+            if self.meets(mid):
+                high = mid
+            else:
+                low = mid + 1
+        return None if high == len(self.ladder) else high

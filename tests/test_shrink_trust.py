@@ -1,0 +1,174 @@
+"""Shrink you can trust (issue 28): every bar measures something or says it cannot, names say what happened, each
+output is written once, and the measures in JSON have one type each."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import PIL.Image
+import PIL.ImageDraw
+import pytest
+
+import mmtok
+from mmtok.budgets.shrink import make_bars, shrink, shrink_models
+from mmtok.budgets.shrink import pictures as P
+from mmtok.budgets.shrink.ocr import DETECTOR
+from tests.test_shrink import _font, photo, text_image
+
+CAT = mmtok.sample_path("chelsea.jpg")  # a 451x300 photo of a cat, no text
+
+
+def _mixed(path):
+    """The cat photo, doubled, with a caption band of large text under it."""
+    with PIL.Image.open(CAT) as cat:
+        picture = cat.convert("RGB").resize((902, 600))
+    canvas = PIL.Image.new("RGB", (902, 720), "white")
+    canvas.paste(picture, (0, 0))
+    PIL.ImageDraw.Draw(canvas).text((30, 630), "Invoice 7781-AB: total due 2,450.00", font=_font(44), fill="black")
+    canvas.save(path)
+    return path
+
+
+# ----------------------------------------------------------------------------------------- bars that measure
+def test_a_photo_without_text_says_ocr_does_not_apply_and_the_recog_bar_decides(tmp_path):
+    loose = shrink(CAT, "claude-opus-4-7", keep=["ocr>=0.98", "recog>=0.5"], out=tmp_path / "loose")
+    strict = shrink(CAT, "claude-opus-4-7", keep=["ocr>=0.98", "recog>=0.995"], out=tmp_path / "strict")
+    for result in (loose, strict):
+        assert result.measures.get("ocr") is None  # not 1.000: there is nothing to read
+        assert result.reasons["ocr"] == f"no text found ({DETECTOR}): the ocr bar does not apply"
+    assert loose.status == "shrunk" and 0.5 <= loose.measures["recog"] < 0.995
+    assert strict.tokens_after > loose.tokens_after  # the recog bar alone held the strict one larger
+    assert strict.status == "kept" or strict.measures["recog"] >= 0.995
+    read = [t for t in loose.tried if t.get("recog") is not None]
+    assert read and all(isinstance(t["recog"], float) and t["ocr"] is None for t in read)
+
+
+def test_a_screenshot_with_text_is_held_by_ocr_and_recog_alike(tmp_path):
+    source = tmp_path / "shot.png"
+    text_image().save(source)
+    result = shrink(source, "claude-opus-4-7", keep=["ocr>=0.98", "recog>=0.5"], out=tmp_path / "out")
+    assert result.status == "shrunk" and result.measures["ocr"] >= 0.98 and result.measures["recog"] >= 0.5
+    assert not result.reasons
+
+
+def test_a_mixed_image_is_held_by_both_its_text_and_its_picture(tmp_path):
+    source = _mixed(tmp_path / "mixed.png")
+    result = shrink(source, "claude-opus-4-7", keep=["ocr>=0.98", "recog>=0.9"], out=tmp_path / "out")
+    assert isinstance(result.measures["ocr"], float) and result.measures["ocr"] >= 0.98
+    assert isinstance(result.measures["recog"], float) and result.measures["recog"] >= 0.9
+    assert result.tokens_after < result.tokens_before and not result.reasons
+
+
+def test_measures_in_json_are_a_number_or_null_with_the_reason_beside_it(tmp_path):
+    (result,) = shrink_models(CAT, ["gpt-5.4"], make_bars(None), tmp_path, "cat")
+    row = result.to_dict()
+    for entry in [row, *row["tried"]]:
+        measures = row["measures"] if entry is row else {k: entry[k] for k in ("ssim", "recog", "ocr") if k in entry}
+        reasons = entry.get("reasons") or {}
+        for metric, value in measures.items():
+            assert value is None or isinstance(value, float), (metric, value)
+            assert (value is None) == (metric in reasons), (metric, entry)
+        assert all(isinstance(why, str) and why for why in reasons.values())
+
+
+# ------------------------------------------------------------------------------------ names that say what happened
+def test_lossless_png_is_pixel_exact_at_the_view_and_says_a_change_of_format(tmp_path):
+    source = tmp_path / "big.png"
+    photo(3000, 2000).save(source)
+    result = shrink(source, "gpt-4o", lossless=True, out=tmp_path / "out")
+    assert result.status == "lossless" and result.tokens_after == result.tokens_before
+    view = P.resized(P.decode(source, "png").pixels, (1152, 768))
+    with PIL.Image.open(result.path) as written:
+        assert np.array_equal(np.asarray(written.convert("RGB")), np.asarray(view))
+    if result.path.suffix == ".webp":
+        assert result.action.endswith("as WebP (PNG in)") and "written as WEBP (PNG in)" in result.notes
+    else:
+        assert result.path.suffix == ".png" and "(PNG in)" not in result.action
+
+
+def test_lossless_jpeg_within_the_view_keeps_its_pixels_and_drops_its_metadata(tmp_path):
+    exif = PIL.Image.Exif()
+    exif[0x010F] = "Camera maker " * 300
+    source = tmp_path / "small.jpg"
+    photo(600, 400).save(source, quality=90, exif=exif.tobytes())
+    result = shrink(source, "gpt-4o", lossless=True, out=tmp_path / "out")
+    assert result.status == "lossless" and "not resized" in result.action and result.path.suffix == ".jpg"
+    assert result.bytes_after < result.bytes_before
+    with PIL.Image.open(source) as a, PIL.Image.open(result.path) as b:
+        assert np.array_equal(np.asarray(a), np.asarray(b)) and not b.getexif()
+
+
+def test_lossless_on_a_lossy_webp_is_kept_or_says_it_was_re_encoded(tmp_path):
+    within = tmp_path / "within.webp"
+    photo(600, 400).save(within, quality=80)
+    kept = shrink(within, "gpt-4o", lossless=True, out=tmp_path / "out")
+    assert kept.status == "kept" and kept.path.read_bytes() == within.read_bytes()  # never re-encoded silently
+    large = tmp_path / "large.webp"
+    photo(3000, 2000).save(large, quality=80)  # noisy: its exact view is larger than it
+    resized = shrink(large, "gpt-4o", lossless=True, out=tmp_path / "out")
+    assert resized.status == "re-encoded" and resized.tokens_after == resized.tokens_before
+    assert "re-encoded (lossy source): WebP quality 90, ssim " in resized.action
+    assert isinstance(resized.measures["ssim"], float) and resized.path.suffix == ".webp"
+
+
+# ---------------------------------------------------------------------------------------- outputs written once
+def test_two_models_sharing_a_rendition_write_it_once_and_the_second_points_to_it(tmp_path):
+    source = tmp_path / "p.png"
+    photo(1600, 1200).save(source)
+    bars = make_bars(["ssim>=0.9"])
+    first, second = shrink_models(source, ["claude-sonnet-4-5", "claude-haiku-4-5"], bars, tmp_path / "o", "p")
+    assert first.status == second.status == "shrunk" and first.action == second.action  # one image rule
+    assert first.same_file_as is None and second.same_file_as == "claude-sonnet-4-5"
+    assert second.path == first.path == tmp_path / "o" / "p.claude-sonnet-4-5.png"
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["p.claude-sonnet-4-5.png"]
+    assert second.to_dict()["same_file_as"] == "claude-sonnet-4-5"
+
+
+def test_an_input_kept_for_several_models_is_copied_once_under_its_own_name(tmp_path):
+    source = tmp_path / "p.png"
+    photo(900, 600).save(source)
+    results = list(
+        shrink_models(source, ["claude-sonnet-4-5", "gpt-4o"], make_bars(["ssim>=0.9999"]), tmp_path / "o", "p")
+    )
+    assert [r.status for r in results] == ["kept", "kept"]
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["p.png"]
+    assert all(r.path == tmp_path / "o" / "p.png" for r in results)
+    assert results[1].same_file_as == "claude-sonnet-4-5"
+
+
+@pytest.mark.parametrize("side", [8, 10])
+def test_an_image_under_ssims_window_is_measured_where_its_pixels_are_the_same_and_kept_elsewhere(tmp_path, side):
+    source = tmp_path / "tiny.png"
+    photo(side, side).save(source)
+    openai, claude = shrink_models(source, ["gpt-4o", "claude-opus-4-7"], make_bars(None), tmp_path / "o", "tiny")
+    assert openai.status == "shrunk" and openai.detail == "low" and openai.measures["ssim"] == 1.0  # same pixels
+    assert claude.status == "kept"  # no smaller size on its 28-px grid: kept, never an error
+
+
+def test_an_image_under_ssims_window_whose_rendition_changes_pixels_is_unmeasured_and_fails_the_bar(tmp_path):
+    from mmtok.budgets.shrink.job import ImageJob
+
+    source = tmp_path / "tiny.png"
+    photo(9, 9).save(source)
+    job = ImageJob(source, mmtok.load(source))
+    other = PIL.Image.new("RGB", (9, 9), "white")
+    value, reason = job.ssim(job.original_view((9, 9)), other)
+    assert value is None and reason == "cannot be measured: the view is 9x9, under SSIM's 11-px window"
+    assert job.ssim(job.original_view((9, 9)), job.original_view((9, 9)).copy()) == (1.0, None)
+
+
+def test_a_decoded_jpeg_is_read_once_for_every_model(tmp_path, monkeypatch):
+    from mmtok.budgets.shrink import job as J
+
+    decodes = []
+    real = J.P.decode
+    monkeypatch.setattr(J.P, "decode", lambda *a: decodes.append(a) or real(*a))
+    buffer = io.BytesIO()
+    photo(1200, 800).save(buffer, "JPEG", quality=90)
+    source = tmp_path / "p.jpg"
+    source.write_bytes(buffer.getvalue())
+    results = list(
+        shrink_models(source, ["gpt-4o", "claude-opus-4-7", "gpt-5.4"], make_bars(["ssim>=0.9"]), tmp_path, "p")
+    )
+    assert len(results) == 3 and len(decodes) == 1
