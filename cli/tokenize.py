@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import typer
 
 from mmtok.cli.common import (
+    MIN_PROGRESS_ITEMS,
     about,
     check_device,
     check_out_file,
@@ -23,6 +25,7 @@ from mmtok.cli.common import (
     progress_bar,
     resolve_max_pixels,
     say,
+    stderr_is_terminal,
 )
 from mmtok.errors import CheckpointError, ConfigError, MediaError, MmtokError
 from mmtok.media.types import warnings_naming
@@ -140,11 +143,19 @@ def tokenize(
     plan = _plan(paths, out, limit)
     total = sum(len(e.images) if isinstance(e, _Folder) else 1 for e in plan if not isinstance(e, MmtokError))
     failures = 0
+    # A line printed on the terminal under a live bar lands on the bar's own line: held until the bar is gone.
+    run.held = [] if _stdout_is_terminal() and stderr_is_terminal() and total >= MIN_PROGRESS_ITEMS else None
     with progress_bar(total, "tokenizing") as advance:
         for entry in plan:
             failures += run.guarded(entry, advance)
+    for line in run.held or ():
+        say(line)
     if failures:
         raise typer.Exit(1)
+
+
+def _stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
 
 
 def _shortener(method: str | None, threshold: float | None, keep_ratio: float | None, context: str | None) -> Any:
@@ -178,6 +189,13 @@ class _Run:
     json_out: bool
     shorten: Any  # TokenSequence -> TokenSequence (the --truncate method, or none)
     folder_options: dict[str, Any]  # tokenize_folder's batch_size, workers, shard_size, resume
+    held: list[str] | None = None  # stdout lines held while a progress bar is drawn (None: printed at once)
+
+    def say(self, line: str) -> None:
+        if self.held is None:
+            say(line)
+        else:
+            self.held.append(line)
 
     def guarded(self, entry: Any, advance: Any) -> int:
         """:meth:`entry`, with this input's error as its one line (the batch goes on); how many of it failed."""
@@ -202,13 +220,19 @@ class _Run:
                 with warnings_naming(entry.path):
                     _tokenize_file(
                         entry, self.toks, self.image_size, self.tokens_per_second, self.continuous, self.json_out,
-                        self.shorten,
+                        self.shorten, self.say,
                     )  # fmt: skip
             except OSError as e:  # the output could not be written: this input's error, the batch goes on
                 raise MmtokError(f"{entry.path}: cannot write {entry.target}: {e.strerror or e}") from None
             advance(1)
             return 0
         tokenizer = _PixelLimited(self.toks.get("image"), self.max_pixels)
+        counted = [0]
+
+        def step(n: int) -> None:
+            counted[0] += n
+            advance(n)
+
         try:
             report = tokenize_folder(
                 entry.images,
@@ -217,12 +241,13 @@ class _Run:
                 **self.folder_options,
                 image_size=self.image_size,
                 on_error=print_error,
-                progress=advance,
+                progress=step,
                 postprocess=self.shorten,
             )
         except OSError as e:
             raise MmtokError(f"{entry.target}: cannot write the shards: {e.strerror or e}") from None
-        _report_folder(entry, report, self.json_out)
+        advance(len(entry.images) - counted[0])  # those already done (--resume) or unreadable: handled too
+        _report_folder(entry, report, self.json_out, self.say)
         return len(report.failed)
 
 
@@ -244,7 +269,7 @@ def _check_image_size(toks: Any, image_size: int | None) -> None:
             )
 
 
-def _report_folder(entry: Any, report: Any, json_out: bool) -> None:
+def _report_folder(entry: Any, report: Any, json_out: bool, say: Any = say) -> None:
     if json_out:
         _print_shards(report.shards)
         return
@@ -377,6 +402,7 @@ def _tokenize_file(
     continuous: bool,
     json_out: bool,
     shorten: Any,
+    say: Any = say,
 ) -> None:
     import mmtok
 
