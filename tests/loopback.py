@@ -31,6 +31,8 @@ class Files(http.server.BaseHTTPRequestHandler):
             return self._redirect("http://" + self.path[len("/away/") :])
         if self.path == "/drip":
             return self._drip()
+        if self.path == "/slowheaders":
+            return self._slow_headers()
         target = self.folder / self.path.lstrip("/").split("?")[0]
         if not target.is_file():
             self.send_response(404)
@@ -61,6 +63,17 @@ class Files(http.server.BaseHTTPRequestHandler):
         self.send_header("Location", location)
         self.send_header("Content-Length", "0")
         self.end_headers()
+
+    def _slow_headers(self) -> None:
+        """A status line, then a header one byte every 0.2 s: no single read ever waits long."""
+        try:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            for _ in range(300):
+                self.wfile.write(b"a")
+                self.wfile.flush()
+                time.sleep(0.2)
+        except OSError:
+            pass
 
     def _drip(self) -> None:
         self.send_response(200)

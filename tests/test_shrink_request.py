@@ -104,3 +104,51 @@ def test_a_part_that_cannot_be_read_is_left_as_it_is_and_said(photo):
     assert len(result.parts) == 1 and result.left[0].startswith("messages[0].content[1]: ")
     assert result.body["messages"][0]["content"][1] == body["messages"][0]["content"][1]
     assert not result.after.complete  # the URL part is still not counted: said, not zero
+
+
+def test_a_responses_file_part_holding_an_image_becomes_a_clean_input_image(photo):
+    import openai
+
+    from tests.sdk_bodies import OPENAI_RESPONSE_REPLY, openai_responses
+
+    body = openai_responses(model="gpt-4.1", input=[{"role": "user", "content": [
+        {"type": "input_text", "text": "Describe."},
+        {"type": "input_file", "filename": "photo.png", "file_data": data_url(photo, "image/png")}]}])  # fmt: skip
+    result = shrink_request(body, keep=BARS)
+    part = result.body["input"][0]["content"][1]
+    assert part["type"] == "input_image" and set(part) <= {"type", "image_url", "detail"}
+    capture = Capture(OPENAI_RESPONSE_REPLY)
+    openai.OpenAI(api_key="sk-test", http_client=capture.client()).responses.create(**result.body)
+    assert json.loads(capture.body) == result.body
+
+
+def test_an_interactions_body_goes_back_through_the_sdk(photo):
+    from tests.sdk_bodies import INTERACTION_REPLY, gemini_interactions
+
+    image = {"type": "image", "data": b64(photo), "mime_type": "image/png"}
+    body = gemini_interactions(model="gemini-3-flash-preview", input=[{"type": "text", "text": "Describe"}, image])
+    result = shrink_request(body, keep=BARS)
+    step = result.body["input"][0]
+    assert step["type"] == "user_input" and step["content"][1]["type"] == "image"
+    assert result.after.total_cost <= result.before.total_cost
+    from google import genai
+    from google.genai import types
+
+    capture = Capture(INTERACTION_REPLY)
+    client = genai.Client(api_key="g", http_options=types.HttpOptions(httpx_client=capture.client()))
+    client.interactions.create(**result.body)
+    assert json.loads(capture.body)["input"] == result.body["input"]
+
+
+def test_an_audio_part_is_written_back_as_audio(samples):
+    from mmtok.request.write import Media, write_body
+
+    wav = (samples / "speech.wav").read_bytes()
+    audio = {"type": "input_audio", "input_audio": {"data": b64(wav), "format": "wav"}}
+    body = {"model": "gpt-4o-audio-preview", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "Transcribe."}, audio]}]}  # fmt: skip
+    request = parse_body(body)
+    new = write_body(request, {1: [Media(wav[:44] + wav[44:1000], "audio/wav")]})
+    assert new["messages"][0]["content"][1] == {"type": "input_audio", "input_audio": {
+        "data": b64(wav[:1000]), "format": "wav"}}  # fmt: skip
+    assert new["messages"][0]["content"][0] == body["messages"][0]["content"][0]

@@ -126,7 +126,8 @@ def _copy(part: Measured, folder: Path, policy: Policy) -> Path:
     if ref.scheme == "data":
         data = Base64Bytes(ref.data or "", part.name).read_all(policy.max_inline_bytes)
     else:
-        data = RemoteFile(ref.url or "", policy.urls).read_all()
+        with RemoteFile(ref.url or "", policy.urls) as remote:
+            data = remote.read_all()
     suffix = f".{part.media.format}" if part.media.format in ("png", "jpeg", "webp", "gif", "wav", "mp3") else ""
     path = folder / f"part-{len(os.listdir(folder))}{suffix}"
     path.write_bytes(data)

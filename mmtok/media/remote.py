@@ -1,32 +1,35 @@
 """Media behind an http(s) URL, measured as a file is: its first bytes (and last, for the end checks) by bounded
 Range requests, never the whole unless its kind needs it and it is under the size cap.
 
-Every read is bounded: a size cap, an overall deadline, at most a few redirects. Nothing identifying is sent: no
-cookies, no credentials (a URL holding a user name or password is refused), no proxy settings or .netrc from the
-environment. The host is resolved once and the connection pinned to the address that was checked, so a name that
-resolves to a public address for the check and to a private one for the connection (DNS rebinding) gets nowhere.
-A loopback, private, link-local or reserved address is refused unless the policy allows it: a URL found in a
-request body is someone else's data, and must not make mmtok reach the user's own network unasked.
+Every read is bounded: a size cap, one deadline for everything (name resolution, connections, headers, body,
+redirects; ``mmtok.media.deadline`` shuts the sockets down when it passes), at most a few redirects. Nothing
+identifying is sent: no cookies (none are kept), no credentials (a URL holding a user name or password is refused),
+no proxy settings or .netrc from the environment. The host is resolved once and the connection pinned to the address
+that was checked (``mmtok.media.addresses``), so a name that resolves to a public address for the check and to a
+private one for the connection (DNS rebinding) gets nowhere. A loopback, private, link-local or reserved address is
+refused unless the policy allows it: a URL found in a request body is someone else's data, and must not make mmtok
+reach the user's own network unasked. Messages show URLs without credentials or query strings.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mmtok.errors import MediaError
+from mmtok.media.addresses import is_public, pinned, shown
 
 if TYPE_CHECKING:
     import httpx
 
+__all__ = ["HEAD_BYTES", "RemoteFile", "UrlPolicy", "is_public", "shown"]
 HEAD_BYTES = 64 * 1024  # enough for any image header mmtok parses, and a container's first boxes
 TAIL_BYTES = 4096
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 MAX_EXTRA_RANGES = 8  # ranged reads after the first two (a JPEG whose frame header is far in)
+OPERATION_TIMEOUT_S = 10.0  # any one connect or read, within the whole read's deadline
 
 
 @dataclass(frozen=True)
@@ -36,21 +39,24 @@ class UrlPolicy:
     read: bool = True  # False: no URL is read (--offline); its part is left out of the quote, said
     allow_private: bool = False  # loopback / private / link-local addresses may be reached
     max_bytes: int = 64 * 1024 * 1024  # the most read from one URL (audio, video and documents are read whole)
-    deadline_s: float = 10.0  # the whole read of one URL, redirects included
+    deadline_s: float = 10.0  # the whole read of one URL: resolution, redirects, headers and body
     max_redirects: int = 3
 
 
 class RemoteFile:
     """An http(s) resource read by ranges: ``head`` (its first bytes), ``size`` (None when the server does not say),
-    ``pread`` for other ranges (a :class:`mmtok.headers.RandomAccess`), ``read_all`` for the whole."""
+    ``pread`` for other ranges (a :class:`mmtok.headers.RandomAccess`), ``read_all`` for the whole. Close it (or use
+    ``with``) when done: its connections and its deadline's timer go with it."""
 
-    def __init__(self, url: str, policy: UrlPolicy, client: httpx.Client | None = None, *, asked: bool = False) -> None:
+    def __init__(self, url: str, policy: UrlPolicy, *, asked: bool = False) -> None:
+        from mmtok.media.deadline import DeadlineClient
+
         self.url = url
         self.shown = shown(url)  # for messages
         self.asked = asked  # the user named this URL: its own host may be private (its redirects still may not)
         self.policy = policy
-        self._client = client
         self._deadline = time.monotonic() + policy.deadline_s
+        self._http = DeadlineClient(policy.deadline_s)
         self._extra_reads = 0
         self.final_url = url
         self.mime: str | None = None
@@ -58,7 +64,20 @@ class RemoteFile:
         self.ranges = False  # the server answers Range requests
         self.head = b""
         self._tail: tuple[int, bytes] | None = None
-        self._open()
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RemoteFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- reads
     def pread(self, n: int, offset: int) -> bytes:
@@ -74,10 +93,10 @@ class RemoteFile:
         return self._get_range(offset, end - 1)
 
     def tail(self, n: int = TAIL_BYTES) -> bytes:
-        """The last ``n`` bytes (one ranged read, kept for ``pread``)."""
+        """The last ``n`` bytes (one ranged read, kept for ``pread``); a server without ranges is read whole."""
         if self.size is not None and self.size <= len(self.head):
             return self.head[-n:]
-        if self._tail is None and not self.ranges:  # the server sends whole files only: read it, within the cap
+        if self._tail is None and not self.ranges:
             self.head = self.read_all()
             self.size = len(self.head)
             return self.head[-n:]
@@ -92,11 +111,14 @@ class RemoteFile:
         """The whole resource, if it is within the size cap."""
         if self.size is not None and self.size <= len(self.head):
             return self.head
-        if self.size is not None and self.size > self.policy.max_bytes:
-            raise MediaError(self.shown, f"{self.size:,} bytes: URLs are read up to {self.policy.max_bytes:,} bytes")
-        _, _, body = self._get(self.final_url, None, self.policy.max_bytes + 1)
-        if len(body) > self.policy.max_bytes:
-            raise MediaError(self.shown, f"more than {self.policy.max_bytes:,} bytes: URLs are read up to that")
+        cap = self.policy.max_bytes
+        if self.size is not None and self.size > cap:
+            raise MediaError(self.shown, f"{self.size:,} bytes: URLs are read up to {cap:,} bytes")
+        status, _, body = self._get(self.final_url, None, cap + 1)
+        if status != 200:
+            raise MediaError(self.shown, f"HTTP {status} when read whole")
+        if len(body) > cap:
+            raise MediaError(self.shown, f"more than {cap:,} bytes: URLs are read up to that")
         return body
 
     # --- requests
@@ -111,7 +133,7 @@ class RemoteFile:
                 url = urllib.parse.urljoin(url, location)
                 continue
             if status not in (200, 206):
-                raise MediaError(self.shown, f"HTTP {status} from {_host_of(url)}")
+                raise MediaError(self.shown, f"HTTP {status} from {shown(url)}")
             self.final_url = url
             self.mime = (headers.get("content-type") or "").split(";")[0].strip().lower() or None
             self.ranges = status == 206
@@ -131,23 +153,33 @@ class RemoteFile:
     ) -> tuple[int, dict[str, str], bytes]:
         import httpx
 
-        target = _pinned(url, self.policy.allow_private or (self.asked and url == self.url))
+        target = pinned(url, self.policy.allow_private or (self.asked and url == self.url), self._left())
         headers = {"Host": target.host_header, "User-Agent": "mmtok", "Accept-Encoding": "identity"}
         if byte_range is not None:
             headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1]}"
-        client = self._client or _client()
+        timeout = httpx.Timeout(min(OPERATION_TIMEOUT_S, self._left()))
         try:
-            request = client.build_request("GET", target.url, headers=headers, extensions=target.extensions)
-            response = client.send(request, stream=True)
+            request = self._http.client.build_request("GET", target.url, headers=headers, timeout=timeout,
+                                                      extensions=target.extensions)  # fmt: skip
+            response = self._http.client.send(request, stream=True)
             try:
                 body = b"" if redirects and response.status_code in REDIRECT_CODES else self._body(response, limit)
                 return response.status_code, {k.lower(): v for k, v in response.headers.items()}, body
             finally:
                 response.close()
-        except httpx.TimeoutException:
-            raise MediaError(self.shown, f"no answer within {self.policy.deadline_s:g} s") from None
         except httpx.HTTPError as e:
-            raise MediaError(self.shown, f"cannot read: {type(e).__name__}: {e}") from None
+            if self._http.expired or isinstance(e, httpx.TimeoutException):  # the deadline shut the sockets down
+                raise MediaError(self.shown, f"no whole answer within {self.policy.deadline_s:g} s") from None
+            raise MediaError(self.shown, f"cannot read: {type(e).__name__}: {_safe(e, url)}") from None
+        except httpx.InvalidURL as e:
+            raise MediaError(self.shown, f"not a valid URL: {_safe(e, url)}") from None
+
+    def _left(self) -> float:
+        """Seconds left before the deadline; none left is the read's error."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise MediaError(self.shown, f"no whole answer within {self.policy.deadline_s:g} s")
+        return left
 
     def _body(self, response: httpx.Response, limit: int) -> bytes:
         chunks, size = [], 0
@@ -156,87 +188,18 @@ class RemoteFile:
             size += len(chunk)
             if size >= limit:
                 break
-            if time.monotonic() > self._deadline:
-                raise MediaError(self.shown, f"still sending after {self.policy.deadline_s:g} s: the read was stopped")
+            self._left()
         return b"".join(chunks)[:limit]
 
 
-def _client() -> httpx.Client:
-    import httpx
-
-    # trust_env=False: no proxies, no .netrc credentials from the environment; no cookie jar is kept between reads
-    return httpx.Client(trust_env=False, follow_redirects=False, timeout=httpx.Timeout(10.0))
+def _safe(error: Exception, url: str) -> str:
+    """An HTTP error's message without the URL it may quote (credentials, a signed query string)."""
+    return str(error).replace(url, shown(url))
 
 
-def _total_size(status: int, headers: dict[str, str], got: int) -> int | None:
+def _total_size(status: int, headers: dict[str, Any], got: int) -> int | None:
     if status == 206:
         total = headers.get("content-range", "").rpartition("/")[2]
         return int(total) if total.isdigit() else None
     length = headers.get("content-length", "")
     return int(length) if length.isdigit() else (got if got < HEAD_BYTES else None)
-
-
-@dataclass(frozen=True)
-class _Target:
-    url: str  # with the checked address in place of the host name
-    host_header: str
-    extensions: dict[str, str]
-
-
-def _pinned(url: str, allow_private: bool) -> _Target:
-    """``url`` with its host resolved once and checked; the connection goes to that address."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise MediaError(shown(url), f"only http and https URLs are read, not {parts.scheme or 'a bare path'}")
-    if parts.username or parts.password:
-        raise MediaError(_host_of(url), "a URL holding a user name or password: mmtok sends no credentials")
-    host = parts.hostname
-    if not host:
-        raise MediaError(shown(url), "a URL with no host")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = _checked_address(host, port, allow_private, url)
-    literal = f"[{address}]" if ":" in address else address
-    pinned = urllib.parse.urlunsplit((parts.scheme, f"{literal}:{port}", parts.path or "/", parts.query, ""))
-    host_header = host if parts.port is None else f"{host}:{port}"
-    extensions = {"sni_hostname": host} if parts.scheme == "https" else {}
-    return _Target(pinned, host_header, extensions)
-
-
-def _checked_address(host: str, port: int, allow_private: bool, url: str) -> str:
-    try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as e:
-        raise MediaError(shown(url), f"cannot resolve {host}: {getattr(e, 'strerror', None) or e}") from None
-    addresses = [info[4][0] for info in found]
-    if not allow_private:
-        private = [a for a in addresses if not is_public(a)]
-        if private:
-            raise MediaError(
-                url,
-                f"{host} resolves to {private[0]}, a loopback, private or link-local address: not read "
-                "(a URL from a request body must not reach your own network; allow it with --allow-private)",
-            )
-    return addresses[0]
-
-
-def is_public(address: str) -> bool:
-    """Whether an IP address is on the public internet (not loopback, private, link-local, reserved, ...)."""
-    ip = ipaddress.ip_address(address.split("%")[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
-
-
-def shown(url: str) -> str:
-    """A URL as messages show it: no user name or password, no query string (which may hold a signature)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "…" if parts.query else "", ""))
-
-
-def _host_of(url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname or ''}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mmtok.request.refs import text_of
 from mmtok.request.types import MediaRef, Part, Pointer, Request
 
 
@@ -79,8 +80,6 @@ def request(parts: Parts, api: str, body: dict[str, Any], source: str, **fields:
 
 def tool_definitions(parts: Parts, body: dict[str, Any]) -> int:
     """The body's tool definitions as one text part (names, descriptions and schemas are input tokens); how many."""
-    from mmtok.request.refs import text_of
-
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         parts.text("tools", "system", text_of(tools))
@@ -100,6 +99,17 @@ def int_setting(body: dict[str, Any], *keys: str) -> int | None:
 def str_setting(body: dict[str, Any], key: str) -> str | None:
     value = body.get(key)
     return value if isinstance(value, str) and value else None
+
+
+def mapping(value: Any) -> dict[str, Any]:
+    """``value`` if it is an object, else an empty one: a body's nested fields are read without trusting their type."""
+    return value if isinstance(value, dict) else {}
+
+
+def call_text(call: Any, name: str, arguments: str) -> str:
+    """A tool call's name and arguments as the model reads them (``call`` an object or anything else)."""
+    call = mapping(call)
+    return f"{call.get(name) if isinstance(call.get(name), str) else ''}{text_of(call.get(arguments))}"
 
 
 def items(value: Any) -> list[tuple[int, Any]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, int_setting, items, request, str_setting
+from mmtok.request.collect import Parts, call_text, int_setting, items, request, str_setting
 from mmtok.request.refs import MediaRef, kind_of_mime, ref_from_base64, ref_from_url, text_of
 from mmtok.request.types import Pointer, Request
 
@@ -97,8 +97,7 @@ def _part(parts: Parts, part: Any, message: str, where: str, role: str, pointer:
         ref = _file_ref(field(data, "file_uri"), field(data, "mime_type"))
         parts.media(kind_of_mime(ref.mime if ref else None), where, role, ref, pointer, detail)
     elif field(part, "function_call") is not None:
-        call = field(part, "function_call") or {}
-        parts.text(message, role, f"{call.get('name', '')}{text_of(call.get('args'))}")
+        parts.text(message, role, call_text(field(part, "function_call"), "name", "args"))
     elif field(part, "function_response") is not None:
         parts.text(message, role, text_of(field(part, "function_response")))
     elif field(part, "executable_code") is not None or field(part, "code_execution_result") is not None:
@@ -129,7 +128,8 @@ def read_interactions(body: dict[str, Any], source: str) -> Request:
     for i, item in items(given):
         if isinstance(item, dict) and isinstance(item.get("content"), (list, str)):  # a step or a turn
             turns += 1
-            role = str(item.get("role") or STEP_ROLES.get(item.get("type"), item.get("type") or "user"))
+            step = item.get("type") if isinstance(item.get("type"), str) else ""
+            role = str(item.get("role") or STEP_ROLES.get(step, step or "user"))
             content = item["content"]
             if isinstance(content, str):
                 parts.text(f"input[{i}]", role, content)

@@ -92,7 +92,11 @@ def measure(part: Part, policy: Policy, copies: Copies) -> Measured:
         return Measured(part, media=Text.from_string(part.text or ""))
     try:
         source = _open(part, policy)
-        media, notes = _media(part, source, policy, copies)
+        try:
+            media, notes = _media(part, source, policy, copies)
+        finally:
+            if isinstance(source, RemoteFile):
+                source.close()
     except MmtokError as e:
         return Measured(part, error=_reason(e, part))
     return Measured(part, media=media, notes=notes)
@@ -104,7 +108,8 @@ def load_url(url: str, policy: Policy, copies: Copies) -> Any:
     if not policy.urls.read:
         raise MediaError(shown(url), "not read (URLs are off: --offline)")
     part = Part("file", url, ref=MediaRef("url", url=url))
-    media, _ = _media(part, RemoteFile(url, policy.urls, asked=True), policy, copies)
+    with RemoteFile(url, policy.urls, asked=True) as source:
+        media, _ = _media(part, source, policy, copies)
     return media
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, int_setting, items, request, str_setting
+from mmtok.request.collect import Parts, call_text, int_setting, items, mapping, request, str_setting
 from mmtok.request.refs import MediaRef, kind_of_mime, ref_from_base64, ref_from_url, text_of
 from mmtok.request.types import Pointer, Request
 
@@ -34,9 +34,8 @@ def read_chat(body: dict[str, Any], source: str) -> Request:
             parts.text(where, role, content)
         for j, part in items(content):
             _chat_part(parts, part, f"{where}.content[{j}]", role, ("messages", i, "content", j))
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", {}) if isinstance(call, dict) else {}
-            parts.text(where, role, f"{function.get('name', '')}{text_of(function.get('arguments'))}")
+        for _, call in items(message.get("tool_calls")):
+            parts.text(where, role, call_text(mapping(call).get("function"), "name", "arguments"))
         parts.text(where, role, message.get("refusal"))
     return request(
         parts,
@@ -136,11 +135,12 @@ def _responses_item(parts: Parts, item: Any, i: int) -> int:
         _responses_part(parts, item, where, role, ("input", i))
         return 0
     if kind in ("function_call", "custom_tool_call"):
-        parts.text(where, "assistant", f"{item.get('name', '')}{text_of(item.get('arguments', item.get('input')))}")
+        parts.text(where, "assistant", call_text(item, "name", "arguments" if "arguments" in item else "input"))
     elif kind in ("function_call_output", "custom_tool_call_output"):
         parts.text(where, "tool", text_of(item.get("output")))
     elif kind == "reasoning":
-        parts.text(where, "assistant", " ".join(text_of(s.get("text")) for s in item.get("summary") or []))
+        summary = [mapping(s).get("text") if isinstance(s, dict) else s for _, s in items(item.get("summary"))]
+        parts.text(where, "assistant", " ".join(text_of(s) for s in summary))
     else:
         parts.uncountable("text", where, role, f"a {kind!r} input item: mmtok does not know how it is counted")
     return 0

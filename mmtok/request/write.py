@@ -55,36 +55,43 @@ def _resolve(body: Any, path: Sequence[str | int]) -> Any:
 
 
 def _encode(api: str, part: Part, old: dict[str, Any], media: Media) -> dict[str, Any]:
+    """The part object for ``media``, built for what it now holds: only the keys of that kind of part, and of the
+    old object only those that still apply (Anthropic's ``cache_control``, Gemini's video metadata)."""
     data = base64.b64encode(media.data).decode("ascii")
-    new = dict(old)  # keys mmtok does not know (cache_control, videoMetadata, ...) stay
     kind = media.mime.split("/")[0]
-    if api == "openai-chat":
-        if kind == "audio":
-            return {**new, "type": "input_audio", "input_audio": {"data": data, "format": _audio_format(media)}}
-        image = dict(old.get("image_url") or {})
-        image["url"] = f"data:{media.mime};base64,{data}"
-        if media.detail:
-            image["detail"] = media.detail
-        return {**new, "type": "image_url", "image_url": image}
-    if api == "openai-responses":
-        new.pop("file_id", None)
-        new.update({"type": "input_image", "image_url": f"data:{media.mime};base64,{data}"})
-        if media.detail:
-            new["detail"] = media.detail
-        return new
+    if api in ("openai-chat", "openai-responses"):
+        return _openai_part(api, media, data, kind, old)
     if api == "anthropic-messages":
-        new["source"] = {"type": "base64", "media_type": media.mime, "data": data}
-        return new
+        if kind != "image":
+            raise RequestError(f"{part.where}: Anthropic takes images, not {media.mime}, in a content block")
+        kept = {k: v for k, v in old.items() if k == "cache_control"}
+        return {"type": "image", "source": {"type": "base64", "media_type": media.mime, "data": data}, **kept}
     if api == "gemini-generate":
-        return _gemini_part(new, media, data)
+        return _gemini_part(dict(old), media, data)
     if api == "gemini-interactions":
-        new.pop("uri", None)
-        new.update({"type": kind if kind in ("image", "audio", "video") else "document", "data": data,
-                    "mime_type": media.mime})  # fmt: skip
+        new = {"type": kind if kind in ("image", "audio", "video") else "document", "data": data,
+               "mime_type": media.mime}  # fmt: skip
+        if kind == "video" and "processing" in old:
+            new["processing"] = old["processing"]
         if media.detail:
             new["resolution"] = media.detail
         return new
     raise RequestError(f"cannot write a {api} body")
+
+
+def _openai_part(api: str, media: Media, data: str, kind: str, old: dict[str, Any]) -> dict[str, Any]:
+    url = f"data:{media.mime};base64,{data}"
+    if kind == "audio":
+        if api == "openai-responses":
+            raise RequestError("the Responses API takes no audio input")
+        return {"type": "input_audio", "input_audio": {"data": data, "format": _audio_format(media)}}
+    if kind != "image":
+        raise RequestError(f"OpenAI takes images and audio inline, not {media.mime}")
+    if api == "openai-chat":
+        image = {"url": url, **({"detail": media.detail} if media.detail else {})}
+        return {"type": "image_url", "image_url": image}
+    detail = media.detail or (old.get("detail") if old.get("type") == "input_image" else None)
+    return {"type": "input_image", "image_url": url, **({"detail": detail} if detail else {})}
 
 
 def _gemini_part(new: dict[str, Any], media: Media, data: str) -> dict[str, Any]:
