@@ -37,46 +37,41 @@ JSON_HELP = "Print one JSON object: the folder the model was saved to."
 class Kind:
     """One ``mmtok train`` command."""
 
-    name: str  # the command
-    trainer: Callable[[], Callable[..., Path | None]]  # imports and returns mmtok.models.train_<name>.train_<name>
+    name: str  # the command; its trainer is TRAINERS[name]
     help: str
     example: str  # the config the help names, in models/configs/train/
     device: bool = True  # has --device
     extra: tuple[tuple[str, str], ...] = ()  # (option, help) of its own text options, before the common ones
 
 
+# mmtok.models.train_<kind>.train_<kind>, imported when its command runs (a trainer imports torch)
+TRAINERS: dict[str, Callable[[], Callable[..., Path | None]]] = {
+    "clip": lambda: import_module("mmtok.models.train_clip").train_clip,
+    "vq": lambda: import_module("mmtok.models.train_vq").train_vq,
+    "av": lambda: import_module("mmtok.models.train_av").train_av,
+    "backbone": lambda: import_module("mmtok.models.train_backbone").train_backbone,
+    "critic": lambda: import_module("mmtok.models.train_critic").train_critic,
+}
+VQ_OPTIONS = (
+    ("teacher", "Teacher: registry name, folder, open_clip:ARCH/TAG or hf-hub:ID."),
+    ("data", "Image folder or .jsonl manifest (default: offline photos+digits)."),
+)
 KINDS = (
-    Kind(
-        "clip",
-        lambda: import_module("mmtok.models.train_clip").train_clip,
-        "Train the small CLIP teacher on offline captioned photos and digits.",
-        "clip-tiny.toml",
-    ),
+    Kind("clip", "Train the small CLIP teacher on offline captioned photos and digits.", "clip-tiny.toml"),
     Kind(
         "vq",
-        lambda: import_module("mmtok.models.train_vq").train_vq,
         "Train the CLIP-aligned VQ tokenizer (single process, or several with torchrun).",
         "vq-clip-tiny.toml",
-        extra=(
-            ("teacher", "Teacher: registry name, folder, open_clip:ARCH/TAG or hf-hub:ID."),
-            ("data", "Image folder or .jsonl manifest (default: offline photos+digits)."),
-        ),
+        extra=VQ_OPTIONS,
     ),
-    Kind(
-        "av",
-        lambda: import_module("mmtok.models.train_av").train_av,
-        "Train the shared audio/video embedder on the shipped speech and generated videos.",
-        "av-tiny.toml",
-    ),
+    Kind("av", "Train the shared audio/video embedder on the shipped speech and generated videos.", "av-tiny.toml"),
     Kind(
         "backbone",
-        lambda: import_module("mmtok.models.train_backbone").train_backbone,
         "Train the MoE backbone on the digits-on-photos task (needs the image tokenizer).",
         "backbone-tiny.toml",
     ),
     Kind(
         "critic",
-        lambda: import_module("mmtok.models.train_critic").train_critic,
         "Train the token-relevance critic (pmi between visual tokens and text) used by MI truncation.",
         "critic-vq-text.toml",
         device=False,
@@ -152,7 +147,7 @@ def _register(kind: Kind) -> None:
         json_out: bool = options.pop("json_out")
         if kind.device:
             check_device(options["device"])
-        trainer = kind.trainer()
+        trainer = TRAINERS[kind.name]()
         _train(config, lambda: trainer(config, command=_command(), **options), json_out)
 
     command.__name__ = f"train_{kind.name}_cmd"

@@ -4,25 +4,24 @@ Data: the espeak-ng training sentences shipped in ``eval/data/speech/train`` (he
 generated videos (``mmtok.models.data.synthetic_motion_clip``). Token features are computed at every rate in
 ``train_rates`` so one model serves any token rate. Loss: feature reconstruction from the codebook's codes and
 from the continuous content (so tokens decode with or without the codebook) + commitment, for both modalities.
-Schedule, checkpoints, ``--resume`` and ``torchrun`` come from :class:`mmtok.models.training.Loop` (each rank draws
-its own token rows; the residual codebook's EMA statistics are all-reduced by vector-quantize-pytorch).
+The trainer is its spec (:class:`mmtok.models.training.TrainSpec`); schedule, checkpoints, ``--resume`` and
+``torchrun`` come from :class:`mmtok.models.training.Loop` (each rank draws its own token rows; the residual
+codebook's EMA statistics are all-reduced by vector-quantize-pytorch).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from mmtok.models.av import AVConfig, AVTokenizer, video_features_from_frames
 from mmtok.models.data import speech_files, speech_folder, synthetic_motion_clip
-from mmtok.models.training import Loop, LoopConfig, Part, distributed, read_train_config
+from mmtok.models.training import Job, LoopConfig, LoopResult, Part, Setup, TrainSpec
 
 
 @dataclass
@@ -30,15 +29,11 @@ class AVTrainConfig(LoopConfig):
     steps: int = 3000
     audio_tokens: int = 2048  # audio tokens per step
     video_tokens: int = 1024  # video tokens per step
-    lr: float = 1e-3
-    warmup_steps: int = 100
     speech: str = ""  # folder with transcripts.jsonl; empty: the shipped training sentences
     speech_limit: int = 0  # use only the first N sentences (0: all)
     video_clips: int = 160  # generated clips per token rate
     video_seconds: float = 4.0
-    seed: int = 0
     log_every: int = 50
-    checkpoint_every: int = 250
     out: str = "models/weights/av-tiny"
     name: str = "av-tiny"
 
@@ -135,43 +130,23 @@ def set_standardisation(tok: AVTokenizer, features: dict[float, dict[str, torch.
         getattr(tok, f"{modality}_std").copy_(everything.std(0).clamp(min=1e-3))
 
 
-def train_av(
-    config_path: str | os.PathLike[str],
-    *,
-    out: str | None = None,
-    steps: int | None = None,
-    resume: bool = False,
-    device: str = "auto",
-    command: str = "",
-) -> Path | None:
-    av_cfg, train = read_train_config(config_path, AVConfig, AVTrainConfig, out=out, steps=steps)
-    with distributed(device) as (ctx, dev):
-        torch.manual_seed(train.seed)
-        tok = AVTokenizer(av_cfg, name=train.name)
-        with ctx.main_first():  # rank 0 fills the feature cache, the others read it
-            features = build_features(tok, train)
-        set_standardisation(tok, features)
-        tok.to(dev).train()
-        optimizer = torch.optim.AdamW(tok.parameters(), lr=train.lr, weight_decay=0.0)
-        generator = torch.Generator().manual_seed(train.seed + ctx.rank)
-        loop = Loop(
-            train,
-            Part(tok, optimizer),
-            ctx=ctx,
-            device=dev,
-            title="train av",
-            resume=resume,
-            meta={"config": str(config_path)},
-            rngs={"data": generator},
-        )
-        result = loop.run(AVSteps(tok, train, features, generator, dev))
-        if result is None:
-            return None
-        final = {k: v for k, v in result.last.items() if k.endswith(("_codes", "_cont"))}
-        out_dir = Path(train.out)
-        tok.eval().cpu().save_pretrained(
-            out_dir,
-            trained_by=command or f"mmtok train av {config_path}",
-            training={"steps": train.steps, "train": dataclasses.asdict(train), "final": final},
-        )
-        return out_dir
+def av_job(run: Setup) -> Job:
+    """The tokenizer standardised on the training features (rank 0 fills their cache), its AdamW and the step;
+    the record keeps the last step's reconstruction losses."""
+    av_cfg, train, ctx, dev = run.model, run.train, run.ctx, run.device
+    tok = AVTokenizer(av_cfg, name=train.name)
+    with ctx.main_first():  # rank 0 fills the feature cache, the others read it
+        features = build_features(tok, train)
+    set_standardisation(tok, features)
+    tok.to(dev).train()
+    optimizer = torch.optim.AdamW(tok.parameters(), lr=train.lr, weight_decay=0.0)
+    generator = torch.Generator().manual_seed(train.seed + ctx.rank)
+    step = AVSteps(tok, train, features, generator, dev)
+    return Job(Part(tok, optimizer), step, record=final_losses, rngs={"data": generator})
+
+
+def final_losses(result: LoopResult) -> dict[str, dict[str, float]]:
+    return {"final": {k: v for k, v in result.last.items() if k.endswith(("_codes", "_cont"))}}
+
+
+train_av = TrainSpec("av", AVConfig, AVTrainConfig, av_job)

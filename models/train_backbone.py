@@ -9,17 +9,15 @@ relevance to the ten digit prompts; a threshold keeps exactly such a top set), `
 diverse set. Both orders are computed once per training image (a truncation at k tokens is the first k of them),
 so the loop costs no more than random dropping.
 
-Schedule, checkpoints, ``--resume`` and ``torchrun`` (each rank draws its own examples; an expert only one rank's
-batch used gets the average of its gradient with zeros) come from :class:`mmtok.models.training.Loop`.
+The trainer is its spec (:class:`mmtok.models.training.TrainSpec`); schedule, checkpoints, ``--resume`` and
+``torchrun`` (each rank draws its own examples; an expert only one rank's batch used gets the average of its
+gradient with zeros) come from :class:`mmtok.models.training.Loop`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,24 +27,19 @@ from mmtok.errors import ConfigError
 from mmtok.models.backbone import Backbone, BackboneConfig
 from mmtok.models.data import DIGIT_WORDS
 from mmtok.models.digits_qa import CONTEXT_PROMPTS, PROMPT, accuracy, task_tokens
-from mmtok.models.training import Loop, LoopConfig, Part, distributed, read_train_config, split_decay
+from mmtok.models.training import Job, LoopConfig, Part, Setup, TrainSpec, split_decay
 
 
 @dataclass
 class BackboneTrainConfig(LoopConfig):
+    out: str = "models/weights/backbone-tiny"
+    name: str = "backbone-tiny"
     steps: int = 1500
     batch_size: int = 48
-    lr: float = 1e-3
     weight_decay: float = 0.05
-    warmup_steps: int = 100
     train_examples: int = 8000
     heldout_examples: int = 1000
     image_size: int = 128
-    seed: int = 0
-    log_every: int = 25
-    checkpoint_every: int = 250
-    out: str = "models/weights/backbone-tiny"
-    name: str = "backbone-tiny"
     drop_fraction: float = 0.0  # share of training examples whose visual tokens are truncated
     keep_ratio_min: float = 0.1  # their keep ratio is drawn uniformly from [keep_ratio_min, 1]
     truncators_from: float = 0.5  # fraction of the steps after which the truncators pick the tokens of some
@@ -124,74 +117,43 @@ def build_backbone(model_cfg: BackboneConfig, image_tok: Any, name: str) -> Back
     return model
 
 
-def train_backbone(
-    config_path: str | os.PathLike[str],
-    *,
-    out: str | None = None,
-    steps: int | None = None,
-    resume: bool = False,
-    device: str = "auto",
-    command: str = "",
-) -> Path | None:
+def backbone_job(run: Setup) -> Job:
+    """The backbone on its image tokenizer (rank 0 fills the token caches), its AdamW, the step with this rank's
+    generator and the recent task losses; the held-out check runs at the end."""
     import mmtok
 
-    model_cfg, train = read_train_config(config_path, BackboneConfig, BackboneTrainConfig, out=out, steps=steps)
-    with distributed(device) as (ctx, dev):
-        torch.manual_seed(train.seed)
-        image_tok = mmtok.get_tokenizer(model_cfg.image_tokenizer).eval()
-        grid = (train.image_size // image_tok.config.downsample,) * 2
-        prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
-        with ctx.main_first():  # rank 0 fills the token caches, the others read them
-            data = task_tokens(image_tok, "train", train.train_examples, train.image_size, train.seed)
-            held = task_tokens(image_tok, "heldout", train.heldout_examples, train.image_size, train.seed + 1)
-        held_examples = examples_from(held["ids"], grid, prompt, image_tok.name)
-        model = build_backbone(model_cfg, image_tok, train.name).to(dev)
-        optimizer = torch.optim.AdamW(split_decay(model), lr=train.lr, weight_decay=train.weight_decay)
-        generator = torch.Generator().manual_seed(train.seed + ctx.rank)
-        recent = torch.full((RECENT,), math.nan, dtype=torch.float64)
-        step = BackboneSteps(
-            model,
-            train,
-            examples_from(data["ids"], grid, prompt, image_tok.name),
-            data["labels"],
-            truncation_orders(train, data["ids"], grid, image_tok),
-            generator,
-            recent,
-            dev,
-        )
-        loop = Loop(
-            train,
-            Part(model, optimizer),
-            ctx=ctx,
-            device=dev,
-            title="train backbone",
-            resume=resume,
-            meta={"config": str(config_path)},
-            rngs={"data": generator},
-            state={"recent_losses": recent},
-        )
-        finished = loop.run(step, evaluate=lambda: heldout_check(model, prompt, held_examples, held["labels"]))
-        if finished is None:
-            return None
-        return save_backbone(
-            model, finished.evaluation, recent, train, command or f"mmtok train backbone {config_path}"
-        )
+    model_cfg, train, ctx, dev = run.model, run.train, run.ctx, run.device
+    image_tok = mmtok.get_tokenizer(model_cfg.image_tokenizer).eval()
+    grid = (train.image_size // image_tok.config.downsample,) * 2
+    prompt = mmtok.get_tokenizer("text-bytes").encode(PROMPT)
+    with ctx.main_first():  # rank 0 fills the token caches, the others read them
+        data = task_tokens(image_tok, "train", train.train_examples, train.image_size, train.seed)
+        held = task_tokens(image_tok, "heldout", train.heldout_examples, train.image_size, train.seed + 1)
+    held_examples = examples_from(held["ids"], grid, prompt, image_tok.name)
+    model = build_backbone(model_cfg, image_tok, train.name).to(dev)
+    optimizer = torch.optim.AdamW(split_decay(model), lr=train.lr, weight_decay=train.weight_decay)
+    generator = torch.Generator().manual_seed(train.seed + ctx.rank)
+    recent = torch.full((RECENT,), math.nan, dtype=torch.float64)
+    examples = examples_from(data["ids"], grid, prompt, image_tok.name)
+    orders = truncation_orders(train, data["ids"], grid, image_tok)
+    step = BackboneSteps(model, train, examples, data["labels"], orders, generator, recent, dev)
+    return Job(
+        Part(model, optimizer),
+        step,
+        record=lambda result: backbone_record(result.evaluation, recent, train),
+        rngs={"data": generator},
+        state={"recent_losses": recent},
+        evaluate=lambda: heldout_check(model, prompt, held_examples, held["labels"]),
+    )
 
 
-def save_backbone(
-    model: Backbone, check: dict[str, Any], recent: torch.Tensor, train: BackboneTrainConfig, command: str
-) -> Path:
+def backbone_record(check: dict[str, Any], recent: torch.Tensor, train: BackboneTrainConfig) -> dict[str, Any]:
+    """The held-out check and the task loss averaged over the last ``RECENT`` steps."""
     last = [float(recent[i % RECENT]) for i in range(max(0, train.steps - RECENT), train.steps)]
-    stats = {
-        "steps": train.steps,
-        "heldout_accuracy": check["heldout_accuracy"],
-        "final_train_loss": round(sum(last) / len(last), 4),
-        **{k: v for k, v in check.items() if k != "heldout_accuracy"},
-        "train": dataclasses.asdict(train),
-    }
-    out_dir = Path(train.out)
-    model.cpu().save_pretrained(out_dir, trained_by=command, training=stats)
-    return out_dir
+    return {**check, "final_train_loss": round(sum(last) / len(last), 4)}
+
+
+train_backbone = TrainSpec("backbone", BackboneConfig, BackboneTrainConfig, backbone_job)
 
 
 def truncation_orders(

@@ -3,35 +3,29 @@
 The model is open_clip's ``CLIP`` class, the loss open_clip's ``ClipLoss``; the data are real photos with their
 captions and handwritten MNIST digits with captions like "a photo of the digit seven" (``mmtok.models.data``).
 After training, zero-shot accuracy on the held-out digits is measured and stored in the folder's ``config.json``.
-Schedule, checkpoints, ``--resume`` and ``torchrun`` come from :class:`mmtok.models.training.Loop`.
+The trainer is its spec (:class:`mmtok.models.training.TrainSpec`); schedule, checkpoints, ``--resume`` and
+``torchrun`` come from :class:`mmtok.models.training.Loop`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from mmtok.models.data import DIGIT_PROMPTS, DIGIT_WORDS, CachedOfflineImages, heldout_digits
 from mmtok.models.teacher import Teacher, TeacherConfig
-from mmtok.models.training import Loop, LoopConfig, Part, ShuffledBatches, distributed, read_train_config, split_decay
+from mmtok.models.training import Job, LoopConfig, Part, Setup, ShuffledBatches, TrainSpec, split_decay
 
 
 @dataclass
 class ClipTrainConfig(LoopConfig):
     steps: int = 3000
     batch_size: int = 128
-    lr: float = 1e-3
     weight_decay: float = 0.1
     warmup_steps: int = 200
     digit_fraction: float = 0.5  # share of MNIST digits in each batch; the rest are photo crops
     samples: int = 30000  # distinct (image, caption) samples, made once and kept in memory
-    seed: int = 0
-    log_every: int = 25
-    checkpoint_every: int = 250
     out: str = "models/weights/clip-tiny"
     name: str = "clip-tiny"
 
@@ -48,57 +42,43 @@ def digit_zero_shot(teacher: Teacher, images: torch.Tensor, labels: torch.Tensor
     return correct / len(labels)
 
 
-def train_clip(
-    config_path: str | os.PathLike[str],
-    *,
-    out: str | None = None,
-    steps: int | None = None,
-    resume: bool = False,
-    device: str = "auto",
-    command: str = "",
-) -> Path | None:
+def clip_job(run: Setup) -> Job:
+    """The teacher with its AdamW, this rank's captioned images in shuffled batches, the CLIP loss; the temperature
+    is clamped after each step and the held-out digits' zero-shot accuracy measured at the end."""
     import open_clip
 
-    model_cfg, train = read_train_config(config_path, TeacherConfig, ClipTrainConfig, out=out, steps=steps)
-    with distributed(device) as (ctx, dev):
-        torch.manual_seed(train.seed + ctx.rank)
-        teacher = Teacher(model_cfg, name=train.name).to(dev)
-        optimizer = torch.optim.AdamW(split_decay(teacher), lr=train.lr, weight_decay=train.weight_decay)
-        dataset = CachedOfflineImages(model_cfg.image_size, train.samples, train.digit_fraction, train.seed, ctx.rank)
-        data = ShuffledBatches(dataset, train.batch_size, train.seed)
-        loop = Loop(
-            train,
-            Part(teacher, optimizer),
-            ctx=ctx,
-            device=dev,
-            title="train clip",
-            resume=resume,
-            meta={"config": str(config_path)},
-            state={"batches": data.taken},
-        )
-        loss_fn = open_clip.loss.ClipLoss(rank=ctx.rank, world_size=ctx.world_size)
+    model_cfg, train, ctx, dev = run.model, run.train, run.ctx, run.device
+    teacher = Teacher(model_cfg, name=train.name).to(dev)
+    optimizer = torch.optim.AdamW(split_decay(teacher), lr=train.lr, weight_decay=train.weight_decay)
+    dataset = CachedOfflineImages(model_cfg.image_size, train.samples, train.digit_fraction, train.seed, ctx.rank)
+    data = ShuffledBatches(dataset, train.batch_size, train.seed)
+    loss_fn = open_clip.loss.ClipLoss(rank=ctx.rank, world_size=ctx.world_size)
 
-        def step(index: int) -> dict[str, float | torch.Tensor]:
-            images, captions = next(data)
-            tokens = teacher.tokenize(list(captions)).to(dev)
-            image_features = teacher.encode_image(images.to(dev))
-            text_features = torch.nn.functional.normalize(teacher.clip.encode_text(tokens), dim=-1)
-            loss = loss_fn(image_features, text_features, teacher.clip.logit_scale.exp())
-            loss.backward()
-            return {"loss": loss.detach(), "lr": optimizer.param_groups[0]["lr"]}
+    def step(index: int) -> dict[str, float | torch.Tensor]:
+        images, captions = next(data)
+        tokens = teacher.tokenize(list(captions)).to(dev)
+        image_features = teacher.encode_image(images.to(dev))
+        text_features = torch.nn.functional.normalize(teacher.clip.encode_text(tokens), dim=-1)
+        loss = loss_fn(image_features, text_features, teacher.clip.logit_scale.exp())
+        loss.backward()
+        return {"loss": loss.detach(), "lr": optimizer.param_groups[0]["lr"]}
 
-        @torch.no_grad()
-        def clamp_temperature(index: int) -> None:
-            teacher.clip.logit_scale.clamp_(0, 4.6052)  # temperature at most 100, as in CLIP
+    @torch.no_grad()
+    def clamp_temperature(index: int) -> None:
+        teacher.clip.logit_scale.clamp_(0, 4.6052)  # temperature at most 100, as in CLIP
 
-        def evaluate() -> dict[str, float]:
-            images, labels = heldout_digits(model_cfg.image_size)
-            return {"heldout_digit_zero_shot_accuracy": round(digit_zero_shot(teacher.eval(), images, labels), 4)}
+    def evaluate() -> dict[str, float]:
+        images, labels = heldout_digits(model_cfg.image_size)
+        return {"heldout_digit_zero_shot_accuracy": round(digit_zero_shot(teacher.eval(), images, labels), 4)}
 
-        result = loop.run(step, after_step=clamp_temperature, evaluate=evaluate)
-        if result is None:
-            return None
-        stats = {"steps": train.steps, **result.evaluation, "train": dataclasses.asdict(train)}
-        out_dir = Path(train.out)
-        teacher.cpu().save_pretrained(out_dir, trained_by=command or f"mmtok train clip {config_path}", training=stats)
-        return out_dir
+    return Job(
+        Part(teacher, optimizer),
+        step,
+        record=lambda result: result.evaluation,
+        state={"batches": data.taken},
+        after_step=clamp_temperature,
+        evaluate=evaluate,
+    )
+
+
+train_clip = TrainSpec("clip", TeacherConfig, ClipTrainConfig, clip_job, seed_per_rank=True)

@@ -22,18 +22,17 @@ far from them.
 The log ends with a held-out check on canvases of held-out digits and photos: how well the score separates stroke
 tokens (>= 10% stroke cover) and digit-box tokens from background (ROC AUC), and what the default threshold keeps.
 
-Schedule, checkpoints, ``--resume`` and ``torchrun`` (each rank samples its own canvases) come from
-:class:`mmtok.models.training.Loop`; it trains on the CPU.
+The trainer is its spec (:class:`mmtok.models.training.TrainSpec`); schedule, checkpoints, ``--resume`` and
+``torchrun`` (each rank samples its own canvases) come from :class:`mmtok.models.training.Loop`; it trains on the
+CPU.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -46,7 +45,7 @@ from mmtok.models.critics import TokenCritic, TokenCriticConfig
 from mmtok.models.data import DIGIT_TEMPLATES, DIGIT_WORDS, PHOTO_CAPTIONS, digit_canvases, photo_canvases
 from mmtok.models.digits_qa import task_tokens
 from mmtok.models.teacher import Teacher
-from mmtok.models.training import Loop, LoopConfig, Part, distributed, read_train_config
+from mmtok.models.training import Job, LoopConfig, LoopResult, Part, Setup, TrainSpec
 from mmtok.models.vq import neighbourhoods
 
 
@@ -56,14 +55,11 @@ class CriticTrainConfig(LoopConfig):
     images_per_step: int = 64
     tokens_per_image: int = 32
     lr: float = 5e-4
-    warmup_steps: int = 100
     train_examples: int = 8000
     photo_examples: int = 4000
     heldout_examples: int = 500
     image_size: int = 128
-    seed: int = 0
     log_every: int = 50
-    checkpoint_every: int = 250
     photo_share: float = 0.5  # share of each step's images that are digit-free canvases
     pairing: str = "image"  # "image": a token with its image's caption; "region": with its region's (see above)
     out: str = "models/weights/critic-vq-text"
@@ -227,60 +223,47 @@ def check_pairing(critic_cfg: TokenCriticConfig, train: CriticTrainConfig) -> No
         raise ValueError("region pairing trains with the smile estimator")
 
 
-def train_critic(
-    config_path: str | os.PathLike[str],
-    *,
-    out: str | None = None,
-    steps: int | None = None,
-    resume: bool = False,
-    command: str = "",
-) -> Path | None:
+def critic_job(run: Setup) -> Job:
+    """The critic on the tokenizer's codes of the digit and photo canvases (rank 0 fills the token caches), the
+    teacher's caption banks, its Adam and the step; the held-out check runs and is logged at the end."""
     import mmtok
 
-    critic_cfg, train = read_train_config(config_path, TokenCriticConfig, CriticTrainConfig, out=out, steps=steps)
+    critic_cfg, train, ctx = run.model, run.train, run.ctx
     check_pairing(critic_cfg, train)
-    with distributed("cpu") as (ctx, dev):
-        torch.manual_seed(train.seed)
-        rng = random.Random(train.seed + ctx.rank)
-        tok = mmtok.get_tokenizer(critic_cfg.image_tokenizer).eval()
-        teacher = Teacher.from_pretrained(critic_cfg.teacher).eval()
-        with ctx.main_first():  # rank 0 fills the token caches, the others read them
-            digits = task_tokens(tok, "train", train.train_examples, train.image_size, train.seed)
-            photos = photo_tokens(tok, "train", train.photo_examples, train.image_size, train.seed)
-        critic_cfg.known_contexts = [
-            t.format(word=w, digit=d) for d, w in enumerate(DIGIT_WORDS) for t in DIGIT_TEMPLATES
-        ]  # caption_bank's texts, in its order
-        critic = TokenCritic(critic_cfg, name=train.name)
-        step = CriticSteps(critic, tok, train, digits, photos, caption_bank(teacher), plain_caption_bank(teacher), rng)
-        optimizer = torch.optim.Adam(critic.parameters(), lr=train.lr)
-        loop = Loop(
-            train,
-            Part(critic, optimizer),
-            ctx=ctx,
-            device=dev,
-            title="train critic",
-            resume=resume,
-            meta={"config": str(config_path)},
-            rngs={"pairs": rng},
-        )
-        result = loop.run(step, evaluate=lambda: heldout_check(critic.eval(), tok, teacher, train), log_evaluation=True)
-        if result is None:
-            return None
-        return save_critic(critic, result, train, command or f"mmtok train critic {config_path}")
+    rng = random.Random(train.seed + ctx.rank)
+    tok = mmtok.get_tokenizer(critic_cfg.image_tokenizer).eval()
+    teacher = Teacher.from_pretrained(critic_cfg.teacher).eval()
+    with ctx.main_first():  # rank 0 fills the token caches, the others read them
+        digits = task_tokens(tok, "train", train.train_examples, train.image_size, train.seed)
+        photos = photo_tokens(tok, "train", train.photo_examples, train.image_size, train.seed)
+    critic_cfg.known_contexts = [
+        t.format(word=w, digit=d) for d, w in enumerate(DIGIT_WORDS) for t in DIGIT_TEMPLATES
+    ]  # caption_bank's texts, in its order
+    critic = TokenCritic(critic_cfg, name=train.name)
+    step = CriticSteps(critic, tok, train, digits, photos, caption_bank(teacher), plain_caption_bank(teacher), rng)
+    optimizer = torch.optim.Adam(critic.parameters(), lr=train.lr)
+    return Job(
+        Part(critic, optimizer),
+        step,
+        record=lambda result: critic_record(critic, result),
+        rngs={"pairs": rng},
+        evaluate=lambda: heldout_check(critic.eval(), tok, teacher, train),
+        log_evaluation=True,
+    )
 
 
-def save_critic(critic: TokenCritic, result: Any, train: CriticTrainConfig, command: str) -> Path:
+def critic_record(critic: TokenCritic, result: LoopResult) -> dict[str, Any]:
+    """The held-out check (also printed in one line) and the last step's bound."""
     check = result.evaluation
     print(
         f"held-out ROC AUC: stroke tokens vs background {check['heldout_stroke_auc']:.3f}, digit box vs "
         f"background {check['heldout_box_auc']:.3f}; threshold {check['threshold']} keeps "
         f"{check['kept_ratio']:.1%} of tokens, {check['stroke_recall']:.1%} of stroke tokens"
     )
-    out_dir = Path(train.out)
-    label = train_estimator_label(critic.config)
-    training = {"steps": train.steps, "train": dataclasses.asdict(train), "final_bound_nats": result.last[label]}
-    critic.eval().save_pretrained(out_dir, trained_by=command, training={**training, **check})
-    return out_dir
+    return {"final_bound_nats": result.last[train_estimator_label(critic.config)], **check}
+
+
+train_critic = TrainSpec("critic", TokenCriticConfig, CriticTrainConfig, critic_job, device="cpu")
 
 
 @torch.no_grad()

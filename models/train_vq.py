@@ -17,18 +17,16 @@ Data: ``mix = "offline"`` is the original photos + digits stream; ``mix = "photo
 ``init`` starts from another tokenizer's weights (a registry name or folder), keeping what fits; a codebook of
 another size starts afresh (k-means).
 
-Runs on one process, or several under ``torchrun`` (:class:`mmtok.models.training.Loop` averages the gradients;
-the codebook's EMA statistics are all-reduced by vector-quantize-pytorch). Checkpoints every ``checkpoint_every``
-steps; ``--resume`` continues.
+The trainer is its spec (:class:`mmtok.models.training.TrainSpec`). Runs on one process, or several under
+``torchrun`` (:class:`mmtok.models.training.Loop` averages the gradients; the codebook's EMA statistics are
+all-reduced by vector-quantize-pytorch). Checkpoints every ``checkpoint_every`` steps; ``--resume`` continues.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,7 +35,7 @@ import torch.nn.functional as F
 from mmtok.errors import ConfigError
 from mmtok.models.data import CachedOfflineImages, ImageFiles, PhotoMix
 from mmtok.models.teacher import Teacher
-from mmtok.models.training import Loop, LoopConfig, Part, ShuffledBatches, distributed, read_train_config, split_decay
+from mmtok.models.training import Job, LoopConfig, Part, Setup, ShuffledBatches, TrainSpec, split_decay
 from mmtok.models.vq import VQConfig, VQTokenizer, codebook_stats
 
 
@@ -47,14 +45,12 @@ class VQTrainConfig(LoopConfig):
     batch_size: int = 32
     lr: float = 3e-4
     weight_decay: float = 0.0
-    warmup_steps: int = 100
     data: str = ""  # folder or .jsonl manifest of images; empty: the offline sources of ``mix``
     mix: str = "offline"  # offline (photos + digits, light crops) | photo-mix (see mmtok.models.data.PhotoMix)
     samples: int = 30000  # offline samples made once and kept in memory
     digit_fraction: float = 0.3
     procedural_fraction: float = 0.0  # photo-mix: share of dead-leaves and fractal-noise images
     init: str = ""  # start from this tokenizer's weights (name or folder); empty: random initialisation
-    seed: int = 0
     l1_weight: float = 1.0
     l2_weight: float = 1.0
     perceptual_weight: float = 0.2
@@ -68,8 +64,6 @@ class VQTrainConfig(LoopConfig):
     align_token_weight: float = 0.5  # per-token features vs the teacher's patch tokens
     align_into_encoder: bool = True  # False: ablation (alignment head is a probe on detached codes)
     num_workers: int = 0
-    log_every: int = 25
-    checkpoint_every: int = 250
     out: str = "models/weights/vq-clip-tiny"
     name: str = "vq-clip-tiny"
 
@@ -315,53 +309,32 @@ def discriminator_part(train: VQTrainConfig, device: torch.device) -> Part | Non
     return Part(disc, optimizer, scheduled=False)
 
 
-def train_vq(
-    config_path: str | os.PathLike[str],
-    *,
-    out: str | None = None,
-    steps: int | None = None,
-    teacher: str | None = None,
-    data: str | None = None,
-    resume: bool = False,
-    device: str = "auto",
-    command: str = "",
-) -> Path | None:
-    vq_cfg, train = read_train_config(config_path, VQConfig, VQTrainConfig, out=out, steps=steps)
-    vq_cfg.teacher = teacher or vq_cfg.teacher
-    train.data = data or train.data
-    with distributed(device) as (ctx, dev):
-        torch.manual_seed(train.seed)  # same initial weights on every rank
-        frozen = frozen_teacher(vq_cfg, dev, config_path)
-        tok = VQTokenizer(vq_cfg, name=train.name)
-        fresh = load_init(tok, train.init) if train.init else []
-        tok = tok.to(dev)
-        optimizer = torch.optim.AdamW(split_decay(tok), lr=train.lr, weight_decay=train.weight_decay, betas=(0.9, 0.95))
-        parts = {"model": Part(tok, optimizer)}
-        effnet = EfficientNetPerceptual(train.effnet_stages).to(dev) if train.effnet_weight > 0 else None
-        disc_part = discriminator_part(train, dev)
-        if disc_part is not None:
-            parts["discriminator"] = disc_part
-        batches = make_loader(vq_cfg, train, ctx.rank, ctx.world_size)
-        counts = torch.zeros(tok.codebook_size, dtype=torch.long)
-        step = VQSteps(
-            tok, frozen, train, _images(batches), dev, counts, effnet, disc_part.module if disc_part else None
-        )
-        loop = Loop(
-            train,
-            parts,
-            ctx=ctx,
-            device=dev,
-            title="train vq",
-            resume=resume,
-            meta={"config": str(config_path)},
-            state={"batches": batches.taken, "code_counts": counts},
-        )
-        if loop.run(step, log_extra=step.codebook_use) is None:
-            return None
-        out_dir = Path(train.out)
-        tok.eval().cpu().save_pretrained(
-            out_dir,
-            trained_by=command or f"mmtok train vq {config_path}",
-            training={"steps": train.steps, "train": dataclasses.asdict(train), "fresh_after_init": fresh},
-        )
-        return out_dir
+def vq_job(run: Setup) -> Job:
+    """The tokenizer (from ``init``'s weights where they fit) with its AdamW, the frozen teacher, the optional
+    perceptual network and discriminator, this rank's batches and the step; the codebook's use is logged."""
+    vq_cfg, train, dev = run.model, run.train, run.device
+    frozen = frozen_teacher(vq_cfg, dev, run.config_path)
+    tok = VQTokenizer(vq_cfg, name=train.name)
+    fresh = load_init(tok, train.init) if train.init else []
+    tok = tok.to(dev)
+    optimizer = torch.optim.AdamW(split_decay(tok), lr=train.lr, weight_decay=train.weight_decay, betas=(0.9, 0.95))
+    parts = {"model": Part(tok, optimizer)}
+    effnet = EfficientNetPerceptual(train.effnet_stages).to(dev) if train.effnet_weight > 0 else None
+    disc_part = discriminator_part(train, dev)
+    if disc_part is not None:
+        parts["discriminator"] = disc_part
+    batches = make_loader(vq_cfg, train, run.ctx.rank, run.ctx.world_size)
+    counts = torch.zeros(tok.codebook_size, dtype=torch.long)
+    step = VQSteps(tok, frozen, train, _images(batches), dev, counts, effnet, disc_part.module if disc_part else None)
+    return Job(
+        parts,
+        step,
+        record=lambda result: {"fresh_after_init": fresh},
+        state={"batches": batches.taken, "code_counts": counts},
+        log_extra=step.codebook_use,
+    )
+
+
+# --teacher replaces the [model] teacher, --data the [train] data; torch has the same seed on every rank, so every
+# rank starts from the same weights
+train_vq = TrainSpec("vq", VQConfig, VQTrainConfig, vq_job, options={"teacher": "model", "data": "train"})

@@ -1,4 +1,5 @@
-"""The training skeleton (``mmtok.models.training.Loop``) and the five trainers on it: each kind trains a tiny
+"""The training skeleton (``mmtok.models.training.Loop``), the spec every trainer is (``TrainSpec``: config, options,
+the saved record) and the five trainers on it: each kind trains a tiny
 config, checkpoints, and a run resumed from its checkpoint ends with the uninterrupted run's weights and log, bit
 for bit; batches come in DataLoader's / DistributedSampler's order from any batch on; gradient clipping and
 evaluation hooks; two processes under torchrun (gloo) take the one-process step on the same global batch, and a
@@ -7,6 +8,7 @@ weights equal."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,9 +24,9 @@ from safetensors.torch import load_file
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 import mmtok
-from mmtok.errors import CheckpointError
+from mmtok.errors import CheckpointError, ConfigError
 from mmtok.models.teacher import Teacher
-from mmtok.models.training import STATE_FILE, Distributed, Loop, LoopConfig, Part, ShuffledBatches
+from mmtok.models.training import STATE_FILE, Distributed, Job, Loop, LoopConfig, Part, ShuffledBatches, TrainSpec
 from mmtok.models.vq import VQConfig, VQTokenizer
 
 KINDS = ("clip", "vq", "av", "critic", "backbone")
@@ -282,6 +284,54 @@ def test_the_train_state_keeps_its_format_and_refuses_another_model(tmp_path):
     part = Part(other, torch.optim.AdamW(other.parameters()))
     with pytest.raises(CheckpointError, match="does not match the model"):
         Loop(cfg, part, ctx=Distributed(), device=torch.device("cpu"), title="x", resume=True)
+
+
+@dataclasses.dataclass
+class ToyModelConfig:
+    teacher: str = "config's teacher"
+
+
+@dataclasses.dataclass
+class ToyTrainConfig(LoopConfig):
+    data: str = ""
+
+
+class SavedToy(Toy):
+    def save_pretrained(self, folder: str, trained_by: str, training: dict) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "record.json").write_text(json.dumps({"trained_by": trained_by, **training}))
+
+
+def toy_spec(seen: list, **spec) -> TrainSpec:
+    """A trainer whose build notes the config sections it was given."""
+
+    def build(run) -> Job:
+        seen.append((run.model.teacher, run.train.data))
+        model = SavedToy()
+
+        def step(index: int) -> dict:
+            model.linear(torch.ones(4)).square().sum().backward()
+            return {}
+
+        return Job(Part(model, torch.optim.SGD(model.parameters())), step, record=lambda result: {"extra": 1})
+
+    return TrainSpec("toy", ToyModelConfig, ToyTrainConfig, build, **spec)
+
+
+def test_a_spec_trains_saves_its_record_and_takes_only_its_own_options(tmp_path):
+    config = tmp_path / "toy.toml"
+    config.write_text(f'[train]\nsteps = 2\ndata = "config data"\nout = "{tmp_path / "out"}"\n')
+    seen: list = []
+    train_toy = toy_spec(seen, options={"teacher": "model", "data": "train"})
+    assert train_toy(config, teacher="given teacher", data=None, device="cpu") == tmp_path / "out"
+    assert seen == [("given teacher", "config data")]  # an option not given leaves the config's key
+    record = json.loads((tmp_path / "out" / "record.json").read_text())
+    assert record["trained_by"] == f"mmtok train toy {config}" and record["steps"] == 2 and record["extra"] == 1
+    assert record["train"]["data"] == "config data"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        train_toy(config, colour="red", device="cpu")
+    with pytest.raises(ConfigError, match="trains on the cpu only"):
+        toy_spec(seen, device="cpu")(config, device="cuda")
 
 
 TWO_PROCESSES = """

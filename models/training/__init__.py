@@ -1,7 +1,9 @@
 """What every mmtok training command shares: TOML configs, device and process-group set-up, and one training
 skeleton, :class:`Loop`, that runs the learning-rate schedule, gradient clipping, logging, checkpoints and resume,
-evaluation hooks and data-parallel training. A trainer (``models/train_*.py``) brings only its model, its loss
-(a ``step`` callable that runs the forward and backward passes) and its data.
+evaluation hooks and data-parallel training, and :class:`TrainSpec`, which runs a trainer the one way every
+``mmtok train`` command runs (config, processes, seed, loop, save). A trainer (``models/train_*.py``) is only its
+spec: its config sections and a ``build`` that makes its model, its loss (a ``step`` callable that runs the forward
+and backward passes) and its data.
 
 Multi-process runs use ``torchrun``: ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` in the environment turn on
 ``torch.distributed`` (gloo on CPU, NCCL on CUDA). Every process starts from rank 0's weights and trains on its
@@ -16,7 +18,8 @@ the same number of processes). A second model trained alongside (the VQ's discri
 
 The parts: :mod:`.config` (TOML configs, ``LoopConfig``), :mod:`.processes` (device and ``torch.distributed``),
 :mod:`.optim` (schedule, weight-decay groups), :mod:`.batches` (resumable shuffled batches), :mod:`.state`
-(checkpoint files), :mod:`.loop` (the skeleton) and :mod:`.log` (progress bar and ``train_log.jsonl``).
+(checkpoint files), :mod:`.loop` (the skeleton), :mod:`.log` (progress bar and ``train_log.jsonl``) and
+:mod:`.spec` (a trainer's parts, and the run every trainer shares).
 """
 
 from mmtok.models.training.batches import ShuffledBatches
@@ -25,19 +28,23 @@ from mmtok.models.training.log import TrainLog
 from mmtok.models.training.loop import Loop, LoopResult, Metrics, Part
 from mmtok.models.training.optim import cosine_lr, split_decay
 from mmtok.models.training.processes import Distributed, distributed, select_device
+from mmtok.models.training.spec import Job, Setup, TrainSpec
 from mmtok.models.training.state import STATE_FILE, RandomSource, read_state, write_state
 
 __all__ = [
     "STATE_FILE",
     "Distributed",
+    "Job",
     "Loop",
     "LoopConfig",
     "LoopResult",
     "Metrics",
     "Part",
     "RandomSource",
+    "Setup",
     "ShuffledBatches",
     "TrainLog",
+    "TrainSpec",
     "cosine_lr",
     "dataclass_from",
     "distributed",
