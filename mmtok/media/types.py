@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import PIL.Image
     import torch
 
+    from mmtok.media.document import Document
+
 # Images claiming more pixels than this are refused before any decoding (decompression-bomb guard). It equals the
 # size at which Pillow itself raises DecompressionBombError (2 x Image.MAX_IMAGE_PIXELS), about 13,377 x 13,377.
 MAX_IMAGE_PIXELS = 178_956_970
@@ -40,7 +42,7 @@ AUDIO_EXTENSIONS = frozenset({".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".m4v", ".mov", ".webm", ".mkv", ".avi", ".ogv"})
 MEDIA_EXTENSIONS = IMAGE_EXTENSIONS | AUDIO_EXTENSIONS | VIDEO_EXTENSIONS
 
-KINDS = ("image", "audio", "video", "text")
+KINDS = ("image", "audio", "video", "text", "document")  # document: a PDF (mmtok.media.document)
 
 
 def _source(path: Path | None) -> str:
@@ -565,7 +567,7 @@ class Text:
         return _info(self, fmt=self.format)
 
 
-Media = Union[Image, Audio, Video, Text]  # noqa: UP007 - a runtime alias used in isinstance-free annotations
+Media = Union[Image, Audio, Video, Text, "Document"]  # a runtime alias for annotations (Document: a PDF)
 
 
 def _info(media: Media, *, fmt: str, **fields: Any) -> dict[str, Any]:
