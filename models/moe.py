@@ -329,20 +329,13 @@ class ExpertSegments(torch.autograd.Function):
     stacked tensor, and adds each run's input gradient into ``grad_x_TD``."""
 
     @staticmethod
-    def forward(
-        ctx: Any,
-        x_TD: torch.Tensor,
-        weight_A: torch.Tensor,
-        w1_EDF: torch.Tensor,
-        w3_EDF: torch.Tensor,
-        w2_EFD: torch.Tensor,
-        token_A: torch.Tensor,
-        counts_E: list[int],
-    ) -> torch.Tensor:
+    def forward(ctx: Any, *args: Any) -> torch.Tensor:
+        """:func:`expert_segments` on its arguments (``x_TD, weight_A, w1_EDF, w3_EDF, w2_EFD, token_A, counts_E``),
+        keeping what backward needs: the six tensors, the counts and each run's hidden pre-activations."""
         ctx.hidden = []
-        out_TD = expert_segments(x_TD, weight_A, w1_EDF, w3_EDF, w2_EFD, token_A, counts_E, ctx.hidden)
-        ctx.save_for_backward(x_TD, weight_A, w1_EDF, w3_EDF, w2_EFD, token_A)
-        ctx.counts_E = counts_E
+        out_TD = expert_segments(*args, ctx.hidden)
+        ctx.save_for_backward(*args[:6])
+        ctx.counts_E = args[6]
         return out_TD
 
     @staticmethod
