@@ -66,9 +66,6 @@ def shrink(
     before and after, what was done, and each measure. Outputs are priced again from the written file and never
     cost more than the original (--slice: said when they do); where no cheaper version meets the bars the original
     is copied once and said so. A file several models share is written once."""
-    from mmtok.budgets.shrink import shrink_models
-    from mmtok.media import iter_files
-
     bars = _checked_bars(keep, speed, detail)
     limit = resolve_max_pixels(max_pixels)
     out = out.expanduser()
@@ -77,37 +74,48 @@ def shrink(
         print_error(problem)
         raise typer.Exit(2)
     usable = _usable_models(model, prices, json_out)
-    failures = len(usable) != len(model)
+    options = {
+        "lossless": lossless, "detail": detail, "speed": speed, "min_silence_s": min_silence, "crop": not no_crop,
+        "slice": slice_, "prices": prices, "max_pixels": limit,
+    }  # fmt: skip
+    results, failures = _shrink_all(paths, usable, bars, out, options, json_out)
+    if not json_out and results:
+        _print_table(results)
+    if failures or len(usable) != len(model):
+        raise typer.Exit(1)
+
+
+def _shrink_all(
+    paths: list[Path], models: list[str], bars: dict, out: Path, options: dict, json_out: bool
+) -> tuple[list[ShrinkResult], bool]:
+    """Every input for every model, each outcome said as it comes; (the results, whether any input failed)."""
+    from mmtok.budgets.shrink import shrink_models
+    from mmtok.media import iter_files
+
     files = list(iter_files(paths))
     names = _output_names([f for f in files if not isinstance(f, MediaError)], paths)
     inputs = frozenset(Path(os.path.realpath(p)) for p in names)
     results: list[ShrinkResult] = []
     warned: set[str] = set()
-    options = {"lossless": lossless, "detail": detail, "speed": speed, "min_silence_s": min_silence}
-    with _progress(len(files), len(usable), min_items=1 if any(p.is_dir() for p in paths) else 2) as now:
+    failures = False
+    with _progress(len(files), len(models), min_items=1 if any(p.is_dir() for p in paths) else 2) as now:
         for n, item in enumerate(files):
             if isinstance(item, MediaError):
                 failures = True
                 _error(item, json_out, {"input": item.source})
                 continue
-            now(n, item, usable[0])
+            now(n, item, models[0])
             made = 0
-            for k, result in enumerate(
-                shrink_models(
-                    item, usable, bars, out / names[item].parent, names[item].name, crop=not no_crop,
-                    slice=slice_, prices=prices, protect=inputs, max_pixels=limit, **options,
-                )
-            ):  # fmt: skip
+            outcomes = shrink_models(
+                item, models, bars, out / names[item].parent, names[item].name, protect=inputs, **options
+            )
+            for k, result in enumerate(outcomes):
                 written, failed = _report(item, result, json_out, warned, results)
-                made += written
-                failures = failures or failed
-                if k + 1 < len(usable):
-                    now(n, item, usable[k + 1])
+                made, failures = made + written, failures or failed
+                if k + 1 < len(models):
+                    now(n, item, models[k + 1])
             failures = failures or made == 0
-    if not json_out and results:
-        _print_table(results)
-    if failures:
-        raise typer.Exit(1)
+    return results, failures
 
 
 @contextmanager
@@ -179,9 +187,8 @@ def _report(item: Path, result: object, json_out: bool, warned: set[str], result
     if isinstance(result, MmtokError):
         _error(result if isinstance(result, MediaError) else f"{item}: {result}", json_out, {"input": str(item)})
         return 0, True
-    for warning in result.warnings:
-        print_warning(f"{item}: {warning}")
-    for warning in result.before.warnings:  # the price's own (a retired model ...): said once
+    said = [f"{item}: {warning}" for warning in result.warnings] + list(result.before.warnings)
+    for warning in said:  # the input's (an animated GIF) and the price's own (a retired model ...): said once
         if warning not in warned:
             warned.add(warning)
             print_warning(warning)

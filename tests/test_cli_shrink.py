@@ -192,3 +192,56 @@ def test_a_format_the_provider_does_not_take_is_converted_for_it_alone(tmp_path)
     assert rows["grok-4.20"]["status"] == "converted" and rows["grok-4.20"]["output"].endswith("p.grok-4.20.png")
     assert rows["claude-sonnet-4-5"]["status"] == "kept"  # Anthropic takes WebP: the original, unchanged
     assert (out / "p.webp").read_bytes() == webp.read_bytes()
+
+
+def _animated_gif(path, width=640, height=400):
+    frames = [PIL.Image.open(_photo(path.with_suffix(f".{i}.png"), width, height, seed=i)) for i in range(3)]
+    frames = [f.convert("P") for f in frames]
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100)
+    for i in range(3):
+        path.with_suffix(f".{i}.png").unlink()
+    return path
+
+
+def test_the_table_fits_80_columns_with_a_long_path_several_models_and_a_warning(tmp_path):
+    folder = tmp_path / "screenshots-from-the-quarterly-review" / "week-forty-two" / "dashboards"
+    folder.mkdir(parents=True)
+    _photo(folder / "dashboard-overview-q3-final.png", 1200, 800)
+    _animated_gif(folder / "spinner.gif")
+    models = ["gpt-4o", "claude-opus-4-7", "gemini-3-flash-preview"]
+    paths = [str(folder / "dashboard-overview-q3-final.png"), str(folder / "spinner.gif")]  # named by their path
+    args = ["shrink", *paths, *[a for m in models for a in ("-m", m)], "--out", str(tmp_path / "o"), *FAST]
+    result = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("only the first frame is kept") == 1  # said once for the input, not per model
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), "\n".join(line for line in lines if len(line) > 80)
+    table = lines[: next(i for i, line in enumerate(lines) if "total" in line) + 1]
+    assert sum("dashboard-overview-q3-final.png" in line for line in table) == 1  # one row, the name whole
+    for model in models:  # each model a sub-row under each input, its name whole
+        assert sum(line.split("│")[0].strip() == model for line in table) == 2
+    assert any(line.startswith("total: ") and "USD" in line and "saved" in line for line in lines)
+    folded = [line for line in lines if line.startswith("  gpt-4o: ")]  # what was done, under the table
+    assert len(folded) == 2 and ("USD" in table[0] or all("USD" in line for line in folded))  # a column, or said
+
+
+def test_shrink_names_its_own_pixel_limit(tmp_path):
+    source = _photo(tmp_path / "p.png", 600, 400)
+    out = tmp_path / "o"
+    refused = runner.invoke(app, ["shrink", str(source), "-m", "gpt-4o", "--out", str(out), "--max-pixels", "1000"])
+    assert refused.exit_code == 1 and "above the limit of 1,000" in refused.stderr
+    assert "--max-pixels" in refused.stderr and "Traceback" not in refused.output
+    allowed = runner.invoke(app, ["shrink", str(source), "-m", "gpt-4o", "--out", str(out), "--max-pixels", "240000"])
+    assert allowed.exit_code == 0, allowed.output
+
+
+def test_json_says_which_model_a_shared_output_was_written_for(tmp_path):
+    source = _photo(tmp_path / "p.png", 1600, 1200)
+    out = tmp_path / "o"
+    args = ["shrink", str(source), "-m", "claude-sonnet-4-5", "-m", "claude-haiku-4-5", "--out", str(out), "--json"]
+    sonnet, haiku = _rows(runner.invoke(app, [*args, *FAST]))
+    assert sonnet["same_file_as"] is None and haiku["same_file_as"] == "claude-sonnet-4-5"
+    assert sonnet["output"] == haiku["output"] and [p.name for p in out.iterdir()] == ["p.claude-sonnet-4-5.png"]
+    table = runner.invoke(app, ["shrink", str(source), "-m", "claude-sonnet-4-5", "-m", "claude-haiku-4-5",
+                                "--out", str(tmp_path / "o2"), *FAST], env={"COLUMNS": "80"})  # fmt: skip
+    assert "the same file as claude-sonnet-4-5's, p.claude-sonnet-4-5.png" in " ".join(table.stdout.split())

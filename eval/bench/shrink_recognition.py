@@ -218,8 +218,8 @@ def report(result: dict[str, Any]) -> str:
         lines.append("")
     c, check = result["chosen"], result["check_at_chosen"]
     lines.append(
-        f"chosen: recog>={c['threshold']:.2f}, the smallest threshold with top-5 agreement >= {TARGET_TOP5:.0%} and "
-        f"top-1 >= {TARGET_TOP1:.0%} on the held-out photos (top-5 {_pct(c['top5_agreement'])}, top-1 "
+        f"chosen: recog>={c['threshold']:.2f}, the smallest threshold with top-5 agreement >= {TARGET_TOP5:.1%} and "
+        f"top-1 >= {TARGET_TOP1:.1%} on the held-out photos (top-5 {_pct(c['top5_agreement'])}, top-1 "
         f"{_pct(c['top1_agreement'])}); on the check photos at that threshold: top-5 "
         f"{_pct(check['top5_agreement'])}, top-1 {_pct(check['top1_agreement'])}"
     )

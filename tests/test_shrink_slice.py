@@ -1,0 +1,73 @@
+"""Tall and wide pages (issue 27, item 5): what a model's view does to their text, and --slice's pieces."""
+
+from __future__ import annotations
+
+import PIL.Image
+import PIL.ImageDraw
+import pytest
+
+from mmtok.budgets.pricing import image_token_count, resolve
+from mmtok.budgets.shrink import candidates as C
+from mmtok.budgets.shrink import shrink
+from tests.test_shrink import _font
+
+SENTENCE = "the quick brown fox jumps over a lazy dog while invoice 7781-AB totals 2,450.00 USD by Friday"
+
+
+def tall_page(path, width=900, height=6000, text_px=16, every_px=240):
+    """A full-page screenshot: lines of ``text_px`` text every ``every_px``, numbered, down a tall white page."""
+    page = PIL.Image.new("RGB", (width, height), "white")
+    draw = PIL.ImageDraw.Draw(page)
+    words = SENTENCE.split()
+    for n, y in enumerate(range(30, height - 2 * text_px, every_px)):
+        line = " ".join(words[(3 * n + k) % len(words)] for k in range(7))
+        draw.text((24, y), f"{n:03d} {line}", font=_font(text_px), fill="black")
+    page.save(path)
+    return path
+
+
+def test_text_scale_is_the_models_view_and_how_much_it_shrinks_text():
+    seen = C.text_scale(resolve("gpt-4o"), 1280, 8000)
+    assert seen.view.size == (328, 2048) and seen.text_px(18) == pytest.approx(4.6, abs=0.05)
+    assert C.text_scale(resolve("gpt-4o"), 800, 600).scale == 1.0  # within the view: text as it is
+
+
+@pytest.mark.parametrize(("across", "expected"), [(1280, 768), (480, 2048), (2100, 0)])
+def test_the_longest_piece_gpt4o_sees_whole_is_where_its_rule_stops_downscaling(across, expected):
+    # gpt-4o fits an image in 2048 px, then its short side in 768: a 1280-wide piece is whole up to 768 px long, a
+    # 480-wide one up to 2048; one 2100 px wide is downscaled however short
+    assert C.largest_unscaled(resolve("gpt-4o"), across, 8000) == expected
+    if expected:
+        assert C.view(resolve("gpt-4o"), across, expected, None).size == (across, expected)
+
+
+def test_a_tall_page_is_kept_with_how_small_its_text_gets_and_the_remedy(tmp_path):
+    page = tall_page(tmp_path / "tall.png")
+    kept = shrink(page, "gpt-4o", keep=["ocr>=0.98"], out=tmp_path / "out")
+    assert kept.status == "kept" and not kept.pieces
+    assert "gpt-4o sees this 900x6000 image at 307x2048 (0.34x)" in kept.action
+    assert kept.action.endswith("--slice cuts it into pieces the model sees whole")
+    assert all(
+        t["ocr"] is None and t["reasons"]["ocr"].startswith("not read: the original's lines") for t in kept.tried
+    )
+
+
+@pytest.mark.slow
+def test_slice_cuts_a_tall_page_into_pieces_the_model_sees_whole_each_read_against_its_part(tmp_path):
+    page = tall_page(tmp_path / "tall.png")
+    result = shrink(page, "gpt-4o", keep=["ocr>=0.98"], slice=True, out=tmp_path / "out")
+    assert result.status == "sliced" and len(result.pieces) >= 2 and result.path == result.pieces[0]
+    assert [p.name for p in result.pieces] == [f"tall.gpt-4o.part{i + 1}of{len(result.pieces)}.png" for i in
+                                               range(len(result.pieces))]  # fmt: skip
+    assert result.measures["ocr"] >= 0.98
+    tokens = 0
+    for piece in result.pieces:
+        with PIL.Image.open(piece) as im:
+            size = im.size
+        assert C.view(resolve("gpt-4o"), *size, None).size == size  # seen whole, not downscaled
+        tokens += image_token_count(*size, "gpt-4o").tokens
+    assert result.tokens_after == tokens > result.tokens_before  # priced piece by piece, dearer than one image
+    assert f"{tokens:,} tokens against {result.tokens_before:,} for the one image" in result.action
+    as_sent = next(t for t in result.tried if t["size"].endswith("as sent"))
+    assert as_sent["ocr"] < 0.98 and not as_sent["meets"]  # the one image, as the model sees it, fails the bar
+    assert result.to_dict()["pieces"] == [str(p) for p in result.pieces]
