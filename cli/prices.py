@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -20,6 +22,23 @@ from mmtok.cli.common import (
 )
 from mmtok.errors import PriceError
 
+
+@contextmanager
+def _exits_on_price_error(code: int, writing: Path | None = None) -> Iterator[None]:
+    """A price error ends the command with its one line on stderr and exit ``code``; so does (exit 1) an OS error
+    while ``writing`` that file."""
+    try:
+        yield
+    except PriceError as e:
+        print_error(e)
+        raise typer.Exit(code) from None
+    except OSError as e:
+        if writing is None:
+            raise
+        print_error(f"{writing}: cannot write: {e.strerror or e}")
+        raise typer.Exit(1) from None
+
+
 prices_app = typer.Typer(
     help="Price data: status (which snapshot, how old), update (take in newer data), sheets, LiteLLM import.",
     no_args_is_help=True,
@@ -32,11 +51,8 @@ def prices_status(json_out: bool = typer.Option(False, "--json", help="One JSON 
     """Which price data and model catalog are in use, and how old they are."""
     from mmtok.budgets.status import price_status
 
-    try:
+    with _exits_on_price_error(1):
         status = price_status()
-    except PriceError as e:
-        print_error(e)
-        raise typer.Exit(1) from None
     if json_out:
         print_json_line(status)
         return
@@ -72,11 +88,8 @@ def prices_update(
 
     if reset and source is not None:
         raise typer.BadParameter("--reset forgets taken-in data; it takes no --from file", param_hint="--reset")
-    try:
+    with _exits_on_price_error(1):
         lines = reset_taken_in() if reset else take_in(source, litellm_version)
-    except PriceError as e:
-        print_error(e)
-        raise typer.Exit(1) from None
     if json_out:
         print_json_line({"action": "reset" if reset else "take-in", "source": source, "messages": lines})
         return
@@ -99,11 +112,8 @@ def prices_list(
     from mmtok.budgets.sheets import model_rows, shipped_sheets
 
     one_output_format(json_out, csv_out)
-    try:
+    with _exits_on_price_error(2):
         rows = model_rows(tuple(prices))
-    except PriceError as e:
-        print_error(e)
-        raise typer.Exit(2) from None
     shipped = {p.resolve() for p in shipped_sheets()}
     records = [
         {
@@ -165,14 +175,8 @@ def prices_import_litellm(
     except ValueError:
         raise typer.BadParameter(f"must be a date like 2026-07-24, got {as_of!r}", param_hint="--as-of") from None
     check_out_file(out)
-    try:
+    with _exits_on_price_error(1, writing=out):
         count = import_litellm(file, out, provider=provider, patterns=model or None, source=source, as_of=date)
-    except PriceError as e:
-        print_error(e)
-        raise typer.Exit(1) from None
-    except OSError as e:
-        print_error(f"{out}: cannot write: {e.strerror or e}")
-        raise typer.Exit(1) from None
     if json_out:
         print_json_line({"sheet": str(out), "models": count})
         return

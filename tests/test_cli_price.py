@@ -174,6 +174,17 @@ def test_import_litellm_command(tmp_path):
     assert _rows(quote)[0]["as_of"] == "2026-10-01"
 
 
+def test_a_broken_sheet_or_price_map_is_one_line_and_its_exit_code(tmp_path):
+    sheet, price_map = tmp_path / "bad.toml", tmp_path / "bad.json"
+    sheet.write_text("not toml [")
+    price_map.write_text("{not json")
+    listing = runner.invoke(app, ["prices", "list", "--prices", str(sheet)])
+    assert listing.exit_code == 2 and listing.stderr.startswith(f"error: {sheet}: invalid TOML")
+    imported = runner.invoke(app, ["prices", "import-litellm", str(price_map), "--out", str(tmp_path / "s.toml")])
+    assert imported.exit_code == 1 and imported.stderr.startswith(f"error: {price_map}: not valid JSON")
+    assert len(listing.stderr.splitlines()) == len(imported.stderr.splitlines()) == 1
+
+
 def test_an_unreadable_file_with_one_model_is_one_line_naming_the_file_once(tmp_path):
     bad = tmp_path / "empty.png"
     bad.write_bytes(b"")
