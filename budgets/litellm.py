@@ -14,7 +14,7 @@ import os
 from decimal import Decimal
 from typing import Any
 
-from mmtok.budgets.sheets import families
+from mmtok.budgets.sheets import UNPRINTABLE, families
 from mmtok.errors import PriceError
 from mmtok.files import read_json, write_atomic
 
@@ -65,6 +65,8 @@ def litellm_rows(
     for name, entry in sorted(data.items()):
         if patterns and not any(fnmatch.fnmatchcase(name, p) for p in patterns):
             continue
+        if not name.strip() or len(name) > 200 or UNPRINTABLE.search(name):
+            continue  # a name a sheet refuses (a line break, a control character): not a model, not written
         if "input_cost_per_token" not in entry:
             continue
         row: dict[str, str] = {}
@@ -76,7 +78,7 @@ def litellm_rows(
                 row[target] = _decimal_text(_json_rate(entry[key], f"{where} {name}.{key}"))
         family = next((f for f in fams if f.matches(name)), None)
         as_text = []
-        for modality in ("image", "audio", "video"):
+        for modality in ("image", "video"):  # billed as input tokens; audio never at the text rate in silence
             has_rate = any(k.startswith(f"{modality}_input_") for k in row)
             if not has_rate and family is not None and modality in family.formulas:
                 row[f"{modality}_input_per_mtok"] = row["input_per_mtok"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -189,7 +190,8 @@ class _Run:
         if not names:
             return [], PriceError("the body names no model (a Gemini body carries it in the URL): give one with -m")
         results: list[Any] = []
-        with measuring(request.parts, self.reader.policy) as measured:
+        policy = dataclasses.replace(self.reader.policy, paths_under=job.folder)  # a file beside the body, or in
+        with measuring(request.parts, policy) as measured:  # a folder under it: never above it
             for name in names:
                 try:
                     model = resolve(name, self.prices)

@@ -24,10 +24,11 @@ class Files:
 
 @dataclass
 class Body:
-    """One API request body."""
+    """One API request body, and the folder its local paths are read from (the body file's own)."""
 
     label: str
     request: Any  # mmtok.request.Request
+    folder: Path | None = None
 
 
 @dataclass
@@ -53,10 +54,11 @@ class Reader:
     def entries(self, raw: list[str]) -> Iterator[tuple[str, Path | str | MmtokError, bool]]:
         """(label, what to read, found in a folder) for each input; folders walked first, so a bar has a total."""
         from mmtok.media import iter_files
+        from mmtok.media.addresses import shown
 
         for given in raw:
             if _is_url(given):
-                yield given, given, False
+                yield shown(given), given, False  # named without credentials or a signed query string
                 continue
             walked = Path(given).is_dir()
             for item in iter_files([given]):
@@ -94,24 +96,25 @@ class Reader:
     def _text(self, label: str, path: Path, media: Any, walked: bool, inputs: Inputs) -> Any:
         from mmtok.request import MAX_BODY_BYTES, looks_like_body, parse_body
 
-        data = _read_regular(path, MAX_BODY_BYTES)
-        if looks_like_body(data[:64]):
+        data = _read_regular(path, MAX_BODY_BYTES, whole_if=looks_like_body)
+        if looks_like_body(data):
             try:
-                return Body(label, parse_body(data, source=label))
+                return Body(label, parse_body(data, source=label), path.parent)
             except RequestError as e:
-                if "not a request body" not in str(e):
-                    raise
-                if not walked:
+                if not walked:  # named on the command line: malformed JSON is its error; other JSON a prompt, said
+                    if "not a request body" not in str(e):
+                        raise
                     inputs.not_bodies.append(label)
+        # in a folder, text (JSON Lines, JSON with comments, a package.json, code, notes) is skipped unless asked
         if walked and not self.text_files:
             inputs.skipped_text.append(label)
             return None
         return Files(label, [media])
 
 
-def _read_regular(path: Path, limit: int) -> bytes:
-    """A file's bytes, read through a descriptor checked to be a regular file (a path swapped for a FIFO since
-    ``load`` checked it does not block), at most ``limit``."""
+def _read_regular(path: Path, limit: int, whole_if: Any) -> bytes:
+    """A file's first 4 KiB, and the rest (up to ``limit``) where ``whole_if(first)`` holds, read through a
+    descriptor checked to be a regular file (a path swapped for a FIFO since ``load`` checked it does not block)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
@@ -120,7 +123,9 @@ def _read_regular(path: Path, limit: int) -> bytes:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise MediaError(path, "is no longer a regular file")
         with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(limit + 1)
+            data = f.read(4096)
+            if whole_if(data):
+                data += f.read(limit + 1 - len(data))
     finally:
         os.close(fd)
     if len(data) > limit:

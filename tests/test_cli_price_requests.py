@@ -43,7 +43,7 @@ def test_the_issue_reproduction_prices_the_image_not_the_base64(chat_body):
     result = runner.invoke(app, ["price", str(chat_body), "--json", *AT])
     assert result.exit_code == 0, result.output
     (row,) = _rows(result)
-    assert row["tokens"]["image"] == 765 and row["input_tokens"] == 765 + 6 + 6  # was 156,636 tokens, $0.39
+    assert row["tokens"]["image"] == 765 and row["input_tokens"] == 765 + 6 + 7  # was 156,636 tokens, $0.39
     assert row["model"] == "gpt-4o" and float(row["total_cost"]) < 0.01 and row["complete"]
     framing = [ln for ln in row["lines"] if ln["item"] == "<message framing>"]
     assert framing and framing[0]["label"] == "estimate"
@@ -188,3 +188,50 @@ def test_pages_price_what_would_be_sent_of_a_pdf():
     assert past.exit_code == 1 and _errors(past) == [f"error: {pdf}: pages '9': page 9 is past the last page (2)"]
     bad = runner.invoke(app, ["price", pdf, "--pages", "x", *AT])
     assert bad.exit_code == 2 and "--pages: pages 'x'" in bad.stderr
+
+
+def test_a_body_with_a_byte_order_mark_is_still_a_body(chat_body, tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf\n  " + chat_body.read_bytes())
+    rows = _rows(runner.invoke(app, ["price", str(path), "--json", *AT]))
+    assert rows[0]["tokens"]["image"] == 765
+
+
+def test_json_that_is_no_body_in_a_folder_is_skipped_not_an_error(tmp_path, chat_body):
+    (tmp_path / "events.jsonl").write_text('{"a": 1}\n{"a": 2}\n')
+    (tmp_path / "tsconfig.json").write_text('{\n  // comments\n  "strict": true\n}\n')
+    (tmp_path / "request.json").write_bytes(chat_body.read_bytes())
+    result = runner.invoke(app, ["price", str(tmp_path), "--json", *AT])
+    assert result.exit_code == 0, result.output
+    assert [r["item"].rsplit("/", 1)[-1] for r in _rows(result)] == ["request.json"]
+    assert "skipped 2 text file(s)" in result.stderr
+
+
+def test_a_body_reads_files_beside_it_but_never_above_it(tmp_path, samples):
+    (tmp_path / "cat.jpg").write_bytes((samples / "chelsea.jpg").read_bytes())
+    (tmp_path / "body.json").write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "cat.jpg"}},
+        {"type": "image_url", "image_url": {"url": "../secret.png"}}]}]}))  # fmt: skip
+    result = runner.invoke(app, ["price", str(tmp_path / "body.json"), "--json", *AT])
+    assert result.exit_code == 1
+    assert _rows(result)[0]["tokens"]["image"] == 255
+    assert "a body may name files only within its own folder" in result.stderr
+
+
+def test_a_url_is_shown_without_credentials_or_its_query(tmp_path, samples):
+    (tmp_path / "cat.jpg").write_bytes((samples / "chelsea.jpg").read_bytes())
+    with serving(tmp_path) as (base, _):
+        signed = f"{base}/cat.jpg?X-Amz-Signature=SECRET"
+        result = runner.invoke(app, ["price", signed, "--json", *AT])
+        with_user = runner.invoke(app, ["price", base.replace("http://", "http://alice:hunter2@") + "/cat.jpg"])
+    assert result.exit_code == 0 and "SECRET" not in result.output and _rows(result)[0]["item"].endswith("cat.jpg?…")
+    assert with_user.exit_code == 1 and "hunter2" not in with_user.output
+    assert "mmtok sends no credentials" in with_user.stderr
+
+
+def test_tool_definitions_are_an_estimate(chat_body):
+    body = json.loads(chat_body.read_bytes()) | {"tools": [{"type": "function", "function": {"name": "f",
+                                                 "parameters": {"type": "object"}}}]}  # fmt: skip
+    (row,) = _rows(runner.invoke(app, ["price", "-", "--json", *AT], input=json.dumps(body)))
+    (tools,) = [ln for ln in row["lines"] if ln["item"] == "tools"]
+    assert tools["label"] == "estimate" and "renders them its own way" in tools["working"]

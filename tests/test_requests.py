@@ -58,10 +58,11 @@ def test_chat_body_with_one_high_detail_image_costs_765_plus_its_text(photo_1024
     text = _line(quote, "messages[0]")
     assert (text.tokens, text.label) == (6, "exact")  # "What is in this image?" in o200k_base
     framing = _line(quote, "<message framing>")
-    assert (framing.tokens, framing.label) == (3 + 3, "estimate") and "OpenAI's cookbook" in framing.working
+    assert (framing.tokens, framing.label) == (1 + 3 + 3, "estimate")  # "user", 3 per message, 3 for the reply
+    assert "OpenAI's cookbook" in framing.working
     output = _line(quote, "output")
     assert (output.tokens, output.label) == (300, "upper bound")
-    assert quote.input_tokens == 765 + 6 + 6 and quote.complete and quote.model == "gpt-4o"
+    assert quote.input_tokens == 765 + 6 + 7 and quote.complete and quote.model == "gpt-4o"
     assert quote.total_cost < 0.01  # about $0.005, where the text-rate reading said $0.39
 
 
@@ -312,3 +313,47 @@ def test_a_local_path_in_a_body_is_not_read_unless_allowed(samples, tmp_path):
         {"type": "image_url", "image_url": {"url": "../../README.md"}}]}])  # fmt: skip
     (missing,) = price_request(outside, at=AT, policy=Policy(paths_under=samples)).missing
     assert "a body may name files only within its own folder" in missing
+
+
+COOKBOOK_MESSAGES = [  # OpenAI's cookbook, "How to count tokens with tiktoken" (read 2026-12-02), its example
+    {"role": "system", "content": "You are a helpful, pattern-following assistant that translates corporate jargon "
+     "into plain English."},
+    {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
+    {"role": "system", "name": "example_assistant", "content": "Things working well together will increase revenue."},
+    {"role": "system", "name": "example_user", "content": "Let's circle back when we have more bandwidth to touch "
+     "base on opportunities for increased leverage."},
+    {"role": "system", "name": "example_assistant", "content": "Let's talk later when we're less busy about how to "
+     "do better."},
+    {"role": "user", "content": "This late pivot means we don't have time to boil the ocean for the client "
+     "deliverable."},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "tokens"), [("gpt-4o", 124), ("gpt-4o-mini", 124), ("gpt-4", 129)])
+def test_chat_messages_cost_what_the_cookbook_and_the_api_counted(model, tokens):
+    """The cookbook prints the API's own prompt_tokens for its example beside its count: 124 on gpt-4o and
+    gpt-4o-mini, 129 on gpt-4 (roles and names encoded, 3 per message, 1 per name, 3 to prime the reply)."""
+    body = openai_chat(model=model, messages=COOKBOOK_MESSAGES)
+    assert price_request(body, at=AT).input_tokens == tokens
+
+
+def test_a_body_of_millions_of_empty_objects_is_refused_before_it_is_parsed():
+    body = b'{"model": "gpt-4o", "messages": [' + b"{}," * 1_100_000 + b"{}]}"
+    with pytest.raises(RequestError, match="over 1,000,000 objects and arrays: not read"):
+        parse_body(body, source="many.json")
+
+
+def test_gemini_video_metadata_sets_the_frames_counted(samples):
+    from google.genai import types
+
+    clip = (samples / "clip.mp4").read_bytes()  # 3 s of video with a sound track
+    whole = types.Part.from_bytes(data=clip, mime_type="video/mp4")
+    part = types.Part(inline_data=types.Blob(data=clip, mime_type="video/mp4"),
+                      video_metadata=types.VideoMetadata(fps=4.0, start_offset="1s"))  # fmt: skip
+    _, body = gemini_generate("gemini-3-flash-preview", [types.Content(role="user", parts=[whole, part])])
+    quote = price_request(body, "gemini-3-flash-preview", at=AT)
+    default, clipped = [ln for ln in quote.lines if ln.modality == "video"]
+    assert default.tokens == 3 * 70  # 3 frames at the default 1 fps
+    assert clipped.tokens == 8 * 70 and "clip 1-end s at 4 fps" in clipped.working  # 2 s at 4 fps
+    sound = [ln.tokens for ln in quote.lines if ln.modality == "audio"]
+    assert sound[1] < sound[0]  # the clip's sound is 2 s of the 3

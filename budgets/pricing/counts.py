@@ -95,26 +95,32 @@ def _audio_count(model: Model, duration_s: float, what: str = "audio", by_durati
     return F.per_second(duration_s, params["tokens_per_second"], what, params.get("label", "exact"))
 
 
-def _video_counts(model: Model, video: Video, detail: str | None) -> tuple[list[tuple[str, F.TokenCount]], str]:
+def _video_counts(
+    model: Model, video: Video, detail: str | None, clip: Any = None
+) -> tuple[list[tuple[str, F.TokenCount]], str]:
     """(modality, count) parts of a video: its frames and, where the model bills it apart, its sound; and a note
-    when the sound track is not sent."""
+    when the sound track is not sent. ``clip`` (a :class:`mmtok.request.VideoClip`): the part of it sent, and at
+    what frame rate."""
     params = model.formulas.get("video")
     if params is None or not model.accepts("video"):
         raise PriceError(f"{model.asked} does not take video")
-    formula, floor, duration = params["formula"], params.get("label", "exact"), video.duration_s
+    formula, floor = params["formula"], params.get("label", "exact")
+    duration = clip.seconds(video.duration_s) if clip else video.duration_s
+    fps = (clip.fps if clip and clip.fps else None) or params.get("fps", 1.0)
+    sent = f" ({clip.describe()})" if clip else ""
     parts: list[tuple[str, F.TokenCount]] = []
     if formula == "per-second":
         parts.append(("video", F.per_second(duration, params["tokens_per_second"], "video")))
     elif formula == "frames":
         level = detail or params["default_level"]
         per_frame = F.fixed_level(level, params["levels"], floor).tokens
-        frames = math.ceil(duration * params["fps"] - 1e-9)
-        working = f"{frames} frames at {params['fps']:g} fps x {per_frame} (media_resolution={level})"
+        frames = math.ceil(duration * fps - 1e-9)
+        working = f"{frames} frames at {fps:g} fps x {per_frame} (media_resolution={level}){sent}"
         parts.append(("video", F.TokenCount(frames * per_frame, f"{working} = {frames * per_frame}", floor)))
     elif formula == "qwen2-vl-video":
-        parts.append(("video", F.qwen2_vl_video(duration, video.frame_count, video.width, video.height, params["fps"])))
+        parts.append(("video", F.qwen2_vl_video(duration, video.frame_count, video.width, video.height, fps)))
     elif formula == "frames-patch-grid":
-        frames = math.ceil(duration * params["fps"] - 1e-9)
+        frames = math.ceil(duration * fps - 1e-9)
         grid = F.patch_grid(video.width, video.height, params["patch_px"])
         parts.append(("video", F.TokenCount(frames * grid.tokens, f"{frames} frames x ({grid.working})")))
     else:
@@ -122,7 +128,7 @@ def _video_counts(model: Model, video: Video, detail: str | None) -> tuple[list[
     parts = [(m, _relabel(c, floor)) for m, c in parts]
     if video.audio is None:
         return parts, ""
-    sound = video.audio.duration_s
+    sound = clip.seconds(video.audio.duration_s) if clip else video.audio.duration_s
     if "audio_tokens_per_second" in params:
         rate = params["audio_tokens_per_second"]
         parts.append(("audio", F.per_second(sound, rate, "sound track", "documented")))
@@ -134,12 +140,13 @@ def _video_counts(model: Model, video: Video, detail: str | None) -> tuple[list[
 
 
 class Attachment(NamedTuple):
-    """One part of a request as pricing takes it: a name for people, the item, and its own detail (an image's
-    ``detail`` or a part's Gemini ``media_resolution``; None: the request's)."""
+    """One part of a request as pricing takes it: a name for people, the item, its own detail (an image's
+    ``detail`` or a part's Gemini ``media_resolution``; None: the request's), and for a video the clip sent."""
 
     name: str
     item: Any  # Image | Audio | Video | Text | TokenSequence | Given
     detail: str | None = None
+    clip: Any = None  # mmtok.request.VideoClip
 
 
 class Given(NamedTuple):
@@ -155,7 +162,7 @@ class Uncountable(PriceError):
 
 
 def count_parts(
-    model: Model, item: Any, detail: str | None, by_duration: bool = False
+    model: Model, item: Any, detail: str | None, by_duration: bool = False, clip: Any = None
 ) -> tuple[list[tuple[str, F.TokenCount, float]], str]:
     """(modality, count, quantity) parts of one attachment; quantity is images or seconds, for per-item rates
     (``by_duration``: the model bills audio per second)."""
@@ -177,9 +184,11 @@ def count_parts(
         count = _audio_count(model, item.duration_s, by_duration=by_duration)
         return [("audio", count, item.duration_s)], _implausible_length(item)
     if isinstance(item, Video):
-        parts, note = _video_counts(model, item, detail)
+        parts, note = _video_counts(model, item, detail, clip)
         note = "; ".join(n for n in (note, _implausible_length(item)) if n)
-        seconds = {"video": item.duration_s, "audio": item.audio.duration_s if item.audio else 0.0}
+        sound = item.audio.duration_s if item.audio else 0.0
+        seconds = {"video": clip.seconds(item.duration_s), "audio": clip.seconds(sound)} if clip else {
+            "video": item.duration_s, "audio": sound}  # fmt: skip
         return [(m, c, seconds[m]) for m, c in parts], note
     if isinstance(item, Text):
         from mmtok.budgets.text import count_text  # tiktoken loads only when there is text to count

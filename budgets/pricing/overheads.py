@@ -28,18 +28,23 @@ def overheads(request: Request, model: Model) -> list[Attachment]:
     found = []
     chat = _table()["openai_chat_messages"]
     if request.api == "openai-chat" and model.provider in chat["providers"] and request.messages:
-        found.append(_message_framing(request, chat))
+        found.append(_message_framing(request, model, chat))
     tool = _tool_prompt(request, model)
     if tool is not None:
         found.append(tool)
     return found
 
 
-def _message_framing(request: Request, rule: dict[str, Any]) -> Attachment:
+def _message_framing(request: Request, model: Model, rule: dict[str, Any]) -> Attachment:
+    """OpenAI's framing of Chat Completions messages: each message's role and name encoded as text, and fixed tokens
+    per message, per name and to prime the reply (the cookbook's ``num_tokens_from_messages``)."""
+    from mmtok.budgets.text import count_text
+
     messages, names = request.messages, request.named_messages
-    tokens = rule["per_message"] * messages + rule["per_name"] * names + rule["per_reply"]
+    words = sum(count_text(word, model.text_rule).tokens for word in request.framing)
+    tokens = words + rule["per_message"] * messages + rule["per_name"] * names + rule["per_reply"]
     working = (
-        f"{rule['per_message']} per message x {messages}"
+        f"roles and names {words} + {rule['per_message']} per message x {messages}"
         + (f" + {rule['per_name']} per name x {names}" if names else "")
         + f" + {rule['per_reply']} to prime the reply = {tokens} ({rule['cite']}, read {rule['read']})"
     )

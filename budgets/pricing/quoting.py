@@ -149,9 +149,9 @@ def _counted_parts(
     counted: list[tuple[str, str, F.TokenCount, float]] = []
     missing: list[str] = []
     warnings: list[str] = []
-    for name, item, detail in attachments:
+    for name, item, detail, clip in attachments:
         try:
-            parts, note = count_parts(model, item, detail or options.detail, by_duration)
+            parts, note = count_parts(model, item, detail or options.detail, by_duration, clip)
         except PriceError as e:
             missing.append(f"{name}: {e}")
             continue

@@ -18,7 +18,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from mmtok.budgets.pricing.counts import Attachment, Uncountable
+from mmtok.budgets.pricing.counts import Attachment, Given, Uncountable
 from mmtok.budgets.pricing.models import Model, PriceSheets, rate_card, resolve
 from mmtok.budgets.pricing.options import Options
 from mmtok.budgets.pricing.overheads import overheads
@@ -84,7 +84,7 @@ def quote_request(
     """The quote of a request whose parts are measured, on one model, with the body's own settings applied."""
     options, warnings = body_options(request, model, options, output_given)
     same_provider = provider_of(model) == API_PROVIDERS[request.api.split("-")[0]]
-    attachments = [_attachment(m, request, same_provider) for m in measured]
+    attachments = [_attachment(m, request, model, same_provider) for m in measured]
     quote = make_quote(model, [*attachments, *overheads(request, model)], options, request.source)
     notes = [f"{m.name}: {note}" for m in measured for note in m.notes]
     return dataclasses.replace(quote, warnings=(*quote.warnings, *warnings, *notes))
@@ -110,11 +110,17 @@ def body_options(request: Request, model: Model, options: Options, output_given:
     return (dataclasses.replace(options, **changes) if changes else options), warnings
 
 
-def _attachment(measured: Measured, request: Request, same_provider: bool) -> Attachment:
+def _attachment(measured: Measured, request: Request, model: Model, same_provider: bool) -> Attachment:
     if measured.error:
         return Attachment(measured.name, Uncountable(measured.error))
+    if measured.part.where == "tools":  # the definitions as compact JSON: each provider renders them its own way
+        from mmtok.budgets.text import count_text
+
+        count = count_text(measured.media.text, model.text_rule)
+        working = f"{count.working} (the definitions as JSON; the provider renders them its own way)"
+        return Attachment(measured.name, Given("text", count.but(working, "estimate")))
     detail = (measured.part.detail or request.media_resolution) if same_provider else None
-    return Attachment(measured.name, measured.media, detail)
+    return Attachment(measured.name, measured.media, detail, measured.part.clip if same_provider else None)
 
 
 def provider_of(model: Model) -> str:

@@ -2,8 +2,8 @@
 
 Run: ``python -m mmtok.eval.bench.requests [--bodies 300] [--repeats 7] [--json FILE]``.
 
-The corpus: ``--bodies`` bodies (in each of two corpora: photos fit in 1,024 px and saved again, as clients send them; and
-the camera originals) in OpenAI Chat Completions, Anthropic Messages and Gemini generateContent shapes
+The corpus: ``--bodies`` bodies in each of two corpora (photos fit in 1,024 px and saved again, as clients send
+them; and the camera originals), in OpenAI Chat Completions, Anthropic Messages and Gemini generateContent shapes
 (a third each), each with a sentence of text and 1 to 8 photos from the photo corpus
 (``mmtok.eval.tools.corpus.photo_folder``: JPEG, PNG and WebP, long side 256-4000 px) inline as base64, held in memory
 as the bytes a client would send. In one run, interleaved, median of ``--repeats``: ``json.loads`` of every body

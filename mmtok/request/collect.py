@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmtok.request.refs import text_of
-from mmtok.request.types import MediaRef, Part, Pointer, Request
+from mmtok.request.types import MediaRef, Part, Pointer, Request, VideoClip
 
 
 class Parts:
@@ -28,7 +28,14 @@ class Parts:
         self._text.append(text)
 
     def media(
-        self, kind: str, where: str, role: str, ref: MediaRef | None, pointer: Pointer, detail: str | None = None
+        self,
+        kind: str,
+        where: str,
+        role: str,
+        ref: MediaRef | None,
+        pointer: Pointer,
+        detail: str | None = None,
+        clip: VideoClip | None = None,
     ) -> None:
         self.flush()
         if ref is None:
@@ -39,7 +46,9 @@ class Parts:
             reason = f"a file uploaded to the provider ({ref.file_id}): its content is not in the body"
         elif ref.scheme == "data" and ref.data is None:
             reason = f"a data URL that is not base64 ({ref.url}...): providers take base64 data URLs"
-        self.parts.append(Part(kind, where, role, ref=ref, detail=detail, pointer=pointer, uncountable=reason))
+        self.parts.append(
+            Part(kind, where, role, ref=ref, detail=detail, pointer=pointer, uncountable=reason, clip=clip)
+        )
 
     def object_type(self, value: Any, where: str, role: str, what: str = "content part") -> str | None:
         """The ``type`` of a part's object ("" where it has none); None, with the part said uncountable, for a
@@ -110,6 +119,31 @@ def call_text(call: Any, name: str, arguments: str) -> str:
     """A tool call's name and arguments as the model reads them (``call`` an object or anything else)."""
     call = mapping(call)
     return f"{call.get(name) if isinstance(call.get(name), str) else ''}{text_of(call.get(arguments))}"
+
+
+def clip_of(metadata: Any) -> VideoClip | None:
+    """A video clip from Gemini's ``video_metadata`` (``fps``, ``start_offset`` / ``end_offset`` as "10s" or
+    seconds) or an Interactions ``processing`` object; None where nothing is set."""
+    metadata = mapping(metadata)
+    fps = metadata.get("fps")
+    start = _seconds(metadata.get("start_offset", metadata.get("startOffset")))
+    end = _seconds(metadata.get("end_offset", metadata.get("endOffset")))
+    fps = float(fps) if isinstance(fps, (int, float)) and not isinstance(fps, bool) and 0 < fps <= 24 else None
+    if fps is None and start is None and end is None:
+        return None
+    return VideoClip(fps, start or 0.0, end)
+
+
+def _seconds(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    if isinstance(value, str) and value.endswith("s"):
+        try:
+            seconds = float(value[:-1])
+        except ValueError:
+            return None
+        return seconds if seconds >= 0 else None
+    return None
 
 
 def items(value: Any) -> list[tuple[int, Any]]:

@@ -19,6 +19,7 @@ from mmtok.request import anthropic, gemini, openai
 from mmtok.request.types import APIS, Request
 
 MAX_BODY_BYTES = 256 * 1024 * 1024  # larger than any provider accepts (OpenAI 512 MB of images is across parts)
+MAX_BODY_CONTAINERS = 1_000_000  # objects and arrays: about 200 MB once parsed, where megabytes of ``{}`` would take GB
 READERS = {
     "openai-chat": openai.read_chat,
     "openai-responses": openai.read_responses,
@@ -55,6 +56,13 @@ def parse_body(body: bytes | str | dict[str, Any], *, api: str | None = None, so
 def _json(body: bytes | str, source: str) -> dict[str, Any]:
     if len(body) > MAX_BODY_BYTES:
         raise RequestError(f"{source}: {len(body):,} bytes: a request body is read up to {MAX_BODY_BYTES:,}")
+    brackets = body.count(b"{" if isinstance(body, bytes) else "{") + body.count(
+        b"[" if isinstance(body, bytes) else "["
+    )
+    if brackets > MAX_BODY_CONTAINERS:  # a cheap bound on what json.loads builds (a string's braces count too)
+        raise RequestError(
+            f"{source}: over {MAX_BODY_CONTAINERS:,} objects and arrays: not read (a request body holds far fewer)"
+        )
     try:
         value = json.loads(body)
     except (ValueError, RecursionError) as e:
@@ -136,5 +144,6 @@ def not_a_body(value: Any) -> str:
 
 
 def looks_like_body(data: bytes) -> bool:
-    """Whether a file's first bytes can begin a JSON object (cheap: before it is parsed)."""
-    return data.lstrip()[:1] == b"{"
+    """Whether a file's first bytes can begin a JSON object (cheap: before it is parsed); a UTF-8 byte order mark
+    and any amount of leading white space within the first 4 KiB are passed over."""
+    return data[:4096].removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"{"

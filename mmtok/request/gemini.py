@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, call_text, int_setting, items, request, str_setting
+from mmtok.request.collect import Parts, call_text, clip_of, int_setting, items, request, str_setting
 from mmtok.request.refs import MediaRef, kind_of_mime, ref_from_base64, ref_from_url, text_of
 from mmtok.request.types import Pointer, Request
 
@@ -83,6 +83,7 @@ def _part(parts: Parts, part: Any, message: str, where: str, role: str, pointer:
         parts.uncountable("text", where, role, "a part that is not an object")
         return
     detail = level(field(part, "media_resolution"))
+    clip = clip_of(field(part, "video_metadata"))
     if isinstance(part.get("text"), str):
         parts.text(message, role, part["text"])
     elif field(part, "inline_data") is not None:
@@ -90,12 +91,12 @@ def _part(parts: Parts, part: Any, message: str, where: str, role: str, pointer:
         inline = inline if isinstance(inline, dict) else {}
         mime = field(inline, "mime_type")
         ref = ref_from_base64(inline.get("data"), mime)
-        parts.media(kind_of_mime(ref.mime if ref else None), where, role, ref, pointer, detail)
+        parts.media(kind_of_mime(ref.mime if ref else None), where, role, ref, pointer, detail, clip)
     elif field(part, "file_data") is not None:
         data = field(part, "file_data")
         data = data if isinstance(data, dict) else {}
         ref = _file_ref(field(data, "file_uri"), field(data, "mime_type"))
-        parts.media(kind_of_mime(ref.mime if ref else None), where, role, ref, pointer, detail)
+        parts.media(kind_of_mime(ref.mime if ref else None), where, role, ref, pointer, detail, clip)
     elif field(part, "function_call") is not None:
         parts.text(message, role, call_text(field(part, "function_call"), "name", "args"))
     elif field(part, "function_response") is not None:
@@ -163,7 +164,8 @@ def _content(parts: Parts, item: Any, message: str, where: str, role: str, point
         mime = field(item, "mime_type")
         ref = ref_from_base64(item["data"], mime) if isinstance(item.get("data"), str) else None
         ref = ref or _file_ref(item.get("uri"), mime)
-        parts.media(kind, where, role, ref, pointer, level(item.get("resolution") or field(item, "media_resolution")))
+        resolution = level(item.get("resolution") or field(item, "media_resolution"))
+        parts.media(kind, where, role, ref, pointer, resolution, clip_of(item.get("processing")))
     elif kind in ("function_call", "function_result", "thought"):
         parts.text(message, role, text_of({k: v for k, v in item.items() if k not in ("type", "signature")}))
     else:

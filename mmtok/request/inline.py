@@ -12,6 +12,8 @@ from mmtok.errors import MediaError
 
 WHITESPACE = (" ", "\n", "\r", "\t")
 URL_SAFE = str.maketrans("-_", "+/")  # the URL-safe alphabet (RFC 4648 section 5), as google-genai sends bytes
+LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+ALPHABETS = {False: LETTERS + b"+/", True: LETTERS + b"-_"}
 
 
 class Base64Bytes:
@@ -23,6 +25,7 @@ class Base64Bytes:
         self.where = where
         self.text = text
         self.url_safe = "-" in text or "_" in text
+        _check_alphabet(text, self.url_safe, where)
         if len(text) % 4 == 1:
             raise MediaError(where, f"not valid base64: {len(text):,} characters cannot be whole 3-byte groups")
         padding = len(text) - len(text.rstrip("="))
@@ -46,3 +49,20 @@ class Base64Bytes:
         if self.size > limit:
             raise MediaError(self.where, f"{self.size:,} bytes inline: parts are read up to {limit:,}")
         return self.pread(self.size, 0)
+
+
+def _check_alphabet(text: str, url_safe: bool, where: str) -> None:
+    """Every character base64 (of one alphabet, not both), padding only at the end: checked over the whole text
+    without decoding it (a translate pass, about half the time json.loads takes to read the same text)."""
+    try:
+        raw = text.encode("ascii")
+    except UnicodeEncodeError as e:
+        raise MediaError(where, f"not valid base64: a non-ASCII character at {e.start:,}") from None
+    body = raw.rstrip(b"=")
+    if len(raw) - len(body) > 2:
+        raise MediaError(where, "not valid base64: more than two '=' at its end")
+    stray = body.translate(None, ALPHABETS[url_safe])
+    if stray:
+        at = body.index(stray[:1])
+        what = "both the standard and the URL-safe alphabet" if url_safe and stray[:1] in b"+/" else repr(chr(stray[0]))
+        raise MediaError(where, f"not valid base64: {what} at character {at:,}")

@@ -22,12 +22,15 @@ AUDIO_MIME = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "og
 def read_chat(body: dict[str, Any], source: str) -> Request:
     parts = Parts()
     named = 0
+    framing: list[str] = []
     for i, message in items(body.get("messages")):
         if not isinstance(message, dict):
             parts.uncountable("text", f"messages[{i}]", "?", "a message that is not an object")
             continue
         role = str(message.get("role", "?"))
-        named += isinstance(message.get("name"), str)
+        name = message.get("name")
+        named += isinstance(name, str)
+        framing += [role, name] if isinstance(name, str) else [role]
         where = f"messages[{i}]"
         content = message.get("content")
         if isinstance(content, str):
@@ -45,6 +48,7 @@ def read_chat(body: dict[str, Any], source: str) -> Request:
         model=str_setting(body, "model"),
         messages=len(items(body.get("messages"))),
         named_messages=named,
+        framing=tuple(framing),
         max_output_tokens=int_setting(body, "max_completion_tokens", "max_tokens"),
         service_tier=str_setting(body, "service_tier"),
     )

@@ -47,6 +47,24 @@ class MediaRef:
 
 
 @dataclass(frozen=True, slots=True)
+class VideoClip:
+    """How much of a video is sent, and at what frame rate (Gemini's ``video_metadata`` / Interactions'
+    ``processing``): ``fps`` None is the model's default; ``end_s`` None is the video's end."""
+
+    fps: float | None = None
+    start_s: float = 0.0
+    end_s: float | None = None
+
+    def seconds(self, duration_s: float) -> float:
+        end = duration_s if self.end_s is None else min(self.end_s, duration_s)
+        return max(0.0, end - min(self.start_s, duration_s))
+
+    def describe(self) -> str:
+        span = f"{self.start_s:g}-{'end' if self.end_s is None else f'{self.end_s:g}'} s"
+        return f"clip {span}" + (f" at {self.fps:g} fps" if self.fps else "")
+
+
+@dataclass(frozen=True, slots=True)
 class Part:
     """One countable part of a request: text, or media by reference, with its own settings."""
 
@@ -58,6 +76,7 @@ class Part:
     detail: str | None = None  # OpenAI detail, or a Gemini media_resolution level, as mmtok names them
     pointer: Pointer = ()  # the path to this part's object in the body (for the writer); () for none
     uncountable: str = ""  # why mmtok cannot count this part ("" when it can)
+    clip: VideoClip | None = None  # a video part's clip and frame rate, where the body sets them
 
 
 @dataclass(frozen=True)
@@ -69,6 +88,7 @@ class Request:
     parts: tuple[Part, ...]
     messages: int = 0  # messages (turns) in the body, for per-message overheads
     named_messages: int = 0  # OpenAI messages with a "name"
+    framing: tuple[str, ...] = ()  # each message's role (and name), which OpenAI's framing encodes as tokens
     max_output_tokens: int | None = None  # the body's output budget (max_tokens, max_output_tokens, ...)
     service_tier: str | None = None  # as the body asks it
     media_resolution: str | None = None  # the request-wide Gemini level, as mmtok names it

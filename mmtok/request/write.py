@@ -5,14 +5,13 @@ Everything else in the body — other parts, settings, keys mmtok does not know 
 from __future__ import annotations
 
 import base64
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mmtok.errors import RequestError
 from mmtok.request.gemini import field
-from mmtok.request.types import Part, Request
+from mmtok.request.types import Part, Pointer, Request
 
 GEMINI_LEVELS = {"low": "MEDIA_RESOLUTION_LOW", "medium": "MEDIA_RESOLUTION_MEDIUM", "high": "MEDIA_RESOLUTION_HIGH",
                  "ultra_high": "MEDIA_RESOLUTION_ULTRA_HIGH"}  # fmt: skip
@@ -31,7 +30,7 @@ class Media:
 def write_body(request: Request, replaced: Mapping[int, Sequence[Media]]) -> dict[str, Any]:
     """``request.body`` with part ``i`` (an index into ``request.parts``) replaced by ``replaced[i]``, one object
     per new medium, in order. Raises :class:`RequestError` for a part the writer cannot place."""
-    body = copy.deepcopy(request.body)
+    body = _copied_along(request.body, [request.parts[i].pointer for i in replaced])
     # from the last part to the first, so that splicing several objects in keeps earlier pointers right
     for index in sorted(replaced, key=lambda i: request.parts[i].pointer, reverse=True):
         part = request.parts[index]
@@ -45,6 +44,23 @@ def write_body(request: Request, replaced: Mapping[int, Sequence[Media]]) -> dic
             raise RequestError(f"{request.source}: {part.where} is not in a list of parts")
         container[position : position + 1] = new
     return body
+
+
+def _copied_along(body: dict[str, Any], pointers: list[Pointer]) -> dict[str, Any]:
+    """``body`` with every object and list on the way to each pointer copied (shallow): the rest is shared with the
+    old body, which stays as it was (and a deeply nested field mmtok never touches is never walked)."""
+    new = dict(body)
+    copied = {id(new)}
+    for pointer in pointers:
+        node: Any = new
+        for key in pointer[:-1]:
+            child = node[key]
+            if id(child) not in copied:
+                child = dict(child) if isinstance(child, dict) else list(child)
+                node[key] = child
+                copied.add(id(child))
+            node = child
+    return new
 
 
 def _resolve(body: Any, path: Sequence[str | int]) -> Any:
