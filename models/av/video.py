@@ -54,20 +54,32 @@ def sampled_small_frames(video: Any, rate: float, side: int, chunk_frames: int =
                 chunk, filled = np.empty_like(chunk), 0
 
     try:
-        with av.open(str(video.path), metadata_errors="ignore") as container:
-            stream = container.streams[video.stream_index]
-            stream.thread_type = "AUTO"
-            skipper = _NonrefSkipper(stream, sampler)
-            for packet in container.demux(stream):
-                skipper.before(packet)
-                for frame in stream.codec_context.decode(packet):
-                    yield from take(*sampler.push(frame))
-            yield from take(*sampler.finish())
-    except av.FFmpegError as e:
+        for frame, count in _sampled_frames(video, sampler):
+            yield from take(frame, count)
+    except av.FFmpegError as e:  # decoding or scaling
         raise decode_error(video, sampler, e) from None
     check_decoded(video, sampler)
     if filled:
         yield torch.from_numpy(chunk[:filled])
+
+
+def _sampled_frames(video: Any, sampler: Any) -> Iterator[tuple[Any, int]]:
+    """What ``sampler`` (a :class:`~mmtok.media.sampling.PresentationTimes`) makes of the video stream as it is
+    decoded: (frame, how many grid times take it) pairs, packets no grid time needs skipped where the decoder can.
+    The file is read through :func:`mmtok.media.types.checked_file`, never by name."""
+    import av
+
+    from mmtok.media.types import checked_file
+
+    with checked_file(video.path) as f, av.open(f, metadata_errors="ignore") as container:
+        stream = container.streams[video.stream_index]
+        stream.thread_type = "AUTO"
+        skipper = _NonrefSkipper(stream, sampler)
+        for packet in container.demux(stream):
+            skipper.before(packet)
+            for frame in stream.codec_context.decode(packet):
+                yield sampler.push(frame)
+        yield sampler.finish()
 
 
 class _NonrefSkipper:
