@@ -3,11 +3,15 @@
     >>> from mmtok.budgets.shrink import shrink                                  # doctest: +SKIP
     >>> result = shrink("screenshot.png", model="claude-opus-4-7", keep={"ocr": 0.98})  # doctest: +SKIP
     >>> result.action, result.tokens_before, result.tokens_after, result.measures       # doctest: +SKIP
+    >>> result.reasons, result.pieces, result.same_file_as                               # doctest: +SKIP
 
-Modules: ``bars`` (quality bars), ``candidates`` (renditions at each rule's breakpoints, and what the model sees),
-``pictures`` (decoding, borders, encoding, SSIM), ``ocr`` (RapidOCR and character agreement), ``vad`` (Silero VAD
-through onnxruntime), ``image`` / ``audio`` / ``video`` (one plan per kind), ``result`` (``ShrinkResult``, atomic
-writes), ``core`` (``shrink``).
+Modules: ``bars`` (quality bars), ``candidates`` (renditions at each rule's breakpoints, what the model sees, and the
+scale it shows text at), ``pictures`` (decoding, borders, encoding, SSIM), ``ocr`` (RapidOCR and character
+agreement), ``recognition`` (the recog bar: EfficientNet-Lite0's features), ``job`` (one image decoded, read and
+measured once for every model), ``search`` (measures cheapest first, and the search over a ladder), ``slices`` (tall
+and wide pages cut into pieces), ``vad`` (Silero VAD through onnxruntime), ``image`` / ``audio`` / ``video`` /
+``document`` (one plan per kind), ``result`` (``ShrinkResult``, atomic writes), ``core`` (``shrink``), ``request``
+(request bodies).
 """
 
 from mmtok.budgets.shrink.bars import DEFAULT_BARS, METRICS, Bar, make_bars, parse_bar

@@ -1,15 +1,15 @@
 """Offline OCR for the ``ocr`` bar: RapidOCR (PP-OCRv4 detection and recognition ONNX models inside the
 ``rapidocr-onnxruntime`` wheel, run by onnxruntime), and the character agreement of two readings.
 
-The original is read once per input: its lines are found (:func:`detect`; a very long image in tiles, at its own
+The original is read once per input: its lines are found (:func:`detect`; a tall page in tiles, at its own
 resolution) and each is recognised alone (:func:`recognise`), lazily, so that "is there any text" and "how tall is it"
 cost a few lines, not the page. A rendition is read as a model would have to read it, from its own pixels at the
 model's view: the detector finds its lines there and each is recognised (:func:`read`). Reusing the original's boxes
-instead was measured (``eval/results/bench_shrink.txt``): it saves the detection at the view, a third of a reading at
-most, but it reads lines the detector at that size misses or cuts into, so it passes smaller renditions than the
-reading at the view and changed the decision on about half the pages; the time goes to recognition, which is cut by
-recognising each line alone on one thread (a batch pads every line to its widest; two threads contend on a busy
-2-core machine).
+instead would save the detection at the view, a third of a reading at most, but it reads lines the detector misses
+or cuts into at that size, and passed smaller renditions: tried on 4 of the benchmark's pages while this was
+written, it changed 11 of their 16 decisions. The time goes to recognition, which is cut by recognising each line
+alone on one thread (a batch pads every line to its widest; two threads contend on a busy 2-core machine); the
+benchmark (``python -m mmtok.eval.bench.shrink``) measures it against the earlier path side by side.
 
 Agreement is ``1 - Levenshtein(reference, reading) / len(reference)`` (clamped at 0) on the text with whitespace
 removed: OCR engines disagree on spaces between words at different sizes long before the characters change, and a
@@ -44,10 +44,6 @@ DETECTOR = (
     "RapidOCR PP-OCRv4 detection (DB, box threshold 0.5) at the image's own size (up to 2,000 px a side; larger "
     "images shrunk to that, or searched in 2,000-px tiles where that leaves lines under 12 px or shrinks a tall or "
     "wide image over 2x), lines kept where recognition scores >= 0.75"
-)
-ENGINE = (
-    "RapidOCR (rapidocr-onnxruntime, PP-OCRv4 det/rec, onnxruntime CPU): lines found in the original once and in each "
-    "rendition at the model's view, each recognised alone; lines with score >= 0.75"
 )
 _lock = threading.Lock()
 

@@ -25,11 +25,12 @@ WER against the known transcripts of the original and the shrunk audio (faster-w
 
 Side by side on the pages, in the same run: ``ocr>=0.98`` through the earlier path (``reference=True``: each
 rendition's text detected and read as one RapidOCR call, plain bisection), its time per page and model against the
-current path's (the issue's target: 3 s at most) and the share of identical decisions (the same action and detail
-for the same page and model). Every OCR reading of the current path is kept with the height of the original's median
-line in the rendition's view, to show where reading stops (what ``START_LINE_PX`` and ``MIN_READ_LINE_PX`` in
-``budgets/shrink`` rest on). Photos: how often the shrunk rendition keeps EfficientNet-Lite0's top class (top 1, and
-within the top 5) of the original as the model sees it, beside the recog measure.
+current path's (the issue's target: 3 s at most) and the share of identical decisions (the same status, tokens and
+detail for the same page and model: kept, or the same rung of the ladder at the same level). Every OCR reading of
+both paths is kept with the height of the original's median line in the rendition's view, to show where reading
+stops (what ``START_LINE_PX`` and ``MIN_READ_LINE_PX`` in ``budgets/shrink`` rest on). Photos: how often the shrunk
+rendition keeps EfficientNet-Lite0's top class (top 1, and within the top 5) of the original as the model sees it,
+beside the recog measure.
 """
 
 from __future__ import annotations
@@ -210,6 +211,75 @@ def page_folder(n: int, seed: int = 0) -> Path:
     return folder
 
 
+TALL_PAGES = ((1280, 8000, 18), (1080, 6000, 16))  # full-page screenshots: width, height, text px
+TALL_FIELDS = (
+    "run",
+    "input",
+    "model",
+    "status",
+    "action",
+    "tokens_before",
+    "tokens_after",
+    "pieces",
+    "measures",
+    "time_s",
+)
+
+
+def tall_folder() -> Path:
+    """Full-page screenshots (``TALL_PAGES``): paragraphs of known sentences in ordinary-size text down a page a
+    model shrinks to a few px (1280x8000 on gpt-4o: 328x2048, 18-px text at ~4.6 px), with ``texts.json``."""
+    import PIL.Image
+    import PIL.ImageDraw
+    import PIL.ImageFont
+
+    folder = CACHE / "tall"
+    manifest = folder / "texts.json"
+    if manifest.is_file() and len(json.loads(manifest.read_text())) == len(TALL_PAGES):
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(1)
+    sentences = _sentences()
+    texts = {}
+    for width, height, text_px in TALL_PAGES:
+        page = PIL.Image.new("RGB", (width, height), (255, 255, 255))
+        draw = PIL.ImageDraw.Draw(page)
+        font = PIL.ImageFont.truetype(font_path(), text_px)
+        written, y = [], 40
+        while y < height - 4 * text_px:
+            for line in _wrap(draw, " ".join(_phrase(rng, sentences) for _ in range(3)), font, width - 80):
+                if y >= height - 4 * text_px:
+                    break
+                draw.text((40, y), line, font=font, fill=(30, 30, 30))
+                written.append(line)
+                y += round(text_px * 1.6)
+            y += text_px * 4  # paragraphs apart: fewer lines to read, the page as long
+        name = f"tall_{width}x{height}.png"
+        page.save(folder / name, compress_level=6)
+        texts[name] = "\n".join(written)
+    manifest.write_text(json.dumps(texts, indent=0))
+    return folder
+
+
+def tall_rows(path: Path, out: Path) -> list[dict[str, Any]]:
+    """A tall page for every model at the default bars, as it is (kept, with the reason) and with --slice."""
+    from mmtok.budgets.shrink import make_bars, shrink_models
+
+    rows = []
+    for run, sliced in (("default", False), ("default --slice", True)):
+        jobs: dict[str, Any] = {}
+        start = time.perf_counter()
+        results = list(shrink_models(path, IMAGE_MODELS, make_bars(None), out / run.replace(" ", ""), path.stem,
+                                     slice=sliced, jobs=jobs))  # fmt: skip
+        per_model = (time.perf_counter() - start) / len(IMAGE_MODELS)
+        for result in results:
+            if isinstance(result, Exception):
+                rows.append({"corpus": "tall", "run": run, "input": path.name, "error": str(result)})
+            else:
+                rows.append({**_row(result, "tall", run, per_model), "pieces": len(result.pieces)})
+    return rows
+
+
 def speech_with_pauses(
     rng: random.Random, sentences: list[tuple[Path, str]], sample_rate_hz: int = 16_000
 ) -> tuple[np.ndarray, str]:
@@ -304,6 +374,7 @@ def image_rows(path: Path, corpus: str, out: Path, truth: str | None) -> list[di
     runs = [(run, keep, lossless, False) for run, keep, lossless in (IMAGE_RUNS if corpus == "pages" else PHOTO_RUNS)]
     if corpus == "pages":
         runs.insert(0, (REFERENCE_RUN, ["ocr>=0.98"], False, True))
+    earlier: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # its rows and what each tried
     for run, keep, lossless, reference in runs:
         folder = out / run.replace(">=", "-").replace(" ", "-")
         results, per_model = _shrink_all(path, keep, lossless, folder, {} if reference else jobs, reference)
@@ -312,8 +383,13 @@ def image_rows(path: Path, corpus: str, out: Path, truth: str | None) -> list[di
                 rows.append({"corpus": corpus, "run": run, "input": path.name, "error": str(result)})
                 continue
             row = _row(result, corpus, run, per_model)
+            if reference:
+                earlier.append((row, result.tried))
             if run == "ocr>=0.98":
                 row["ocr_readings"] = _ocr_readings(jobs[str(path)], result.tried)
+                for earlier_row, tried in earlier:  # the earlier path's readings, by the same lines' heights
+                    earlier_row["ocr_readings"] = _ocr_readings(jobs[str(path)], tried)
+                earlier = []
             if corpus == "photos" and run == "default" and result.status == "shrunk":
                 row["classes"] = _classes(jobs[str(path)], result)
             rows.append(row)
@@ -406,7 +482,12 @@ def _run_all(tasks: list[tuple[str, Path, str | None]], out: Path, log: Path) ->
         for n, (corpus, path, truth) in enumerate(tasks):
             if (corpus, path.name) in done:
                 continue
-            new = speech_rows(path, out, truth or "") if corpus == "speech" else image_rows(path, corpus, out, truth)
+            if corpus == "speech":
+                new = speech_rows(path, out, truth or "")
+            elif corpus == "tall":
+                new = tall_rows(path, out)
+            else:
+                new = image_rows(path, corpus, out, truth)
             for row in new:
                 sink.write(json.dumps(row) + "\n")
             sink.flush()
@@ -512,11 +593,12 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     side_by_side = compare_paths(ok)
     readings = ocr_by_line_height(ok)
     errors = [r for r in rows if "error" in r]
-    counts = {c: len({r["input"] for r in rows if r["corpus"] == c}) for c in ("pages", "photos", "speech")}
+    counts = {c: len({r["input"] for r in rows if r["corpus"] == c}) for c in ("pages", "photos", "speech", "tall")}
     return {
         "counts": counts,
         "images": images,
         "side_by_side": side_by_side,
+        "tall": [{k: r.get(k) for k in TALL_FIELDS} for r in ok if r["corpus"] == "tall"],
         "ocr_by_line_height": readings,
         "speech": speech,
         "ocr_vs_truth": _mean(engine),
@@ -534,9 +616,9 @@ def compare_paths(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if not both:
         return {}
 
-    def same(key: tuple[str, str]) -> bool:
+    def same(key: tuple[str, str]) -> bool:  # the decision: kept or which rung (one per token count) at which level
         a, b = earlier[key], current[key]
-        return (a["action"], a.get("detail")) == (b["action"], b.get("detail"))
+        return (a["status"], a["tokens_after"], a.get("detail")) == (b["status"], b["tokens_after"], b.get("detail"))
 
     def cheaper(key: tuple[str, str]) -> bool:
         return current[key]["tokens_after"] < earlier[key]["tokens_after"]
@@ -572,14 +654,23 @@ LINE_BUCKETS_PX = (4, 5, 6, 7, 8, 9, 10, 12, 16, 24)
 
 
 def ocr_by_line_height(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every OCR reading of the current path at ocr>=0.98, by how tall the original's median line is in the view."""
-    readings = [pair for r in rows if r.get("ocr_readings") for pair in r["ocr_readings"]]
+    """Every OCR reading at ocr>=0.98, by how tall the original's median line is in the view: the current path's
+    (which reads nothing under ``MIN_READ_LINE_PX``) and the earlier path's (which read every rung it probed)."""
+    out = []
+    for run in ("ocr>=0.98", REFERENCE_RUN):
+        readings = [pair for r in rows if r["run"] == run and r.get("ocr_readings") for pair in r["ocr_readings"]]
+        out += _buckets(readings, "current" if run == "ocr>=0.98" else "earlier")
+    return out
+
+
+def _buckets(readings: list[list[float]], path: str) -> list[dict[str, Any]]:
     out = []
     for low, high in zip((0, *LINE_BUCKETS_PX), (*LINE_BUCKETS_PX, 10**6), strict=True):
         values = [v for px, v in readings if low <= px < high]
         if values:
             out.append(
                 {
+                    "path": path,
                     "line_px": f"{low}-{high}" if high < 10**6 else f">={low}",
                     "readings": len(values),
                     "at_least_098_share": _mean([float(v >= 0.98) for v in values]),
@@ -605,7 +696,8 @@ def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> 
     n = summary["counts"]
     lines = [
         f"bench_shrink: {n['pages']} of {args.pages} screenshots/documents (PNG, 800-4000 px, known text), "
-        f"{n['photos']} of {args.photos} photos, {n['speech']} of {args.clips} speech clips with pauses were run; "
+        f"{n['photos']} of {args.photos} photos, {n['speech']} of {args.clips} speech clips with pauses, "
+        f"{n['tall']} tall pages were run; "
         f"models {', '.join(IMAGE_MODELS)} (images), {', '.join(AUDIO_MODELS)} (speech). {machine()}; "
         f"load average {os.getloadavg()[0]:.1f} at the end (the machine is shared: times per item are under load).",
         f"RapidOCR reading the original pages vs the known text: character agreement {summary['ocr_vs_truth']:.3f}"
@@ -640,6 +732,7 @@ def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> 
                 f"  {model:23} {e['classes_checked']:4} shrunk: top-1 kept {e['top1_kept_share']:6.1%}, within the "
                 f"top 5 {e['top5_kept_share']:6.1%}; mean recog {e.get('mean_recog', nan):.3f}"
             )
+    lines += ["", *_tall_lines(summary["tall"])]
     lines += [
         "",
         "--lossless: share with identical tokens / mean byte saving / total byte saving / written (pixel-exact + "
@@ -719,43 +812,85 @@ def _side_by_side_lines(side: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _tall_lines(tall: list[dict[str, Any]]) -> list[str]:
+    if not tall:
+        return []
+    lines = [
+        "tall pages at the default bars: as they are, and with --slice (tokens of the pieces against the one image)"
+    ]
+    for r in tall:
+        ocr = (r.get("measures") or {}).get("ocr")
+        shown = f", ocr {ocr:.3f}" if isinstance(ocr, float) else ""
+        pieces = f" in {r['pieces']} pieces" if r.get("pieces") else ""
+        lines.append(
+            f"  {r['input']:20} {r['run']:16} {r['model']:23} {r['status']:7} {r['tokens_before']:>6,} -> "
+            f"{r['tokens_after']:>6,}{pieces}{shown}, {r['time_s']:.1f} s per model"
+        )
+    return lines
+
+
 def _readings_lines(buckets: list[dict[str, Any]]) -> list[str]:
     lines = ["OCR readings at ocr>=0.98 by the original's median line height in the view: share >= 0.98, median"]
     for b in buckets:
         lines.append(
-            f"  {b['line_px']:>7} px  {b['readings']:5} readings  >= 0.98: {b['at_least_098_share']:6.1%}  "
-            f"median {b['median_ocr']:.3f}"
+            f"  {b['path']:8} {b['line_px']:>7} px  {b['readings']:5} readings  "
+            f">= 0.98: {b['at_least_098_share']:6.1%}  median {b['median_ocr']:.3f}"
         )
     return lines
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    """The README's results tables, every number from ``summary``."""
+    """The docs' results tables, every number from ``summary``."""
     pct = lambda v: "" if v is None else f"{v:.1%}"  # noqa: E731
+    num = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
     out = [
-        "| corpus | bars | model | token saving | shrunk | mean SSIM | mean OCR | s / item |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| corpus | bars | model | token saving | shrunk | mean SSIM | mean recog | mean OCR | s / item |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for key, e in summary["images"].items():
         corpus, run, model = key.split("|")
-        if run != "lossless":
-            ssim, ocr = e.get("mean_ssim"), e.get("mean_ocr")
+        if run not in ("lossless", REFERENCE_RUN):
             out.append(
                 f"| {corpus} | `{run}` | {model} | {pct(e['token_saving'])} | {pct(e['shrunk_share'])} | "
-                f"{'' if ssim is None else f'{ssim:.3f}'} | {'' if ocr is None else f'{ocr:.3f}'} | "
+                f"{num(e.get('mean_ssim'))} | {num(e.get('mean_recog'))} | {num(e.get('mean_ocr'))} | "
                 f"{e['time_per_item_s']:.1f} |"
+            )
+    side = summary["side_by_side"]
+    out += [
+        "",
+        "| pages at `ocr>=0.98` | identical decisions | earlier path, median s | now, median s | speed-up |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for model in (*IMAGE_MODELS, "all"):
+        e = side.get(model)
+        if e:
+            out.append(
+                f"| {model} | {pct(e['identical_share'])} | {e['median_time_earlier_s']:.2f} | "
+                f"{e['median_time_current_s']:.2f} | {e['speedup']:.2f}x |"
             )
     out += [
         "",
-        "| `--lossless` | model | identical tokens | mean byte saving | total byte saving | written |",
+        "| photos, default bars | model | shrunk | top-1 kept | within top 5 | mean recog |",
         "|---|---|---:|---:|---:|---:|",
+    ]
+    for model in IMAGE_MODELS:
+        e = summary["images"].get(f"photos|default|{model}")
+        if e and e.get("classes_checked"):
+            out.append(
+                f"| photos | {model} | {pct(e['shrunk_share'])} | {pct(e['top1_kept_share'])} | "
+                f"{pct(e['top5_kept_share'])} | {num(e.get('mean_recog'))} |"
+            )
+    out += [
+        "",
+        "| `--lossless` | model | identical tokens | mean byte saving | total byte saving | pixel-exact | re-encoded |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for key, e in summary["images"].items():
         corpus, run, model = key.split("|")
         if run == "lossless":
             out.append(
                 f"| {corpus} | {model} | {pct(e['identical_tokens_share'])} | {pct(e['byte_saving'])} | "
-                f"{pct(e['byte_saving_total'])} | {pct(e['shrunk_share'])} |"
+                f"{pct(e['byte_saving_total'])} | {pct(e['pixel_exact_share'])} | {pct(e['re_encoded_share'])} |"
             )
     out += [
         "",
@@ -780,7 +915,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--txt", type=Path, default=None)
     parser.add_argument("--fresh", action="store_true", help="ignore rows from an earlier, interrupted run")
-    parser.add_argument("--only", default="speech,pages,photos", help="corpora to run in this process (comma list)")
+    parser.add_argument(
+        "--only", default="speech,pages,photos,tall", help="corpora to run in this process (comma list)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="run only the first N pages and N photos")
     parser.add_argument("--report-only", action="store_true", help="summarise the rows already made, run nothing")
     parser.add_argument("--markdown", action="store_true", help="also print the README's tables")
@@ -799,10 +936,12 @@ def main() -> None:
     in_order = sorted(page_texts.items(), key=lambda kv: kv[0].split("_")[1])  # screenshots and pages alternate
     tasks += [("pages", pages / n, t) for n, t in in_order][: args.limit]
     tasks += [("photos", p, None) for p in folder_files(photos)][: args.limit]
+    tall = tall_folder()
+    tasks += [("tall", tall / n, t) for n, t in sorted(json.loads((tall / "texts.json").read_text()).items())]
     tasks = [t for t in tasks if t[0] in only]
     stem = f"rows-{args.pages}-{args.photos}-{args.clips}"
     log = CACHE / (
-        f"{stem}.jsonl" if only == {"speech", "pages", "photos"} else f"{stem}-{'-'.join(sorted(only))}.jsonl"
+        f"{stem}.jsonl" if only == {"speech", "pages", "photos", "tall"} else f"{stem}-{'-'.join(sorted(only))}.jsonl"
     )
     if args.fresh:
         log.unlink(missing_ok=True)
