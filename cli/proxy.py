@@ -90,6 +90,7 @@ def proxy(
         allow_private=allow_private,
         upstream_timeout_s=upstream_timeout,
     )
+    _check_sheets(prices)
     opened = open_ledger(ledger)  # a bad ledger is one line here, before anything listens
 
     def ready(url: str) -> None:
@@ -99,6 +100,15 @@ def proxy(
         say(f"  Gemini:    http_options={{'base_url': '{url}/gemini'}}")
 
     serve(config, opened, host=host, port=port, drain_s=drain, on_ready=ready, workers=workers)
+
+
+def _check_sheets(prices: list[Path]) -> None:
+    """Read the price sheets now: a bad one is one line before the proxy listens, not an unpriced call later."""
+    from mmtok.budgets.sheets import families, sheets
+
+    paths = tuple(prices)
+    sheets(paths)
+    families(paths)
 
 
 def _check_bars(keep: list[str]) -> None:

@@ -388,12 +388,16 @@ def test_urls_in_bodies_are_not_read_at_private_addresses_unless_allowed(upstrea
         (["--keep", "sharpness>=1"], 2, "--keep"),
         (["--openai-upstream", "ftp://example.org"], 2, "http(s)"),
         (["--ledger", "/nonexistent/folder/calls.sqlite"], 1, "its folder does not exist"),
+        (["--prices", "{sheet}"], 1, "bad.toml"),
     ],
 )
-def test_the_proxy_command_refuses_bad_settings_before_it_listens(args, code, said):
+def test_the_proxy_command_refuses_bad_settings_before_it_listens(args, code, said, tmp_path):
     from typer.testing import CliRunner
 
     from mmtok.cli.main import app
 
-    result = CliRunner().invoke(app, ["proxy", "--port", "0", *args])
+    sheet = tmp_path / "bad.toml"
+    sheet.write_text("provider = [\n")
+    args = [a.format(sheet=sheet) for a in args]
+    result = CliRunner().invoke(app, ["proxy", "--port", "0", "--ledger", str(tmp_path / "calls.sqlite"), *args])
     assert result.exit_code == code and said in result.output and "Traceback" not in result.output
