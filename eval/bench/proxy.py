@@ -241,7 +241,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         serve_upstream()
         return {}
     compile_package()
-    folder = Path(tempfile.mkdtemp(prefix="mmtok-bench-proxy-"))
+    with tempfile.TemporaryDirectory(prefix="mmtok-bench-proxy-") as scratch:
+        return measure_all(args, Path(scratch))
+
+
+def measure_all(args: Any, folder: Path) -> dict[str, Any]:
+    """Every measurement, with the processes, ledgers and photos in ``folder``."""
     upstream, port = start([sys.executable, "-m", "mmtok.eval.bench.proxy", "--serve-upstream"])
     path = "/v1/chat/completions"
     calls: dict[str, int] = {}
