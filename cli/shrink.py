@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -37,7 +38,9 @@ DONE_MIN_WIDTH = 30  # narrower than this, what was done is printed under the ta
 
 @flushes_json_lines
 def shrink(
-    paths: list[Path] = typer.Argument(..., help="Images, recordings, videos or folders (walked recursively)."),
+    paths: list[Path] = typer.Argument(
+        ..., help="Images, recordings, videos, PDFs, API request bodies (JSON) or folders (walked recursively)."
+    ),
     model: list[str] = typer.Option(..., "--model", "-m", help="Model to shrink for (repeatable)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the outputs (never inside an input folder)."),
     keep: list[str] = typer.Option(
@@ -89,7 +92,6 @@ def _shrink_all(
     paths: list[Path], models: list[str], bars: dict, out: Path, options: dict, json_out: bool
 ) -> tuple[list[ShrinkResult], bool]:
     """Every input for every model, each outcome said as it comes; (the results, whether any input failed)."""
-    from mmtok.budgets.shrink import shrink_models
     from mmtok.media import iter_files
 
     files = list(iter_files(paths))
@@ -106,10 +108,8 @@ def _shrink_all(
                 continue
             now(n, item, models[0])
             made = 0
-            outcomes = shrink_models(
-                item, models, bars, out / names[item].parent, names[item].name, protect=inputs, **options
-            )
-            for k, result in enumerate(outcomes):
+            for k, result in enumerate(_outcomes(item, models, bars, out / names[item].parent, names[item].name,
+                                                 options, inputs)):  # fmt: skip
                 written, failed = _report(item, result, json_out, warned, results)
                 made, failures = made + written, failures or failed
                 if k + 1 < len(models):
@@ -243,6 +243,122 @@ def _output_names(files: list[Path], roots: list[Path]) -> dict[Path, Path]:
         used.add(str(candidate).lower())
         names[f] = candidate
     return names
+
+
+def _outcomes(
+    item: Path, models: list[str], bars: dict, folder: Path, name: str, options: dict, inputs: frozenset
+) -> Iterator[Any]:
+    """One outcome per model for ``item``: a shrunk file (or its error), or, for an API request body, the body."""
+    from mmtok.budgets.shrink import shrink_models
+
+    try:
+        body = _request_body(item)
+    except MmtokError as e:
+        yield e
+        return
+    if body is not None:
+        yield from _shrink_body(item, body, models, bars, folder, name, options, inputs)
+    else:
+        yield from shrink_models(item, models, bars, folder, name, protect=inputs, **options)
+
+
+# ------------------------------------------------------------------------------------------------------ bodies
+def _request_body(item: Path) -> Any:
+    """The API request body ``item`` holds (a JSON object whose shape a known API has), or None: media, or text
+    that is no request body (shrunk as any file is: skipped)."""
+    from mmtok.request import MAX_BODY_BYTES, looks_like_body, parse_body
+
+    with open(item, "rb") as f:
+        data = f.read(4096)
+        if not looks_like_body(data):
+            return None
+        data += f.read(MAX_BODY_BYTES + 1 - len(data))
+    if len(data) > MAX_BODY_BYTES:
+        raise MediaError(item, f"over {MAX_BODY_BYTES:,} bytes: a request body is read up to that")
+    try:
+        return parse_body(data, source=str(item))
+    except MmtokError as e:
+        if "not a request body" in str(e):
+            return None
+        raise
+
+
+def _shrink_body(
+    item: Path, body: Any, models: list[str], bars: dict, folder: Path, name: str, options: dict, inputs: frozenset
+) -> Iterator[BodyShrink | MmtokError]:
+    """Each model's shrunk body (``budgets/shrink/request.py``), written as ``<name>.<model>.json`` beside the
+    renditions it holds (``<name>.<model>.parts/``); local paths it names are read inside its own folder only."""
+    from mmtok.budgets.shrink import model_slug
+    from mmtok.budgets.shrink.request import shrink_request
+    from mmtok.files import write_atomic
+    from mmtok.request import Policy
+
+    keep = [str(bar) for bar in bars.values()]
+    policy = Policy(paths_under=item.parent, max_pixels=options["max_pixels"])
+    for model in models:
+        target = folder / f"{name}.{model_slug(model)}.json"
+        try:
+            if Path(os.path.realpath(target)) in inputs:
+                raise MediaError(item, f"the output {target} would overwrite an input: choose another --out")
+            done = shrink_request(
+                body, model, keep=keep, lossless=options["lossless"], slice=options["slice"],
+                prices=options["prices"], policy=policy, out=target.with_suffix(".parts"), source=str(item),
+            )  # fmt: skip
+            write_atomic(target, (json.dumps(done.body, ensure_ascii=False) + "\n").encode())
+            yield BodyShrink(item, model, target, done)
+        except MmtokError as e:
+            yield e
+
+
+class BodyShrink:
+    """One model's shrunk request body, read by the table and ``--json`` as a file's result is."""
+
+    kind, detail, detail_name, seconds_before, same_file_as = "request", None, "detail", None, None
+
+    def __init__(self, source: Path, model: str, path: Path, done: Any) -> None:
+        self.source, self.model, self.path, self.done = source, model, path, done
+        self.before, self.after = done.before, done.after
+        shrunk = [(where, r) for where, r in done.parts if r.status != "kept"]
+        self.status = "shrunk" if shrunk else "kept"
+        self.measures: dict = {}
+        self.reasons: dict = {}
+        self.bars = {metric: bar for _, r in done.parts for metric, bar in r.bars.items()}
+        self.pieces: list = []
+        self.warnings = list(done.left)
+        self.bytes_before, self.bytes_after = source.stat().st_size, path.stat().st_size
+        said = "; ".join(f"{where}: {r.action}" for where, r in shrunk) or "no part has a cheaper rendition"
+        self.action = f"{len(shrunk)} of {len(done.parts)} media parts shrunk ({said}); the body as {path.name}"
+
+    @property
+    def tokens_before(self) -> int:
+        return self.before.input_tokens
+
+    @property
+    def tokens_after(self) -> int:
+        return self.after.input_tokens
+
+    @property
+    def saving(self) -> float:
+        before = self.before.total_cost
+        return float((before - self.after.total_cost) / before) if before else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input": str(self.source),
+            "model": self.model,
+            "kind": self.kind,
+            "status": self.status,
+            "action": self.action,
+            "output": str(self.path),
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "cost_before": str(self.before.total_cost),
+            "cost_after": str(self.after.total_cost),
+            "saving": round(self.saving, 6),
+            "currency": self.before.currency,
+            "parts": [{"where": where, **r.to_dict()} for where, r in self.done.parts],
+            "left": self.warnings,
+        }
 
 
 # ------------------------------------------------------------------------------------------------------- table

@@ -245,3 +245,26 @@ def test_json_says_which_model_a_shared_output_was_written_for(tmp_path):
     table = runner.invoke(app, ["shrink", str(source), "-m", "claude-sonnet-4-5", "-m", "claude-haiku-4-5",
                                 "--out", str(tmp_path / "o2"), *FAST], env={"COLUMNS": "80"})  # fmt: skip
     assert "the same file as claude-sonnet-4-5's, p.claude-sonnet-4-5.png" in " ".join(table.stdout.split())
+
+
+def test_a_request_body_is_shrunk_part_by_part_and_written_back_in_its_own_shape(tmp_path, samples):
+    from mmtok.request import parse_body
+    from tests.sdk_bodies import data_url, image_bytes, openai_chat
+
+    photo = image_bytes(samples / "astronaut.png", (2048, 2048), "PNG")
+    image = {"type": "image_url", "image_url": {"url": data_url(photo, "image/png"), "detail": "high"}}
+    body = openai_chat(
+        model="gpt-4o", messages=[{"role": "user", "content": [{"type": "text", "text": "Who?"}, image]}]
+    )
+    path = tmp_path / "chat.json"
+    path.write_bytes(body)
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["shrink", str(path), "-m", "gpt-4o", "--out", str(out), "--json", *FAST])
+    assert result.exit_code == 0, result.output
+    (row,) = _rows(result)
+    assert row["kind"] == "request" and row["status"] == "shrunk" and row["tokens_after"] < row["tokens_before"]
+    (part,) = row["parts"]
+    assert part["where"] == "messages[0].content[1]" and part["measures"]["ssim"] >= 0.9
+    new = parse_body((out / "chat.gpt-4o.json").read_bytes())
+    assert new.api == "openai-chat" and [p.kind for p in new.parts] == ["text", "image"]
+    assert new.parts[1].detail == part["detail"]
