@@ -97,7 +97,7 @@ class _PixelLimited:
 
 @flushes_json_lines
 def tokenize(
-    paths: list[Path] = typer.Argument(..., help="Image, audio or video files, or folders (walked recursively)."),
+    paths: list[Path] = typer.Argument(..., help="Image, audio, video or PDF files, or folders (walked recursively)."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder."),
     tokenizer: str = typer.Option(DEFAULT_IMAGE_TOKENIZER, help="Image tokenizer: name, config path or folder."),
     av_tokenizer: str = typer.Option(DEFAULT_AV_TOKENIZER, help="Audio/video tokenizer."),
@@ -366,8 +366,8 @@ def _load_tokenizable(path: Path, max_pixels: int) -> Any:
     import mmtok
 
     media = mmtok.load(path, max_pixels=max_pixels)
-    if media.kind not in ("image", "audio", "video"):
-        raise MediaError(path, f"cannot tokenize {media.kind}; give images, audio or video")
+    if media.kind not in ("image", "audio", "video", "document"):
+        raise MediaError(path, f"cannot tokenize {media.kind}; give images, audio, video or PDFs")
     return media
 
 
@@ -389,7 +389,7 @@ def _split_folder(folder: Path, max_pixels: int) -> tuple[list[Path], list[tuple
             continue
         if media.kind == "image":
             images.append(item)
-        elif media.kind in ("audio", "video"):
+        elif media.kind in ("audio", "video", "document"):  # a PDF: one file of sequences, one a page
             others.append((item, media))  # text files in a media folder are not tokenized
     return images, others
 
@@ -407,7 +407,12 @@ def _tokenize_file(
     import mmtok
 
     path, media, target = entry.path, entry.media, entry.target
-    if media.kind == "image":
+    if media.kind == "document":  # each page rendered, through the image tokenizer: one sequence a page
+        from mmtok.media.document import page_sequences
+
+        streams = {name: shorten(seq) for name, seq in page_sequences(media, toks.get("image"), image_size).items()}
+        mmtok.save_sequences(target, streams)
+    elif media.kind == "image":
         seq = shorten(toks.get("image").encode(media, image_size=image_size))
         seq.save(target)
         streams = {"image": seq}

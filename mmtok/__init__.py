@@ -34,6 +34,7 @@ _LAZY = {
     "Audio": "mmtok.media",
     "Video": "mmtok.media",
     "Text": "mmtok.media",
+    "Document": "mmtok.media",
     "MAX_IMAGE_PIXELS": "mmtok.media",
     "TokenSequence": "mmtok.tokens",
     "save_sequences": "mmtok.tokens",

@@ -143,3 +143,16 @@ def test_each_page_becomes_one_token_sequence(mixed_pdf):
     first = sequences["page-1"]
     assert first.modality == "image" and len(first) == 64 and first.meta["source_size"] == [1275, 1650]
     assert sequences["page-2"].meta["source_size"] == [1754, 1240]  # rendered as displayed (rotated)
+
+
+def test_tokenize_a_pdf_gives_one_sequence_a_page(tmp_path):
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+
+    args = ["tokenize", "tests/data/report.pdf", "--image-size", "64", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    sequences = mmtok.load_sequences(tmp_path / "report.safetensors")
+    assert list(sequences) == ["page-1", "page-2"]
+    assert all(seq.modality == "image" and seq.grid == (8, 8) for seq in sequences.values())

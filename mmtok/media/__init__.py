@@ -1,13 +1,15 @@
 """Media types and ``load()``: content-sniffed, validated, lazily decoded.
 
 ``load(path)`` reads only headers and containers: an ``Image`` knows its displayed size, an ``Audio`` its rate,
-channels and length, a ``Video`` its size, rate, frame count and audio track, without decoding a pixel or a
-sample. Decoding happens on request (``Image.to_tensor()``, ``Audio.waveform()``, ``Video.frames()``), and every
-decoder failure becomes a :class:`~mmtok.errors.MediaError` that names the file.
+channels and length, a ``Video`` its size, rate, frame count and audio track, a ``Document`` (PDF) its pages, their
+sizes and text layer, without decoding a pixel or a sample or rendering a page. Decoding happens on request
+(``Image.to_tensor()``, ``Audio.waveform()``, ``Video.frames()``), and every decoder failure becomes a
+:class:`~mmtok.errors.MediaError` that names the file.
 
 The kind is chosen by content (magic bytes, then the container's streams), never by the file's extension.
 """
 
+from mmtok.media.document import Document, Page
 from mmtok.media.loading import load
 from mmtok.media.scanning import iter_files, scan
 from mmtok.media.types import (
@@ -34,8 +36,10 @@ __all__ = [
     "MEDIA_EXTENSIONS",
     "VIDEO_EXTENSIONS",
     "Audio",
+    "Document",
     "Image",
     "Media",
+    "Page",
     "Text",
     "Video",
     "VideoChunk",
