@@ -28,39 +28,59 @@ def _usd(value: str | None, option: str) -> Decimal | None:
     return amount
 
 
+PORT = typer.Option(8787, "--port", min=0, max=65535, help="Port to listen on (0: any free port).")
+HOST = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback unless you say otherwise).")
+LEDGER = typer.Option(DEFAULT_LEDGER, "--ledger", help="SQLite file, or a SQLAlchemy URL (mmtok[sql]).")
+OPENAI_UPSTREAM = typer.Option("https://api.openai.com/v1", "--openai-upstream", help="OpenAI base URL.")
+ANTHROPIC_UPSTREAM = typer.Option("https://api.anthropic.com", "--anthropic-upstream")
+GEMINI_UPSTREAM = typer.Option("https://generativelanguage.googleapis.com", "--gemini-upstream")
+SHRINK = typer.Option(False, "--shrink", help="Replace media by their cheapest renditions that keep the bars.")
+KEEP = typer.Option(
+    [], "--keep", help="A quality bar for --shrink, as mmtok shrink takes it (e.g. ssim>=0.95; repeatable)."
+)
+MAX_COST = typer.Option(None, "--max-cost", help="Refuse a request predicted above this (USD).")
+BUDGET = typer.Option(
+    None, "--budget-usd-per-day", help="Refuse requests once the UTC day's spend would pass this (USD)."
+)
+ALLOW_UNPRICED = typer.Option(
+    False, "--allow-unpriced", help="Send requests that cannot be priced in full even with a limit set."
+)
+PRICES = typer.Option([], "--prices", help="Your own price sheet, e.g. a calibration sheet.")
+STORE_BODIES = typer.Option(False, "--store-bodies", help="Keep request bodies in the ledger.")
+SYNC_LEDGER = typer.Option(
+    False, "--sync-ledger", help="Answer each call only once its record is committed (a commit more per call)."
+)
+OFFLINE = typer.Option(False, "--offline", help="Never read image URLs in bodies to price them.")
+ALLOW_PRIVATE = typer.Option(
+    False, "--allow-private", help="Let URLs in bodies that point at private addresses be read to price them."
+)
+MAX_BODY_MB = typer.Option(64.0, "--max-body-mb", min=0.001, help="Refuse larger request bodies (413).")
+UPSTREAM_TIMEOUT = typer.Option(600.0, "--upstream-timeout", min=0.01, help="Seconds between reads.")
+DRAIN = typer.Option(30.0, "--drain", min=0, help="On SIGTERM, seconds calls in flight may finish in.")
+WORKERS = typer.Option(1, "--workers", min=1, max=64, help="Processes serving the port (one per core).")
+
+
 def proxy(
-    port: int = typer.Option(8787, "--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback unless you say otherwise)."),
-    ledger: str = typer.Option(DEFAULT_LEDGER, "--ledger", help="SQLite file, or a SQLAlchemy URL (mmtok[sql])."),
-    openai_upstream: str = typer.Option("https://api.openai.com/v1", "--openai-upstream", help="OpenAI base URL."),
-    anthropic_upstream: str = typer.Option("https://api.anthropic.com", "--anthropic-upstream"),
-    gemini_upstream: str = typer.Option("https://generativelanguage.googleapis.com", "--gemini-upstream"),
-    shrink: bool = typer.Option(
-        False, "--shrink", help="Replace media by their cheapest renditions that keep the bars."
-    ),
-    keep: list[str] = typer.Option(
-        [], "--keep", help="A quality bar for --shrink, as mmtok shrink takes it (e.g. ssim>=0.95; repeatable)."
-    ),
-    max_cost: str | None = typer.Option(None, "--max-cost", help="Refuse a request predicted above this (USD)."),
-    budget_usd_per_day: str | None = typer.Option(
-        None, "--budget-usd-per-day", help="Refuse requests once the UTC day's spend would pass this (USD)."
-    ),
-    allow_unpriced: bool = typer.Option(
-        False, "--allow-unpriced", help="Send requests that cannot be priced in full even with a limit set."
-    ),
-    prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet, e.g. a calibration sheet."),
-    store_bodies: bool = typer.Option(False, "--store-bodies", help="Keep request bodies in the ledger."),
-    sync_ledger: bool = typer.Option(
-        False, "--sync-ledger", help="Answer each call only once its record is committed (a commit more per call)."
-    ),
-    offline: bool = typer.Option(False, "--offline", help="Never read image URLs in bodies to price them."),
-    allow_private: bool = typer.Option(
-        False, "--allow-private", help="Let URLs in bodies that point at private addresses be read to price them."
-    ),
-    max_body_mb: float = typer.Option(64.0, "--max-body-mb", min=0.001, help="Refuse larger request bodies (413)."),
-    upstream_timeout: float = typer.Option(600.0, "--upstream-timeout", min=0.01, help="Seconds between reads."),
-    drain: float = typer.Option(30.0, "--drain", min=0, help="On SIGTERM, seconds calls in flight may finish in."),
-    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Processes serving the port (one per core)."),
+    port: int = PORT,
+    host: str = HOST,
+    ledger: str = LEDGER,
+    openai_upstream: str = OPENAI_UPSTREAM,
+    anthropic_upstream: str = ANTHROPIC_UPSTREAM,
+    gemini_upstream: str = GEMINI_UPSTREAM,
+    shrink: bool = SHRINK,
+    keep: list[str] = KEEP,
+    max_cost: str | None = MAX_COST,
+    budget_usd_per_day: str | None = BUDGET,
+    allow_unpriced: bool = ALLOW_UNPRICED,
+    prices: list[Path] = PRICES,
+    store_bodies: bool = STORE_BODIES,
+    sync_ledger: bool = SYNC_LEDGER,
+    offline: bool = OFFLINE,
+    allow_private: bool = ALLOW_PRIVATE,
+    max_body_mb: float = MAX_BODY_MB,
+    upstream_timeout: float = UPSTREAM_TIMEOUT,
+    drain: float = DRAIN,
+    workers: int = WORKERS,
 ) -> None:
     """Serve a local proxy in front of the OpenAI, Anthropic and Gemini APIs: point an SDK's base URL at it
     (http://HOST:PORT/v1, .../anthropic, .../gemini). Each call is priced before it is sent, refused over a limit
@@ -70,18 +90,15 @@ def proxy(
     from mmtok.budgets.proxy import ProxyConfig, serve
 
     _check_bars(keep)
-    upstreams = {"openai": openai_upstream, "anthropic": anthropic_upstream, "gemini": gemini_upstream}
-    for provider, url in upstreams.items():
-        if not url.lower().startswith(("http://", "https://")):
-            raise typer.BadParameter(f"expected an http(s) base URL, got {url!r}", param_hint=f"--{provider}-upstream")
+    _check_sheets(prices)
     config = ProxyConfig(
         ledger=ledger,
-        shrink=shrink,
-        keep=tuple(keep),
-        upstreams=upstreams,
+        upstreams=_upstreams(openai_upstream, anthropic_upstream, gemini_upstream),
         max_cost=_usd(max_cost, "--max-cost"),
         budget_usd_per_day=_usd(budget_usd_per_day, "--budget-usd-per-day"),
         allow_unpriced=allow_unpriced,
+        shrink=shrink,
+        keep=tuple(keep),
         prices=tuple(prices),
         max_body_bytes=int(max_body_mb * 2**20),
         store_bodies=store_bodies,
@@ -90,16 +107,28 @@ def proxy(
         allow_private=allow_private,
         upstream_timeout_s=upstream_timeout,
     )
-    _check_sheets(prices)
     opened = open_ledger(ledger)  # a bad ledger is one line here, before anything listens
+    serve(config, opened, host=host, port=port, drain_s=drain, on_ready=_announce(opened.where), workers=workers)
+
+
+def _upstreams(openai: str, anthropic: str, gemini: str) -> dict[str, str]:
+    upstreams = {"openai": openai, "anthropic": anthropic, "gemini": gemini}
+    for provider, url in upstreams.items():
+        if not url.lower().startswith(("http://", "https://")):
+            raise typer.BadParameter(f"expected an http(s) base URL, got {url!r}", param_hint=f"--{provider}-upstream")
+    return upstreams
+
+
+def _announce(where: str) -> Any:
+    """What the proxy says once it listens: its URL, the ledger, and each SDK's base URL."""
 
     def ready(url: str) -> None:
-        say(f"mmtok proxy listening on {url}; ledger {opened.where}")
+        say(f"mmtok proxy listening on {url}; ledger {where}")
         say(f"  OpenAI:    base_url={url}/v1")
         say(f"  Anthropic: base_url={url}/anthropic")
         say(f"  Gemini:    http_options={{'base_url': '{url}/gemini'}}")
 
-    serve(config, opened, host=host, port=port, drain_s=drain, on_ready=ready, workers=workers)
+    return ready
 
 
 def _check_sheets(prices: list[Path]) -> None:
@@ -263,18 +292,26 @@ def _measure(path: str, models: list[str], sizes: Any, upstreams: dict[str, str 
         book.close()
 
 
+MEASURE = typer.Option(
+    [], "--measure", help="First count photos on this model's free token-counting endpoint (needs its key)."
+)
+SIZES = typer.Option(None, "--sizes", help="Photo sizes to measure, e.g. 512x512,1920x1080.")
+SHEET_OUT = typer.Option(..., "--out", "-o", help="The calibration sheet to write (TOML; --prices takes it).")
+MEASURE_OPENAI = typer.Option(None, "--openai-upstream", help="OpenAI base URL for --measure.")
+MEASURE_ANTHROPIC = typer.Option(None, "--anthropic-upstream")
+MEASURE_GEMINI = typer.Option(None, "--gemini-upstream")
+
+
 def calibrate(
     path: str = typer.Argument(..., help="The proxy's ledger: an SQLite file or a SQLAlchemy URL."),
-    out: Path = typer.Option(..., "--out", "-o", help="The calibration sheet to write (TOML; --prices takes it)."),
+    out: Path = SHEET_OUT,
     prices: list[Path] = typer.Option([], "--prices", help="Price sheets the calls were priced with."),
     json_out: bool = typer.Option(False, "--json", help="The fits as one JSON object."),
-    measure: list[str] = typer.Option(
-        [], "--measure", help="First count photos on this model's free token-counting endpoint (needs its key)."
-    ),
-    sizes: str | None = typer.Option(None, "--sizes", help="Photo sizes to measure, e.g. 512x512,1920x1080."),
-    openai_upstream: str | None = typer.Option(None, "--openai-upstream", help="OpenAI base URL for --measure."),
-    anthropic_upstream: str | None = typer.Option(None, "--anthropic-upstream"),
-    gemini_upstream: str | None = typer.Option(None, "--gemini-upstream"),
+    measure: list[str] = MEASURE,
+    sizes: str | None = SIZES,
+    openai_upstream: str | None = MEASURE_OPENAI,
+    anthropic_upstream: str | None = MEASURE_ANTHROPIC,
+    gemini_upstream: str | None = MEASURE_GEMINI,
 ) -> None:
     """Fit each model's media rule to what its calls were billed (the rule's own parameters, or a new rule family
     where none fits), say where the bills disagree with the documented rule and by how much, and write the fitted
@@ -282,7 +319,7 @@ def calibrate(
     provider's free counting endpoint (key from OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY) and recorded
     in the ledger."""
     from mmtok.budgets.calibrate import calibrate as fit
-    from mmtok.budgets.calibrate import describe_fit, write_sheet
+    from mmtok.budgets.calibrate import write_sheet
     from mmtok.cli.common import check_out_file
 
     check_out_file(out, (".toml",))
@@ -297,42 +334,31 @@ def calibrate(
         raise typer.Exit(1)
     write_sheet(calibration, out)
     if json_out:
-        data = {
-            "sheet": str(out),
-            "models": [m.to_dict() for m in calibration.models],
-            "skipped": dict(calibration.skipped),
-        }
-        say(json.dumps(data, default=str))
+        models = [m.to_dict() for m in calibration.models]
+        say(json.dumps({"sheet": str(out), "models": models, "skipped": dict(calibration.skipped)}, default=str))
         return
-    columns = [
-        Column("model"),
-        Column("calls", True),
-        Column("documented rule", fold=True),
-        Column("exact", True),
-        Column("mean error", True),
-        Column("fitted rule", fold=True),
-        Column("fitted exact", True),
-        Column("overhead", priority=1),
-    ]
+    _print_fits(calibration)
+    console().print(f"wrote {out} (use it with --prices)", markup=False, highlight=False)
+
+
+def _print_fits(calibration: Any) -> None:
+    """A row per model (documented rule, how it met the bills, the fitted rule), then a line each in words."""
+    from mmtok.budgets.calibrate import describe_fit
+
+    columns = [Column("model"), Column("calls", True), Column("documented rule", fold=True), Column("exact", True),
+               Column("mean error", True), Column("fitted rule", fold=True), Column("fitted exact", True),
+               Column("overhead", priority=1)]  # fmt: skip
     rows = []
     for m in calibration.models:
         doc, fitted = m.documented, m.fitted
         overhead = "" if m.overhead is None else f"+{m.overhead.per_request}/req +{m.overhead.per_message}/msg"
-        rows.append(
-            [
-                m.model,
-                str(m.calls),
-                rule_text(doc.params if doc else None),
-                f"{doc.exact}/{doc.total}" if doc else "",
-                f"{doc.mean_abs_error:.1f}" if doc else "",
-                rule_text(fitted.params if fitted else None) + (" (new rule)" if m.new_family else ""),
-                f"{fitted.exact}/{fitted.total}" if fitted else "",
-                overhead,
-            ]
-        )
+        new = " (new rule)" if m.new_family else ""
+        rows.append([m.model, str(m.calls), rule_text(doc.params if doc else None),
+                     f"{doc.exact}/{doc.total}" if doc else "", f"{doc.mean_abs_error:.1f}" if doc else "",
+                     rule_text(fitted.params if fitted else None) + new,
+                     f"{fitted.exact}/{fitted.total}" if fitted else "", overhead])  # fmt: skip
     print_table(columns, rows)
     for m in calibration.models:
         say(f"{m.model}: {describe_fit(m)}")
     for reason, count in sorted(calibration.skipped.items()):
         print_note(f"{count} call(s) left out: {reason}")
-    console().print(f"wrote {out} (use it with --prices)", markup=False, highlight=False)

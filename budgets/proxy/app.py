@@ -115,19 +115,10 @@ class Proxy:
 
     async def _call(self, request: Request, where: Route) -> Response:
         started = time.perf_counter()
-        try:
-            content = await _read_capped(request, self.config.max_body_bytes)
-        except BodyTooLarge as e:
-            return error_response(where.provider, 413, str(e), "body_too_large", retry=False)
-        except ClientDisconnect:
-            return Response(status_code=400)
-        try:
-            payload = json.loads(content)
-        except (ValueError, RecursionError) as e:
-            reason = f"{e.msg} at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else str(e)
-            return error_response(where.provider, 400, f"the request body is not valid JSON ({reason})", "bad_json")
-        if not isinstance(payload, dict):
-            return error_response(where.provider, 400, "the request body must be a JSON object", "bad_json")
+        read = await _read_body(request, where, self.config.max_body_bytes)
+        if isinstance(read, Response):
+            return read
+        content, payload = read
         record = Record(
             id=f"{self.instance}{next(self._ids):020x}",  # unique: a random prefix per process, then a count
             provider=where.provider,
@@ -139,25 +130,9 @@ class Proxy:
             stream=where.streams or payload.get("stream") is True,
         )
         prediction = await quoting.predict_async(payload, where, self.config, content)
-        extra: dict[str, str] = {}
-        if shrinking.wanted(self.config, where, prediction):
-            shrunk = await shrinking.shrink_async(payload, where, self.config, prediction)
-            if isinstance(shrunk, str):
-                record.message = shrunk
-            else:
-                content, record.shrink, record.saved_cost = shrunk.content, shrunk.summary, shrunk.saved_cost
-                extra["x-mmtok-shrink"] = shrunk.header
+        content, extra = await self._shrink(payload, where, prediction, record, content)
         prediction.fill(record)
-        refusal = cost_refusal(
-            prediction.cost,
-            prediction.complete or self.config.allow_unpriced,
-            prediction.problem,
-            None if where.api in COUNT_APIS else self.config.max_cost,
-        )
-        reserved = Decimal(0)
-        if refusal is None and self.budget is not None and where.api not in COUNT_APIS:
-            reserved = prediction.cost or Decimal(0)
-            refusal = await self.budget.reserve(reserved)
+        reserved, refusal = await self._limits(where, prediction)
         if refusal is not None:
             return await self._refuse(record, where, refusal, started)
         extra |= prediction.headers()
@@ -174,6 +149,30 @@ class Proxy:
             await finish(record, None)
             return forward.failure(where, upstream)
         return await forward.answer(where, upstream.response, record, finish, extra)
+
+    async def _shrink(
+        self, payload: dict[str, Any], where: Route, prediction: quoting.Prediction, record: Record, content: bytes
+    ) -> tuple[bytes, dict[str, str]]:
+        """With --shrink, the body to send and the header saying what was saved (the body as it came otherwise)."""
+        if not shrinking.wanted(self.config, where, prediction):
+            return content, {}
+        shrunk = await shrinking.shrink_async(payload, where, self.config, prediction)
+        if isinstance(shrunk, str):
+            record.message = shrunk
+            return content, {}
+        record.shrink, record.saved_cost = shrunk.summary, shrunk.saved_cost
+        return shrunk.content, {"x-mmtok-shrink": shrunk.header}
+
+    async def _limits(self, where: Route, prediction: quoting.Prediction) -> tuple[Decimal, Refusal | None]:
+        """The cost reserved against the daily budget, and the refusal where a limit says no."""
+        counting = where.api in COUNT_APIS  # free: no limit applies
+        complete = prediction.complete or self.config.allow_unpriced
+        max_cost = None if counting else self.config.max_cost
+        refusal = cost_refusal(prediction.cost, complete, prediction.problem, max_cost)
+        if refusal is not None or self.budget is None or counting:
+            return Decimal(0), refusal
+        reserved = prediction.cost or Decimal(0)
+        return reserved, await self.budget.reserve(reserved)
 
     def _client(self) -> httpx.AsyncClient:
         """The upstream clients in turn: httpcore's pool walks (and polls) every connection it holds on each
@@ -228,6 +227,24 @@ def _no_usage_reason(record: Record) -> str:
     if record.api == "openai-chat" and record.stream:
         return "the stream reported no usage (set stream_options={'include_usage': True} to have it billed here)"
     return "the response reported no usage"
+
+
+async def _read_body(request: Request, where: Route, cap: int) -> tuple[bytes, dict[str, Any]] | Response:
+    """The body and its JSON object, or the provider-shaped answer to a body too large or not JSON."""
+    try:
+        content = await _read_capped(request, cap)
+    except BodyTooLarge as e:
+        return error_response(where.provider, 413, str(e), "body_too_large", retry=False)
+    except ClientDisconnect:
+        return Response(status_code=400)
+    try:
+        payload = json.loads(content)
+    except (ValueError, RecursionError) as e:
+        reason = f"{e.msg} at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else str(e)
+        return error_response(where.provider, 400, f"the request body is not valid JSON ({reason})", "bad_json")
+    if not isinstance(payload, dict):
+        return error_response(where.provider, 400, "the request body must be a JSON object", "bad_json")
+    return content, payload
 
 
 async def _read_capped(request: Request, cap: int) -> bytes:

@@ -126,6 +126,8 @@ def _walk_openai_chat(body: dict[str, Any], up: Upstream, bill: Bill) -> None:
                 image = part["image_url"]
                 _add_image(bill, up, model, _data_url_bytes(image["url"]), image.get("detail", "auto"))
         bill.text += sum(up.text_tokens("openai", t) for t in texts)
+        # OpenAI's cookbook framing: each message's role (and name) is encoded as well
+        bill.overhead += sum(up.text_tokens("openai", message[k]) for k in ("role", "name") if message.get(k))
     per_message, per_request = up.overheads["openai-chat"]
     bill.overhead += per_message * len(body.get("messages", [])) + per_request
 
