@@ -45,7 +45,9 @@ RATE_KEYS = frozenset(MTOK_KEYS) | frozenset(ITEM_KEYS) | frozenset(RELATIVE_KEY
 ROW_KEYS = RATE_KEYS | {"source", "provider_page", "as_of", "notes", "image", "audio", "video", "text"}
 SHEET_KEYS = {"provider", "currency", "description", "models", "family", "aliases"}
 FORMULA_MODALITIES = ("image", "audio", "video")
-FAMILY_KEYS = {"name", "match", "text", "source", "read", "notes", *FORMULA_MODALITIES}
+FAMILY_KEYS = {"name", "match", "text", "source", "read", "notes", "overhead", *FORMULA_MODALITIES}
+OVERHEAD_KEYS = ("per_request", "per_message")  # tokens a request's framing adds, as a calibration measured them
+MAX_OVERHEAD_TOKENS = 100_000
 FORMULAS = {
     "image": {
         "openai-tile",
@@ -206,6 +208,7 @@ class Family:
     source: str
     read: dt.date | None = None  # when the source page was read
     notes: str = ""
+    overhead: dict[str, int] = field(default_factory=dict)  # per_request / per_message tokens, from a calibration
 
     def matches(self, model: str) -> bool:
         # A pattern's literal head is compared first: most families are ruled out without compiling a regex.
@@ -279,7 +282,18 @@ def _parse_family(entry: Any, where: str) -> Family:
         str(entry.get("source", "")),
         read,
         str(entry.get("notes", "")),
+        _overhead(entry.get("overhead", {}), where),
     )
+
+
+def _overhead(value: Any, where: str) -> dict[str, int]:
+    """``overhead = { per_request = N, per_message = N }``: whole numbers of tokens, each bounded."""
+    if not isinstance(value, dict) or set(value) - set(OVERHEAD_KEYS):
+        raise PriceError(f"{where}: 'overhead' is a table of {' and '.join(OVERHEAD_KEYS)} (tokens)")
+    for key, tokens in value.items():
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_OVERHEAD_TOKENS:
+            raise PriceError(f"{where}: overhead {key} must be a whole number of tokens from 0 to 100,000")
+    return dict(value)
 
 
 @functools.lru_cache(maxsize=8)

@@ -27,7 +27,10 @@ def overheads(request: Request, model: Model) -> list[Attachment]:
     """The overhead lines ``request`` costs on ``model`` (none where nothing is published for it)."""
     found = []
     chat = _table()["openai_chat_messages"]
-    if request.api == "openai-chat" and model.provider in chat["providers"] and request.messages:
+    calibrated = model.family.overhead if model.family else {}
+    if calibrated:  # a calibration sheet's family (mmtok calibrate) measured this model's framing from bills
+        found.append(_calibrated(request, model, calibrated))
+    elif request.api == "openai-chat" and model.provider in chat["providers"] and request.messages:
         found.append(_message_framing(request, model, chat))
     tool = _tool_prompt(request, model)
     if tool is not None:
@@ -49,6 +52,18 @@ def _message_framing(request: Request, model: Model, rule: dict[str, Any]) -> At
         + f" + {rule['per_reply']} to prime the reply = {tokens} ({rule['cite']}, read {rule['read']})"
     )
     return Attachment("<message framing>", Given("text", F.TokenCount(tokens, working, rule["label"])))
+
+
+def _calibrated(request: Request, model: Model, overhead: dict[str, int]) -> Attachment:
+    per_request, per_message = overhead.get("per_request", 0), overhead.get("per_message", 0)
+    tokens = per_request + per_message * request.messages
+    family = model.family
+    assert family is not None
+    working = (
+        f"{per_request} per request + {per_message} per message x {request.messages} = {tokens} (calibrated from "
+        f"bills: family {family.name}, {family.source or 'a price sheet'})"
+    )
+    return Attachment("<message framing>", Given("text", F.TokenCount(tokens, working, "estimate")))
 
 
 def _tool_prompt(request: Request, model: Model) -> Attachment | None:
