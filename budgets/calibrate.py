@@ -552,6 +552,8 @@ def write_sheet(calibration: Calibration, path: str | Path, today: dt.date | Non
         image = {**m.fitted.params, "label": "exact" if m.fitted.all_exact else "estimate"}
         family = {"name": f"calibrated-{m.model}", "match": [m.model], "text": m.text_rule}
         family |= {k: v for k, v in m.formulas.items() if k != "image"}
+        if m.overhead is not None and (m.overhead.per_request or m.overhead.per_message):
+            family["overhead"] = {"per_request": m.overhead.per_request, "per_message": m.overhead.per_message}
         family |= {
             "image": image,
             "source": f"mmtok calibrate: {m.calls} billed calls in {calibration.source}",
@@ -593,6 +595,6 @@ def describe_fit(m: ModelCalibration) -> str:
     if m.overhead is not None and (m.overhead.per_request or m.overhead.per_message):
         parts.append(
             f"bills carry {m.overhead.per_request} tokens per request and {m.overhead.per_message} per message "
-            "beyond mmtok's prediction (not in the sheet: price sheets carry no overhead)"
+            "beyond mmtok's prediction (the sheet's overhead)"
         )
     return "; ".join(parts)

@@ -46,7 +46,7 @@ ROW_KEYS = RATE_KEYS | {"source", "provider_page", "as_of", "notes", "image", "a
 SHEET_KEYS = {"provider", "currency", "description", "models", "family", "aliases"}
 FORMULA_MODALITIES = ("image", "audio", "video")
 FAMILY_KEYS = {"name", "match", "text", "source", "read", "notes", "overhead", *FORMULA_MODALITIES}
-OVERHEAD_KEYS = ("per_request", "per_message")  # tokens a request's framing adds, as a calibration measured them
+OVERHEAD_KEYS = ("per_request", "per_message")  # tokens bills carry beyond the rules' count, as calibrated
 MAX_OVERHEAD_TOKENS = 100_000
 FORMULAS = {
     "image": {

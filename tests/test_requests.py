@@ -359,7 +359,7 @@ def test_gemini_video_metadata_sets_the_frames_counted(samples):
     assert sound[1] < sound[0]  # the clip's sound is 2 s of the 3
 
 
-def test_a_calibrated_family_sets_the_framing_overhead(tmp_path):
+def test_a_calibrated_family_adds_what_bills_carry_beyond_the_rules(tmp_path):
     sheet = tmp_path / "calibrated.toml"
     sheet.write_text(
         'provider = "openai"\n[[family]]\nname = "calibrated-gpt-4o"\nmatch = ["gpt-4o"]\ntext = "o200k_base"\n'
@@ -367,8 +367,10 @@ def test_a_calibrated_family_sets_the_framing_overhead(tmp_path):
         'overhead = { per_request = 7, per_message = 4 }\nsource = "mmtok calibrate ledger.db"\nread = 2026-12-02\n'
     )
     body = openai_chat(model="gpt-4o", messages=[{"role": "user", "content": "Hi"}, {"role": "user", "content": "Yo"}])
-    (framing,) = [ln for ln in price_request(body, prices=[sheet], at=AT).lines if ln.item == "<message framing>"]
-    assert framing.tokens == 7 + 4 * 2 and "calibrated from bills: family calibrated-gpt-4o" in framing.working
+    lines = {ln.item: ln for ln in price_request(body, prices=[sheet], at=AT).lines}
+    assert lines["<message framing>"].tokens == 2 * (1 + 3) + 3  # the published framing stays
+    extra = lines["<calibrated overhead>"]
+    assert extra.tokens == 7 + 4 * 2 and "calibrated: family calibrated-gpt-4o" in extra.working
     sheet.write_text(sheet.read_text().replace("per_message = 4", "per_message = -1"))
     with pytest.raises(mmtok.PriceError, match="overhead per_message must be a whole number of tokens"):
         price_request(body, prices=[sheet], at=AT)

@@ -27,11 +27,11 @@ def overheads(request: Request, model: Model) -> list[Attachment]:
     """The overhead lines ``request`` costs on ``model`` (none where nothing is published for it)."""
     found = []
     chat = _table()["openai_chat_messages"]
-    calibrated = model.family.overhead if model.family else {}
-    if calibrated:  # a calibration sheet's family (mmtok calibrate) measured this model's framing from bills
-        found.append(_calibrated(request, model, calibrated))
-    elif request.api == "openai-chat" and model.provider in chat["providers"] and request.messages:
+    if request.api == "openai-chat" and model.provider in chat["providers"] and request.messages:
         found.append(_message_framing(request, model, chat))
+    calibrated = model.family.overhead if model.family else {}
+    if calibrated:  # a calibration sheet's family (mmtok calibrate) measured what bills carry beyond these rules
+        found.append(_calibrated(request, model, calibrated))
     tool = _tool_prompt(request, model)
     if tool is not None:
         found.append(tool)
@@ -60,10 +60,10 @@ def _calibrated(request: Request, model: Model, overhead: dict[str, int]) -> Att
     family = model.family
     assert family is not None
     working = (
-        f"{per_request} per request + {per_message} per message x {request.messages} = {tokens} (calibrated from "
-        f"bills: family {family.name}, {family.source or 'a price sheet'})"
+        f"{per_request} per request + {per_message} per message x {request.messages} = {tokens}, what bills carry "
+        f"beyond the rules' count (calibrated: family {family.name}, {family.source or 'a price sheet'})"
     )
-    return Attachment("<message framing>", Given("text", F.TokenCount(tokens, working, "estimate")))
+    return Attachment("<calibrated overhead>", Given("text", F.TokenCount(tokens, working, "estimate")))
 
 
 def _tool_prompt(request: Request, model: Model) -> Attachment | None:
