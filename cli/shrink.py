@@ -47,7 +47,7 @@ def shrink(
         [],
         "--keep",
         help="A quality bar, e.g. ocr>=0.98, ssim>=0.95, recog>=0.9, wer<=0.05 (repeatable; replaces that "
-        "modality's defaults: ssim>=0.90, recog>=0.90 and, where an image has text, ocr>=0.98; wer<=0.05 for audio).",
+        "modality's defaults: ssim>=0.90, recog>=0.91 and, where an image has text, ocr>=0.98; wer<=0.05 for audio).",
     ),
     lossless: bool = typer.Option(
         False, "--lossless", help="Only changes that leave what the model sees pixel-exact (a lossy source: said)."

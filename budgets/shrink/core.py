@@ -53,7 +53,7 @@ def shrink(
 ) -> ShrinkResult:
     """The cheapest rendition of ``source`` (a path or a loaded ``mmtok.Image`` / ``Audio`` / ``Video``) for
     ``model`` that meets every bar in ``keep`` (``{"ocr": 0.98}``, ``["ssim>=0.95"]``; defaults: ssim >= 0.90,
-    recog >= 0.90 and, where the image has text, ocr >= 0.98 for images; wer <= 0.05 for audio).
+    recog >= 0.91 and, where the image has text, ocr >= 0.98 for images; wer <= 0.05 for audio).
 
     ``lossless``: only what leaves the model's view unchanged (its own internal size, no metadata). ``out``: the
     folder to write to (default: the user cache folder). ``detail``: the detail / media_resolution the original

@@ -326,6 +326,7 @@ def speech_folder(n: int, seed: int = 0) -> Path:
 IMAGE_RUNS = (("ocr>=0.98", ["ocr>=0.98"], False), ("default", None, False), ("lossless", None, True))
 PHOTO_RUNS = IMAGE_RUNS[1:]  # photos: the default bars (OCR reads no text in them) and --lossless
 REFERENCE_RUN = "ocr>=0.98 earlier path"  # pages: ocr>=0.98 through the earlier path, for identical decisions
+SURE = 0.25  # a photo whose top class has this probability or more: its class agreement means something
 
 
 def _row(result: Any, corpus: str, run: str, seconds: float) -> dict[str, Any]:
@@ -437,6 +438,7 @@ def _classes(job: Any, result: Any) -> dict[str, Any]:
         "top1": got.top1 == reference.top1,
         "top5": reference.top1 in got.top(5),
         "similarity": R.similarity(reference, got),
+        "sure": float(reference.probabilities.max()) >= SURE,  # a class the classifier is sure of
     }
 
 
@@ -562,9 +564,13 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     entry["re_encoded_share"] = _mean([float(r["status"] == "re-encoded") for r in sel])
                 classes = [r["classes"] for r in sel if r.get("classes")]
                 if classes:
+                    sure = [c for c in classes if c["sure"]]
                     entry["classes_checked"] = len(classes)
                     entry["top1_kept_share"] = _mean([float(c["top1"]) for c in classes])
                     entry["top5_kept_share"] = _mean([float(c["top5"]) for c in classes])
+                    entry["sure_checked"] = len(sure)
+                    entry["top1_kept_share_sure"] = _mean([float(c["top1"]) for c in sure])
+                    entry["top5_kept_share_sure"] = _mean([float(c["top5"]) for c in sure])
                 if corpus != "photos":
                     entry["ocr_not_applicable_share"] = _mean(
                         [float(str(r.get("reasons", {}).get("ocr", "")).startswith("no text found")) for r in sel]
@@ -730,7 +736,9 @@ def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> 
         if e and e.get("classes_checked"):
             lines.append(
                 f"  {model:23} {e['classes_checked']:4} shrunk: top-1 kept {e['top1_kept_share']:6.1%}, within the "
-                f"top 5 {e['top5_kept_share']:6.1%}; mean recog {e.get('mean_recog', nan):.3f}"
+                f"top 5 {e['top5_kept_share']:6.1%}; of the {e['sure_checked']} the classifier is sure of (p >= "
+                f"{SURE}): {e['top1_kept_share_sure'] or 0:6.1%}, {e['top5_kept_share_sure'] or 0:6.1%}; mean recog "
+                f"{e.get('mean_recog', nan):.3f}"
             )
     lines += ["", *_tall_lines(summary["tall"])]
     lines += [
@@ -878,7 +886,8 @@ def markdown(summary: dict[str, Any]) -> str:
         if e and e.get("classes_checked"):
             out.append(
                 f"| photos | {model} | {pct(e['shrunk_share'])} | {pct(e['top1_kept_share'])} | "
-                f"{pct(e['top5_kept_share'])} | {num(e.get('mean_recog'))} |"
+                f"{pct(e['top5_kept_share'])} | {pct(e['top1_kept_share_sure'])} | {pct(e['top5_kept_share_sure'])} "
+                f"| {num(e.get('mean_recog'))} |"
             )
     out += [
         "",
