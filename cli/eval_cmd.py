@@ -64,7 +64,7 @@ def eval_run(
         raise typer.Exit(1) from None
     except KeyboardInterrupt:  # one line, not a traceback per worker; every finished item is in results.jsonl
         print_error(f"{out}: interrupted; the items done are kept: run again with --resume to go on")
-        raise typer.Exit(130) from None
+        _end_now(130)
     if not summary:  # a torchrun rank other than 0: rank 0 prints the summary
         return
     if json_out:
@@ -75,6 +75,19 @@ def eval_run(
         _print_summary(summary, out)
     if summary["failed"] or summary.get("missing"):
         raise typer.Exit(1)
+
+
+def _end_now(code: int) -> None:
+    """End the process at once with ``code``, output flushed. After Ctrl-C the run's state is already safe (rows are
+    appended whole, the kernel drops the folder's lock), and PyTorch's threads must not be torn down by the
+    interpreter's finalization: after an interrupt that aborted the process (terminate called without an active
+    exception, exit 134)."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _print_summary(summary: dict, out: Path) -> None:

@@ -57,8 +57,13 @@ def run(
         if not todo:
             pass  # every item's result is there: nothing to start
         elif workers <= 1:
+            stop = threading.Event()  # Ctrl-C: the item in flight ends, then the shard
             _with_progress(
-                lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads, ctx=checked), out_dir, expected, progress
+                lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads, ctx=checked, stop=stop),
+                out_dir,
+                expected,
+                progress,
+                on_interrupt=stop.set,
             )
         else:
             _run_workers(suite, out_dir, todo, workers, threads, expected, progress)
@@ -75,27 +80,31 @@ def _run_workers(
     progress: Any,
 ) -> None:
     """``todo`` over ``workers`` local processes. They ignore Ctrl-C (the run ends them: one line, not a traceback
-    per worker), and a worker that fails (a full disk) reports one line through a queue and exits."""
+    per worker), and a worker that fails (a full disk) reports one line through its pipe and exits."""
     context = mp.get_context("spawn")
-    failures = context.SimpleQueue()
+    pipes = [context.Pipe(duplex=False) for _ in range(workers)]  # a worker's one line on failure (no semaphores)
     procs = [
-        context.Process(target=_worker, args=(suite, str(out_dir), todo, r, workers, threads, os.getpid(), failures))
+        context.Process(target=_worker, args=(suite, str(out_dir), todo, r, workers, threads, os.getpid(), pipes[r][1]))
         for r in range(workers)
     ]
     with _interrupts_ignored():  # inherited through exec: a worker's Python then installs no KeyboardInterrupt
         for proc in procs:
             proc.start()
-    try:
-        _with_progress(lambda: [proc.join() for proc in procs], out_dir, expected, progress)
-    except BaseException:  # Ctrl-C (or anything else) in the run: its workers end with it
+
+    def end_workers() -> None:
         for proc in procs:
             proc.terminate()
         for proc in procs:
             proc.join()
+
+    try:
+        _with_progress(lambda: [proc.join() for proc in procs], out_dir, expected, progress, end_workers)
+    except BaseException:  # Ctrl-C (or anything else) in the run: its workers end with it
+        end_workers()
         raise
     failed = [p.exitcode for p in procs if p.exitcode]
     if failed:
-        reasons = [failures.get() for _ in range(len(failed)) if not failures.empty()]
+        reasons = [reader.recv() for reader, _ in pipes if reader.poll()]
         with contextlib.suppress(OSError):  # the summary of what was done, if the disk still takes it
             _write_summary(out_dir)
         why = reasons[0] if reasons else f"exit codes {failed}"
@@ -233,26 +242,34 @@ def _write_summary(out_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def _with_progress(work: Any, out_dir: Path, expected: dict[str, str], progress: Any) -> None:
-    """Run ``work`` in this thread while a reporter thread counts the items done every half second (reading only
-    the rows appended since: ``ResultTail``). The work stays in the caller's thread, so Ctrl-C and its errors
-    reach the caller as they are, and no model code is left running in a thread at exit."""
+def _with_progress(work: Any, out_dir: Path, expected: dict[str, str], progress: Any, on_interrupt: Any = None) -> None:
+    """Run ``work`` while reporting progress every half second (counting only the rows appended since:
+    ``ResultTail``); an exception in ``work`` is raised here, in the caller's thread. On Ctrl-C, ``on_interrupt``
+    asks the work to stop and its thread is waited for before KeyboardInterrupt goes on, so no model code is still
+    running when the process ends (it aborted, exit 134, when it was)."""
     if progress is None:
         work()
         return
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            work()
+        except BaseException as e:  # handed to the main thread below
+            failure.append(e)
+
     tail = ResultTail(out_dir / RESULTS, expected)
-    stop = threading.Event()
-
-    def report() -> None:
-        while not stop.wait(0.5):
-            progress(tail.done(), len(expected))
-
-    progress(tail.done(), len(expected))
-    reporter = threading.Thread(target=report, name="mmtok-eval-progress", daemon=True)
-    reporter.start()
+    thread = threading.Thread(target=target, name="mmtok-eval", daemon=True)
+    thread.start()
     try:
-        work()
-    finally:
-        stop.set()
-        reporter.join()
+        while thread.is_alive():
+            progress(tail.done(), len(expected))
+            thread.join(0.5)
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt()
+        thread.join()
+        raise
+    if failure:
+        raise failure[0]
     progress(tail.done(), len(expected))

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -46,13 +47,13 @@ def _worker(
     failures: Any = None,
 ) -> None:
     """A local worker process: its share of the items; what stops it (a full disk) goes to the run as one line
-    through ``failures``, and the process exits 1 without a traceback."""
+    through ``failures`` (a pipe's sending end), and the process exits 1 without a traceback."""
     die_with_parent(parent)
     try:
         run_shard(suite, out, todo, rank, world, threads, parent_pid=parent)
     except Exception as e:
         if failures is not None:
-            failures.put(f"worker {rank}: {_stopped_by(e)}")
+            failures.send(f"worker {rank}: {_stopped_by(e)}")
         sys.exit(1)
 
 
@@ -71,18 +72,19 @@ def run_shard(
     threads: int,
     parent_pid: int | None = None,
     ctx: Context | None = None,
+    stop: threading.Event | None = None,
 ) -> None:
     """Evaluate this worker's share (``todo[rank::world]``) of the items to do; ``todo`` pairs each item with the
     hash its row records (what it is computed from). A worker whose parent (``parent_pid``) is gone stops before
     its next item: the folder's lock is no longer held, so it must not write. ``ctx``: models already loaded in
-    this process (by :func:`check_pipeline`)."""
+    this process (by :func:`check_pipeline`). ``stop``, once set, ends the shard before its next item (Ctrl-C)."""
     torch.set_num_threads(max(1, threads))
     out_dir = Path(out)
     ctx = ctx or Context(suite, out_dir)
     writer = ResultWriter(out_dir)
     try:
         for item, computed_from in todo[rank::world]:
-            if parent_pid is not None and os.getppid() != parent_pid:
+            if (parent_pid is not None and os.getppid() != parent_pid) or (stop is not None and stop.is_set()):
                 return
             started = time.perf_counter()
             try:
