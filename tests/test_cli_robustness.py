@@ -43,6 +43,7 @@ REQUIRED_VALUES = {"model": "gpt-4o"}  # required options other than --out, give
 KNOWN_GAPS: dict[tuple[str, str], str] = {  # (command, bad file) -> why it is a good input there
     ("mcp", "folder"): "a folder is a good --root: the server starts, and ends at the end of stdin (exit 0)",
     ("mcp", "empty"): "an empty --config is a good (empty) settings file: the server starts, as above",
+    ("mcp", "empty_tokens"): "the same: an empty file, whatever its name, is an empty settings file",
 }
 
 
