@@ -494,6 +494,12 @@ generations = 2
 """
 
 
+SPEECH_PLAN_SPEC = PLAN_SPEC.replace('model = ["gpt-4o"]', 'model = ["gpt-4o-audio-preview"]')
+SPEECH_PLAN_SPEC = SPEECH_PLAN_SPEC.replace("image_size = [32, 64]\n", "").replace('fd_extractor = "clip-tiny"', "")
+SPEECH_PLAN_SPEC = SPEECH_PLAN_SPEC.replace("images = 1\naudio_seconds = 0", "images = 0\naudio_seconds = 10")
+SPEECH_PLAN_SPEC = SPEECH_PLAN_SPEC.replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "wer"]')
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -528,13 +534,7 @@ def test_3_a_million_line_speech_manifest_is_read_only_up_to_the_capped_count(tm
     shutil.copy(SAMPLES / "speech.flac", tmp_path / "speech.flac")
     line = json.dumps({"path": "speech.flac", "text": "hello"}) + "\n"
     (tmp_path / "speech.jsonl").write_text(line * 1_000_000)
-    body = PLAN_SPEC.replace('model = ["gpt-4o"]', 'model = ["gpt-4o-audio-preview"]').replace(
-        "image_size = [32, 64]\n", ""
-    )
-    body = body.replace("images = 1\naudio_seconds = 0", "images = 0\naudio_seconds = 10")
-    body = body.replace('minimize = ["cost", "fd"]', 'minimize = ["cost", "wer"]').replace(
-        'fd_extractor = "clip-tiny"', ""
-    )
+    body = SPEECH_PLAN_SPEC
     spec = tmp_path / "spec.toml"
     spec.write_text(body.replace("photos = 8", 'speech = 1000000\nspeech_manifest = "speech.jsonl"'))
     result = runner.invoke(app, ["plan", str(spec), "--out", str(tmp_path / "out")])
@@ -695,3 +695,14 @@ def test_8_a_lossless_or_hierarchical_jpeg_declaring_13000_px_in_150_bytes_is_re
         MediaError, match=f"declares 13000x13000 pixels, which no jpeg file holds in under {least} bytes"
     ):
         mmtok.load(path)
+
+
+def test_8_a_speech_manifest_line_holding_a_raw_u2028_is_one_recording(tmp_path):
+    from mmtok.budgets.planner import load_spec, user_speech
+
+    shutil.copy(SAMPLES / "speech.flac", tmp_path / "speech.flac")
+    line = json.dumps({"path": "speech.flac", "text": "hello\u2028world"}, ensure_ascii=False) + "\n"
+    (tmp_path / "speech.jsonl").write_text(line)
+    body = SPEECH_PLAN_SPEC
+    (tmp_path / "spec.toml").write_text(body.replace("photos = 8", 'speech = 4\nspeech_manifest = "speech.jsonl"'))
+    assert [text for _, text in user_speech(load_spec(tmp_path / "spec.toml"))] == ["hello\u2028world"]

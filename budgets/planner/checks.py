@@ -124,14 +124,14 @@ def user_speech(spec: Spec) -> list[tuple[Path, str]]:
     """The recordings of ``[calibration] speech_manifest``: one JSON object ``{"path", "text"}`` a line, each path
     relative to the manifest's folder (or absolute), at most ``speech`` of them."""
     import mmtok
-    from mmtok.files import parse_json, read_text
+    from mmtok.files import parse_json, read_text, text_lines
 
     where = f"{spec.path or spec.name}: [calibration] speech_manifest"
     manifest = spec.speech_manifest
     if manifest is None or not manifest.is_file():
         raise ConfigError(f"{where} {manifest}: no such file")
     items: list[tuple[Path, str]] = []
-    for number, line in enumerate(read_text(manifest, "speech manifest").splitlines(), 1):
+    for number, line in enumerate(text_lines(read_text(manifest, "speech manifest")), 1):
         if not line.strip():
             continue
         row = parse_json(line, f"{where} {manifest}:{number}")
