@@ -482,10 +482,7 @@ def detokenize(
     text tokens to text. Video tokens hold motion features only and do not decode to media.
 
     A reconstruction of a non-square image shows the centre square the tokens saw; a note says so."""
-    import mmtok
     from mmtok.cli.truncate import refuse_input_as_output
-    from mmtok.models.training import select_device
-    from mmtok.registry import get_registered
 
     check_device(device)
     check_out_file(out)
@@ -500,12 +497,7 @@ def detokenize(
         print_error(f"--out {out}: {seq.modality} tokens decode to {seq.modality}; name a {_either(wanted)} file")
         raise typer.Exit(2)
     try:
-        if tokenizer is not None:  # the user's own choice: a name, config or folder
-            tok = mmtok.get_tokenizer(tokenizer)
-        else:  # the file's choice: registered names only
-            tok = get_registered(seq.tokenizer, "tokenizer", f"{tokens}", mmtok.TokenError)
-        _check_decodes(tok, seq)
-        media = tok.to(select_device(device)).eval().decode(seq)
+        media = _decoded(tokens, seq, tokenizer, device)
         notes = list(getattr(media, "notes", ()))
     except MmtokError as e:
         print_error(about(tokens, e))
@@ -544,6 +536,21 @@ def _decodable_sequence(tokens: Path, key: str | None) -> tuple[int, str, Any]:
             "only image, audio and text tokens decode to media"
         )
     return len(sequences), key, seq
+
+
+def _decoded(tokens: Path, seq: Any, tokenizer: str | None, device: str) -> Any:
+    """``seq`` decoded by ``tokenizer`` (the user's own choice: a name, config or folder), or else by the one the
+    file names (registered names only), once it is known to make the sequence's modality."""
+    import mmtok
+    from mmtok.models.training import select_device
+    from mmtok.registry import get_registered
+
+    if tokenizer is not None:
+        tok = mmtok.get_tokenizer(tokenizer)
+    else:
+        tok = get_registered(seq.tokenizer, "tokenizer", f"{tokens}", mmtok.TokenError)
+    _check_decodes(tok, seq)
+    return tok.to(select_device(device)).eval().decode(seq)
 
 
 def _check_decodes(tok: Any, seq: Any) -> None:
