@@ -139,3 +139,17 @@ def test_folder_without_config_is_not_a_model(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"class": "mmtok.models.backbone:Backbone", "kind": "backbone"}))
     with pytest.raises(ConfigError, match="is a backbone, not a tokenizer"):
         mmtok.get_tokenizer(tmp_path)
+
+
+def test_token_limits_come_from_each_tokenizers_config_without_building_it():
+    from mmtok.models.text import ByteTokenizer, TiktokenTokenizer
+    from mmtok.registry import BYTE_TOKENIZER_VOCAB, TIKTOKEN_VOCAB, token_limits
+
+    vq, av = token_limits("vq-clip-tiny"), token_limits("av-tiny")
+    assert (vq.modalities, vq.vocab, vq.levels, vq.embedding_dims) == (("image",), 1024, 1, (128,))
+    assert (av.modalities, av.vocab, av.levels, av.embedding_dims) == (("audio", "video"), 1024, 8, (256,))
+    assert token_limits("nobody") is None and token_limits("clip-tiny") is None  # a teacher, not a tokenizer
+    for encoding, vocab in TIKTOKEN_VOCAB.items():  # the published n_vocab, as tiktoken gives it
+        assert TiktokenTokenizer(encoding).vocab_size == vocab
+    assert ByteTokenizer().vocab_size == BYTE_TOKENIZER_VOCAB == token_limits("text-bytes").vocab
+    assert token_limits("text-o200k").vocab == TIKTOKEN_VOCAB["o200k_base"]
