@@ -216,8 +216,8 @@ def test_cli_truncate_usage_errors_exit_2_and_name_the_flag(tmp_path, args, flag
 
 def test_mi_on_audio_tokens_is_one_clear_line(tmp_path):
     seq = TokenSequence(
-        "audio", ids=torch.zeros(8, 2, dtype=torch.long), embeddings=torch.randn(8, 4), tokenizer="av-tiny"
-    )
+        "audio", ids=torch.zeros(8, 2, dtype=torch.long), embeddings=torch.randn(8, 256), tokenizer="av-tiny"
+    )  # av-tiny's width: a file naming it is checked against it
     path = seq.save(tmp_path / "speech.safetensors")
     result = CliRunner().invoke(app, ["truncate", str(path), "--context", "hello", "--out", str(tmp_path / "o.st")])
     assert result.exit_code == 1 and "scores image tokens" in result.stderr and "divprune" in result.stderr
