@@ -398,7 +398,7 @@ def print_table(
     the caller shows them itself); returns the headers left out."""
     width = console().width
     table, dropped, needed = fit_table(columns, rows, width, section_at)
-    console().print(table, width=max(width, needed))  # wider only when its numbers need it: never cut
+    console().print(table, width=max(width, needed), crop=False)  # wider only when its numbers need it: never cut
     if dropped and note_left_out:
         console().print(f"[dim]left out at {width} columns: {', '.join(dropped)} (every field: --json or --csv)[/]")
     return dropped

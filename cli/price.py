@@ -188,7 +188,8 @@ class _Run:
         request = job.request
         names = list(dict.fromkeys([request.model, *self.asked] if request.model else self.asked))
         if not names:
-            return [], PriceError("the body names no model (a Gemini body carries it in the URL): give one with -m")
+            where = " (a Gemini generateContent body carries it in the URL)" if request.api == "gemini-generate" else ""
+            return [], PriceError(f"the body names no model{where}: give one with -m")
         results: list[Any] = []
         policy = dataclasses.replace(self.reader.policy, paths_under=job.folder)  # a file beside the body, or in
         with measuring(request.parts, policy) as measured:  # a folder under it: never above it
@@ -250,10 +251,10 @@ def _max_cost(value: str | None) -> Decimal | None:
 def _check_pages(pages: str | None) -> None:
     """A malformed --pages is a usage error, said once (a page past a file's end is that file's error)."""
     if pages is not None:
-        from mmtok.media.document import parse_pages
+        from mmtok.media.document import MAX_PAGES, parse_pages
 
         try:
-            parse_pages(pages, 10**9)
+            parse_pages(pages, MAX_PAGES)  # each file's own count is checked when it is read
         except ValueError as e:
             raise PriceError(f"--pages: {e}") from None
 
@@ -271,10 +272,14 @@ def _usable_models(names: list[str], prices: list[Path], options: Any, out: Outp
     from mmtok.budgets.pricing import rate_card, resolve
     from mmtok.budgets.pricing.names import closest_names
 
-    usable = []
+    usable: list[str] = []
+    seen: set[str] = set()
     for name in names:
         try:
             model = resolve(name, prices)
+            if model.name in seen:  # openai/gpt-4o and GPT-4O are one model: priced once
+                continue
+            seen.add(model.name)
             if model.family is None and model.entry is None and model.row is None:
                 closest = closest_names(model.name, model.prices)
                 raise PriceError(f"unknown model {name!r}{closest} (see `mmtok models`)")

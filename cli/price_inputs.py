@@ -70,9 +70,7 @@ class Reader:
         if isinstance(item, MmtokError):
             raise item
         if isinstance(item, str) and _is_url(item):
-            from mmtok.request.measure import load_url
-
-            return Files(label, [load_url(item, self.policy, self.copies)])
+            return self._url(label, item, inputs)
         path = Path(item)
         if path.name.endswith(".safetensors"):
             return Files(label, [path])  # a token file: its sequences are the request's parts
@@ -84,6 +82,18 @@ class Reader:
         if media.kind != "text":
             return Files(label, [media])
         return self._text(label, path, media, walked, inputs)
+
+    def _url(self, label: str, url: str, inputs: Inputs) -> Any:
+        """A URL's media, or the request body it serves (read whole, as a body file is); named by the URL."""
+        from mmtok.budgets.pricing.counts import Attachment
+        from mmtok.request.measure import load_url
+
+        media = load_url(url, self.policy, self.copies)
+        if media.kind == "text" and media.path is not None:
+            found = self._text(label, Path(media.path), media, False, inputs)
+            if isinstance(found, Body):
+                return Body(label, found.request)  # its local paths are not read: a URL's body names none of ours
+        return Files(label, [Attachment(label, media)])
 
     def _selected(self, document: Any) -> Any:
         from mmtok.media.document import parse_pages

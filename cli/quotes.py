@@ -23,6 +23,8 @@ from mmtok.errors import MmtokError
 if TYPE_CHECKING:
     from mmtok.budgets.pricing import Quote
 
+OUTPUT_KINDS = ("output", "output_audio")  # as mmtok.budgets.pricing.quote says (not imported at start-up)
+
 MODALITY_COLUMNS = ("text", "image", "audio", "video")
 CSV_FIELDS = [
     "item",
@@ -166,11 +168,16 @@ LABEL_MARKS = {"exact": "", "documented": " d", "upper bound": " ≤", "estimate
 WORKING_MIN_WIDTH = 30  # narrower than this, the working is printed under the table, one line per quote
 
 
+MODALITY_PRIORITY = {"image": 5, "text": 4, "audio": 3, "video": 2}  # left out in this order before a number is cut
+
+
 def _print_table(quotes: list[Quote], models: list[str]) -> None:
     columns = [
         Column("input", fold=True, min_width=14),
-        Column("model", fold=True, min_width=14),
-        *(Column(f"{m}\ntok", numeric=True) for m in MODALITY_COLUMNS),
+        Column("model", fold=True, min_width=12),
+        Column("in\ntok", numeric=True),
+        *(Column(f"{m}\ntok", numeric=True, priority=MODALITY_PRIORITY[m]) for m in MODALITY_COLUMNS),
+        Column("out\ntok", numeric=True, priority=6),
         Column("cost\nUSD", numeric=True),
         Column("working", fold=True, priority=1, min_width=WORKING_MIN_WIDTH),
     ]
@@ -179,22 +186,43 @@ def _print_table(quotes: list[Quote], models: list[str]) -> None:
     workings = []
     for q in quotes:
         cells = [fmt_num(q.tokens(m)) if q.tokens(m) else "" for m in MODALITY_COLUMNS]
+        out = _output_cell(q)
         cost = money(q.total_cost) + LABEL_MARKS[q.label] + ("" if q.complete else " !")
         working = _working(q)  # cached tokens, the output and a request fee too
-        rows.append([_escape(short_path(q.item)), q.model, *cells, cost, _escape(working)])
-        workings.append((short_path(q.item), q.model, working))
+        rows.append([_escape(_shown(q.item)), q.model, fmt_num(q.input_tokens), *cells, out, cost, _escape(working)])
+        workings.append((_shown(q.item), q.model, working))
         totals[q.model] = totals.get(q.model, Decimal(0)) + q.total_cost
     section = None
     if len(quotes) > len(models):
         section = len(rows)
         for name in models:
             if name in totals:
-                rows.append(["[bold]total[/]", name, *[""] * len(MODALITY_COLUMNS), money(totals[name]), ""])
+                rows.append(["[bold]total[/]", name, "", *[""] * len(MODALITY_COLUMNS), "", money(totals[name]), ""])
     dropped = print_table(columns, rows, section_at=section, note_left_out=False)
+    left = [name for name in dropped if name != "working"]
+    if left:
+        console().print(f"[dim]left out at this width: {', '.join(left)} (every field: --json or --csv)[/]")
     if "working" in dropped:  # folded out of a narrow table: each quote's working on its own lines
         for item, model, working in workings:
             if working:
                 console().print(f"[dim]{_escape(item)} · {model}:[/] {_escape(working)}")
+    _print_sources(quotes)
+
+
+def _output_cell(quote: Quote) -> str:
+    """The output tokens, marked ≤ where they are the body's budget (an upper bound), not a count."""
+    if not quote.output_tokens:
+        return ""
+    bound = any(ln.label == "upper bound" for ln in quote.lines if ln.modality in OUTPUT_KINDS)
+    return fmt_num(quote.output_tokens) + (" ≤" if bound else "")
+
+
+def _shown(item: str) -> str:
+    """An input as the table names it: a URL as it is (already without secrets), a path shortened."""
+    return item if item.startswith(("http://", "https://")) else short_path(item)
+
+
+def _print_sources(quotes: list[Quote]) -> None:
     seen: dict[str, Quote] = {}
     for q in quotes:
         seen.setdefault(q.model, q)
@@ -208,7 +236,7 @@ def _print_table(quotes: list[Quote], models: list[str]) -> None:
     if marks:
         console().print("[dim]" + "; ".join(f"{LABEL_MARKS[m].strip()} {m}" for m in marks) + " (see the working)[/]")
     if any(not q.complete for q in quotes):
-        console().print("[dim]! incomplete: an attachment the model does not take is left out (see the errors)[/]")
+        console().print("[dim]! incomplete: a part is left out of the total (the error lines above say why)[/]")
 
 
 def _working(quote: Quote) -> str:

@@ -174,7 +174,7 @@ def test_a_tall_page_warns_that_its_text_is_lost(tmp_path):
     PIL.Image.new("RGB", (1280, 8000), "white").save(page)
     result = runner.invoke(app, ["price", str(page), "-m", "gpt-4o", *AT])
     assert result.exit_code == 0
-    assert "gpt-4o sees this 1280x8000 image at 328x2048 (x0.26): 16-px text becomes ~4.1 px" in result.stderr
+    assert "gpt-4o sees this 1280x8000 image at 328x2048, 0.26x: 16-px text becomes ~4.1 px" in result.stderr
     assert "mmtok shrink --slice -m gpt-4o" in result.stderr
 
 
@@ -235,3 +235,18 @@ def test_tool_definitions_are_an_estimate(chat_body):
     (row,) = _rows(runner.invoke(app, ["price", "-", "--json", *AT], input=json.dumps(body)))
     (tools,) = [ln for ln in row["lines"] if ln["item"] == "tools"]
     assert tools["label"] == "estimate" and "renders them its own way" in tools["working"]
+
+
+def test_a_body_served_at_a_url_is_priced_as_a_body(tmp_path, chat_body):
+    (tmp_path / "request.json").write_bytes(chat_body.read_bytes())
+    with serving(tmp_path) as (base, _):
+        result = runner.invoke(app, ["price", f"{base}/request.json", "--json", *AT])
+    (row,) = _rows(result)
+    assert row["tokens"]["image"] == 765 and row["item"] == f"{base}/request.json"
+
+
+def test_one_model_named_twice_is_priced_once_and_open_ranges_of_pages_are_cheap(samples):
+    result = runner.invoke(app, ["price", str(samples / "chelsea.jpg"), "-m", "openai/gpt-4o,GPT-4O", "--json", *AT])
+    assert len(_rows(result)) == 1
+    pdf = runner.invoke(app, ["price", "tests/data/report.pdf", "--pages", "2-", "-m", "gpt-4o", "--json", *AT])
+    assert pdf.exit_code == 0 and "pages 2 of 2" in pdf.stderr

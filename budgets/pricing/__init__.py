@@ -69,7 +69,9 @@ def _attachments(items: Any, text: str | None, allow_empty: bool = False) -> lis
         items = [items]
     out = []
     for item in items:
-        if not isinstance(item, (str, os.PathLike)):
+        if isinstance(item, Attachment):  # named by the caller (a URL, stdin)
+            out.append(item)
+        elif not isinstance(item, (str, os.PathLike)):
             out.append(Attachment(_describe(item), item))
         elif os.fspath(item).endswith(".safetensors"):  # a token file: its sequences (headers) are the attachments
             from mmtok.token_files import read_token_headers  # headers only: no tensor is read

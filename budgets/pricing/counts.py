@@ -179,7 +179,7 @@ def count_parts(
         return [(item.modality, F.TokenCount(len(item), what), 1.0)], ""
     if isinstance(item, Image):
         count = _image_count(model, item.width, item.height, detail)
-        return [("image", count, 1.0)], small_text_note(model, item.width, item.height, count)
+        return [("image", count, 1.0)], small_text_note(model, item.width, item.height, detail)
     if isinstance(item, Audio):
         count = _audio_count(model, item.duration_s, by_duration=by_duration)
         return [("audio", count, item.duration_s)], _implausible_length(item)
@@ -209,17 +209,21 @@ LEGIBLE_PX = 8  # below this a vision model no longer reads text reliably
 LONG_SIDE_RATIO = 2  # a page or a screenshot strip: one side at least twice the other
 
 
-def small_text_note(model: Model, width: int, height: int, count: F.TokenCount) -> str:
+def small_text_note(model: Model, width: int, height: int, detail: str | None) -> str:
     """A note, from the geometry alone, when the model's view of a long page scales it so far that text of ordinary
-    size is lost (a 1280x8000 screenshot seen at 328x2048 by gpt-4o: 16-px text becomes 4 px), with the remedy."""
-    if count.view is None or max(width, height) < LONG_SIDE_RATIO * min(width, height):
+    size is lost (a 1280x8000 screenshot seen at 328x2048 by gpt-4o: 16-px text becomes 4 px), with the remedy. The
+    view is shrink's (``text_scale``), estimated where the provider publishes a token budget, not a size."""
+    if max(width, height) < LONG_SIDE_RATIO * min(width, height):
         return ""
-    scale = count.view[0] / width
-    if TEXT_PX * scale >= LEGIBLE_PX:
+    from mmtok.budgets.shrink.candidates import text_scale  # only for long pages: shrink's geometry, not a copy
+
+    seen = text_scale(model, width, height, detail)
+    if seen.text_px(TEXT_PX) >= LEGIBLE_PX:
         return ""
+    view = f"{seen.view.width}x{seen.view.height}" + ("" if seen.view.published else " (estimated)")
     return (
-        f"{model.asked} sees this {width}x{height} image at {count.view[0]}x{count.view[1]} (x{scale:.2f}): "
-        f"{TEXT_PX}-px text becomes ~{TEXT_PX * scale:.1f} px and is lost; send it in pieces the model sees whole "
+        f"{model.asked} sees this {width}x{height} image at {view}, {seen.scale:.2f}x: {TEXT_PX}-px text becomes "
+        f"~{seen.text_px(TEXT_PX):.1f} px and is lost; send it in pieces the model sees whole "
         f"(mmtok shrink --slice -m {model.asked})"
     )
 
