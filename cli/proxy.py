@@ -150,6 +150,20 @@ def _check_bars(keep: list[str]) -> None:
         raise typer.BadParameter(str(e), param_hint="--keep") from None
 
 
+def _checked_since(since: str | None) -> str | None:
+    """--since as the ledger compares it (an ISO date or time); anything else is a usage error, not an empty report."""
+    if since is None:
+        return None
+    import datetime as dt
+
+    try:
+        parsed = dt.datetime.fromisoformat(since) if "T" in since else dt.date.fromisoformat(since)
+    except ValueError:
+        raise typer.BadParameter(f"must be a date like 2026-12-01 or a time like 2026-12-01T09:30, got {since!r}",
+                                 param_hint="--since") from None  # fmt: skip
+    return parsed.isoformat()
+
+
 def ledger(
     path: str = typer.Argument(..., help="The proxy's ledger: an SQLite file or a SQLAlchemy URL."),
     json_out: bool = typer.Option(False, "--json", help="The report as one JSON object."),
@@ -162,6 +176,7 @@ def ledger(
     from mmtok.budgets.proxy import report
 
     one_output_format(json_out, csv_out)
+    since = _checked_since(since)
     book = _open(path)
     records = book.records(since)
     if csv_out:

@@ -198,3 +198,12 @@ def test_a_ledger_opened_to_read_changes_nothing_in_it(filled):
     assert len(list(book.records())) == 10 and book.spend_on("2026-12-01") > 0
     book.close()
     assert sorted(p.name for p in filled.parent.iterdir()) == before and filled.stat().st_mtime_ns == stamp
+
+
+def test_ledger_since_a_word_that_is_no_date_is_a_usage_error(tmp_path):
+    book = tmp_path / "calls.sqlite"
+    SqliteLedger(book).close()
+    for bad in ("yesterday", "2026-13-45"):
+        result = CliRunner().invoke(app, ["ledger", str(book), "--since", bad])
+        assert result.exit_code == 2 and "must be a date like 2026-12-01" in result.stderr
+    assert CliRunner().invoke(app, ["ledger", str(book), "--since", "2026-12-01", "--json"]).exit_code == 0
