@@ -152,3 +152,13 @@ def test_an_audio_part_is_written_back_as_audio(samples):
     assert new["messages"][0]["content"][1] == {"type": "input_audio", "input_audio": {
         "data": b64(wav[:1000]), "format": "wav"}}  # fmt: skip
     assert new["messages"][0]["content"][0] == body["messages"][0]["content"][0]
+
+
+def test_a_body_shrunk_for_another_providers_model_says_so(photo):
+    body = openai_chat(model="gpt-4o", messages=[{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": data_url(photo, "image/png"), "detail": "high"}}]}])  # fmt: skip
+    result = shrink_request(body, "claude-opus-4-7", keep=BARS)
+    (warning,) = result.warnings
+    assert "an openai body (model gpt-4o) shrunk for claude-opus-4-7, an anthropic model" in warning
+    assert result.body["model"] == "gpt-4o"
+    assert shrink_request(body, keep=BARS).warnings == []

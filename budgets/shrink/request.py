@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.pricing import Options, Quote, price_request, quote_request, resolve
-from mmtok.budgets.pricing.requests import model_for
+from mmtok.budgets.pricing import Model, Options, Quote, price_request, quote_request, resolve
+from mmtok.budgets.pricing.requests import API_PROVIDERS, model_for, provider_of
 from mmtok.budgets.shrink.core import shrink
 from mmtok.budgets.shrink.result import ShrinkResult
 from mmtok.errors import MmtokError
@@ -44,6 +44,7 @@ class RequestShrink:
     after: Quote
     parts: list[tuple[str, ShrinkResult]] = field(default_factory=list)  # (where, result) per media part shrunk
     left: list[str] = field(default_factory=list)  # parts left as they were, with why
+    warnings: list[str] = field(default_factory=list)  # what a user must know before sending the new body
 
     @property
     def saved(self) -> float:
@@ -73,11 +74,12 @@ def shrink_request(
     name = model_for(request, model)
     target = resolve(name, prices)
     options = Options.of(at=at)
+    warnings = _other_provider(request, target)
     policy = policy or Policy()
     with measuring(request.parts, policy) as measured, tempfile.TemporaryDirectory(prefix="mmtok-shrink-") as folder:
         before = quote_request(request, measured, target, options)
         replaced: dict[int, list[Media]] = {}
-        result = RequestShrink({}, before, before)
+        result = RequestShrink({}, before, before, warnings=warnings)
         for index, part in enumerate(measured):
             written = Path(out) if out is not None else Path(folder) / "out"
             done = _shrink_part(part, name, Path(folder), written, policy, keep, lossless, slice, prices)
@@ -86,11 +88,35 @@ def shrink_request(
                     result.left.append(f"{part.name}: {done}")
                 continue
             result.parts.append((part.name, done))
-            if done.status != "kept":
+            if _smaller(done):
                 replaced[index] = _media_of(done)
         result.body = write_body(request, replaced) if replaced else request.body
     result.after = price_request(result.body, name, prices=prices, at=at, policy=policy, source=request.source)
     return result
+
+
+def _smaller(result: ShrinkResult) -> bool:
+    """Whether a part's rendition is worth writing: fewer tokens, or the same tokens in fewer bytes."""
+    if result.status == "kept":
+        return False
+    return result.tokens_after < result.tokens_before or result.bytes_after < result.bytes_before
+
+
+def _other_provider(request: Request, model: Model) -> list[str]:
+    """A body shrunk for another provider's model keeps its own model name and endpoint: said."""
+    own = API_PROVIDERS[request.api.split("-")[0]]
+    theirs = provider_of(model)
+    if not theirs or theirs == own:
+        return []
+    return [
+        f"{request.source}: {_an(own)} body (model {request.model or 'named in its URL'}) shrunk for {model.asked}, "
+        f"{_an(theirs)} model: its media now suit {model.asked}, but the body still names its own model and is sent to "
+        f"{own}; price it there with mmtok price -m {request.model or 'MODEL'}"
+    ]
+
+
+def _an(provider: str) -> str:
+    return f"{'an' if provider[:1] in 'aeiou' else 'a'} {provider}"
 
 
 def _shrink_part(
