@@ -125,7 +125,7 @@ def _describe(path: Path, kind: str | None, max_pixels: int) -> list[dict[str, A
         media = mmtok.load(path, kind=None if kind == "document" else kind, max_pixels=max_pixels)
         if kind == "document" and media.kind != "document":
             raise MediaError(path, f"expected a document, but the content is {media.kind} ({media.format})")
-        return [media.info()]
+        return [_with_body(media.info(), path) if media.kind == "text" else media.info()]
     if kind not in (None, "tokens"):
         raise MediaError(path, f"expected {kind}, but this is a token file")
     from mmtok.token_files import read_token_headers  # headers only, in constant memory: no tensor is read
@@ -134,6 +134,23 @@ def _describe(path: Path, kind: str | None, max_pixels: int) -> list[dict[str, A
     single = len(sequences) == 1
     size = path.stat().st_size
     return [token_info(str(path), None if single else key, seq, size) for key, seq in sequences.items()]
+
+
+def _with_body(info: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A text file that is an API request body says which (``mmtok price`` prices it as one)."""
+    from mmtok.errors import RequestError
+    from mmtok.request import MAX_BODY_BYTES, looks_like_body, parse_body
+
+    with open(path, "rb") as f:  # a regular file: load() checked it
+        head = f.read(4096)
+        if not looks_like_body(head):
+            return info
+        data = head + f.read(MAX_BODY_BYTES + 1 - len(head))
+    try:
+        request = parse_body(data, source=str(path))
+    except RequestError:
+        return info
+    return {**info, "format": f"{request.api} body", "model": request.model, "parts": len(request.parts)}
 
 
 def token_info(path: str, key: str | None, seq: Any, size_bytes: int | None = None) -> dict[str, Any]:
@@ -160,7 +177,7 @@ def token_info(path: str, key: str | None, seq: Any, size_bytes: int | None = No
 MEDIA_COLUMNS = (
     Column("path", fold=True, min_width=16),
     Column("kind"),
-    Column("format", priority=5),
+    Column("format", priority=8),
     Column("codec", priority=4),
     Column("size", numeric=True, priority=9),
     Column("secs", numeric=True, priority=8),
@@ -169,6 +186,7 @@ MEDIA_COLUMNS = (
     Column("frames", numeric=True, priority=2),
     Column("ch", numeric=True, priority=1),
     Column("pages", numeric=True, priority=2),
+    Column("text", priority=1),
     Column("bytes", numeric=True, priority=7),
 )
 
@@ -187,13 +205,14 @@ def print_media_table(rows: list[dict], root: Path | None = None) -> None:
                 r["kind"],
                 r["format"],
                 codec,
-                f"{r['width']}x{r['height']}" if "width" in r else "",
+                f"{r['width']}x{r['height']}" + (" pt" if r["kind"] == "document" else "") if "width" in r else "",
                 fmt_num(r.get("duration_s")),
                 fmt_num(r.get("sample_rate_hz")),
                 fmt_num(r.get("fps")),
                 fmt_num(r.get("frames")),
                 fmt_num(r.get("channels")),
                 fmt_num(r.get("pages")),
+                f"{r['text_pages']}/{r['pages']} pages" if r.get("pages") else "",
                 fmt_num(r.get("bytes")),
             ]
         )

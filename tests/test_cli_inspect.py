@@ -384,3 +384,9 @@ def test_inspect_shows_a_pdfs_pages_and_what_it_ignores(tmp_path, samples):
     assert (fields["pages"], fields["text_pages"], fields["rotated_pages"]) == ("2", "2", "0")
     wrong = runner.invoke(app, ["inspect", "--kind", "document", str(samples / "chelsea.jpg"), "tests/data/report.pdf"])
     assert wrong.exit_code == 1 and "expected a document, but the content is image (jpeg)" in wrong.stderr
+
+
+def test_inspect_says_which_api_a_request_body_is_for():
+    result = runner.invoke(app, ["inspect", "--json", "mmtok/samples/requests/openai-chat.json"])
+    row = json.loads(result.stdout)
+    assert (row["kind"], row["format"], row["model"]) == ("text", "openai-chat body", "gpt-4o")
