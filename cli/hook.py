@@ -24,6 +24,7 @@ way the read goes on as it would without the hook: it never blocks a read and ne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -137,10 +138,27 @@ def _shrunk(path: Path, settings: Config) -> dict[str, Any] | None:
     if isinstance(result, MmtokError):
         raise result
     done = {k: v for k, v in result.to_dict().items() if k != "tried"}
+    done["original_copy"] = str(_original_copy(path, folder / f"{name}.original{path.suffix.lower()}"))
     from mmtok.files import write_atomic
 
     write_atomic(record, json.dumps(done).encode())
     return done
+
+
+def _original_copy(path: Path, copy: Path) -> Path:
+    """The original kept beside the shrunk copy, outside the project: a read of it is left alone by the hook, so an
+    agent that needs a detail the copy lost can still see the whole image (and the user is asked, as for any read
+    outside the project)."""
+    import shutil
+
+    if not copy.is_file():
+        with contextlib.suppress(OSError):
+            copy.unlink()
+        try:
+            os.link(path, copy)
+        except OSError:
+            shutil.copyfile(path, copy)
+    return copy
 
 
 def _rewrite(event: dict[str, Any], tool_input: dict[str, Any], path: Path, result: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +171,8 @@ def _rewrite(event: dict[str, Any], tool_input: dict[str, Any], path: Path, resu
     context = (
         f"The image {path} was shown to you as a copy mmtok made for {result['model']}: {result['action']}; "
         f"{saved}; measured {measures or 'as exact'} against the original, within the bars "
-        f"{', '.join(result['bars'].values()) or 'none'}. The copy is {result['output']}; if a detail you need is "
-        "not in it, say so: reads of the original are shrunk the same way until the bars are raised."
+        f"{', '.join(result['bars'].values()) or 'none'}. The copy is {result['output']}. If a detail you need is not "
+        f"in it, read the original as it is at {result.get('original_copy') or path} (not shrunk)."
     )
     return {
         "hookSpecificOutput": {

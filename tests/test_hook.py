@@ -69,6 +69,11 @@ def test_image_read_answers_with_a_shrunk_copy_in_claude_codes_format(project):
         "ssim>=0.9" in decision["additionalContext"]
         and str(project / "docs" / "screenshot.png") in (decision["additionalContext"])
     )
+    way_back = decision["additionalContext"].split("read the original as it is at ")[1].split(" (not shrunk)")[0]
+    original_copy = Path(way_back)  # outside the project: the hook leaves a read of it alone
+    assert original_copy.read_bytes() == Path(event["tool_input"]["file_path"]).read_bytes()
+    assert not original_copy.resolve().is_relative_to(project.resolve())
+    assert _run({**event, "tool_input": {"file_path": str(original_copy)}}, *FAST).stdout == ""
 
 
 def test_an_unchanged_image_read_again_reuses_the_copy(project):
