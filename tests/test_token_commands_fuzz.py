@@ -30,7 +30,7 @@ BASE_CEILING_MIB = 256  # what a command may take besides its tensors (a model's
 TENSOR_MULTIPLE = 4  # ... plus this many times the bytes of the tensors the file holds
 DECODE_BYTES_PER_CELL = 16 << 10  # ... and, decoding an image, this per grid cell (vq-clip-tiny's activations: 64 px^2
 # per cell; 65,536 cells, the decode limit, took 960 MiB)
-TIME_LIMIT_S = 60.0  # per command: a ceiling, far above the seconds these take on 2 loaded cores (most: refused at once)
+TIME_LIMIT_S = 60.0  # per command: a ceiling, far above what these take on 2 loaded cores (most: refused at once)
 DTYPES = {"I64": ("<i8", 8), "I32": ("<i4", 4), "F32": ("<f4", 4), "F16": ("<f2", 2)}
 OUT_SUFFIX = {"image": ".png", "audio": ".wav", "text": ".txt", "video": ".wav"}
 
