@@ -181,10 +181,11 @@ def version() -> None:
 
 def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     """``command`` that ends in one ``error:`` line and exit 1 on anything it did not handle: never a traceback.
-    Usage errors and exits pass through as they are. While it runs, the folders among its inputs (the argument
-    ``paths`` or ``inputs``) name the files found in them in its tables (:func:`mmtok.cli.common.input_folders`),
-    and an input named ``-`` is what was piped into stdin (:func:`mmtok.cli.common.stdin_inputs`): one that cannot
-    be read is one error line, and exit 1 after the other inputs."""
+    Usage errors and exits pass through as they are; Ctrl-C is one line and exit 130. While it runs, the folders
+    among its inputs (the argument ``paths`` or ``inputs``) name the files found in them in its tables
+    (:func:`mmtok.cli.common.input_folders`), and an input named ``-`` is what was piped into stdin
+    (:func:`mmtok.cli.common.stdin_inputs`): one that cannot be read is one error line, and exit 1 after the other
+    inputs."""
     if getattr(command, "_mmtok_guarded", False):
         return command
 
@@ -198,8 +199,11 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
             if refused:
                 raise typer.Exit(1)
             return result
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, KeyboardInterrupt):
+        except (click.exceptions.ClickException, click.exceptions.Exit):
             raise
+        except (KeyboardInterrupt, click.exceptions.Abort):  # Ctrl-C: one line and 130, the shell's convention
+            print_error("interrupted (Ctrl-C): what was finished is kept; what was under way is not")
+            raise typer.Exit(130) from None
         except MmtokError as e:
             print_error(e)
             raise typer.Exit(1) from None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,17 +115,16 @@ def _from_file(file: Path, *, required: bool) -> Config:
 
 
 def _read_toml(file: Path) -> dict[str, object]:
+    """The settings file through mmtok's one checked TOML reader (a regular file, its size and nesting bounded)."""
+    from mmtok.files import read_toml
+
     try:
         size = file.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{file}: {size:,} bytes; a settings file is read up to {MAX_CONFIG_BYTES:,}")
-        return tomllib.loads(file.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{file}: not valid TOML ({e})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{file}: not UTF-8 text") from None
     except OSError as e:
         raise ConfigError(f"{file}: cannot read it: {e.strerror or e}") from None
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{file}: {size:,} bytes; a settings file is read up to {MAX_CONFIG_BYTES:,}")
+    return read_toml(file, "a settings file", ConfigError)
 
 
 def _text(data: Mapping[str, object], key: str, file: Path) -> str | None:

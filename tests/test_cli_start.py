@@ -66,3 +66,20 @@ def test_after_a_lazy_call_the_app_still_has_every_command(monkeypatch):
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0 and all(name in result.stdout for name in ("shrink", "tokenize", "prices", "train"))
     assert CliRunner().invoke(app, ["shrink", "--help"]).exit_code == 0
+
+
+def test_ctrl_c_is_one_line_and_exit_130():
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("mmtok")
+    run = subprocess.Popen([str(exe), "price", "mmtok/samples/media", "-m", "gpt-4o"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])  # fmt: skip
+    time.sleep(0.3)  # inside the command (its imports take longer than this)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and "Traceback" not in err and "Aborted" not in err
+    assert err.splitlines()[-1] == "error: interrupted (Ctrl-C): what was finished is kept; what was under way is not"

@@ -69,7 +69,7 @@ def test_model_or_falls_back_to_each_surfaces_own_default(home):
         ('modle = "gpt-4o"\n', "unknown setting 'modle' (known: model, keep, cache, roots)"),
         ("model = 4\n", "model must be a non-empty string, got 4"),
         ('keep = [1, "ssim>=0.9"]\n', "keep must be a list of strings"),
-        ("model = \n", "not valid TOML"),
+        ("model = \n", "invalid TOML"),
     ],
 )
 def test_a_bad_file_is_one_line_naming_it_and_the_setting(home, text, said):
@@ -101,3 +101,10 @@ def test_the_configured_cache_becomes_the_processes_unless_the_environment_names
     environ = {"MMTOK_CACHE_DIR": "/elsewhere"}
     Config(cache=home / "c").use_cache(environ)
     assert environ == {"MMTOK_CACHE_DIR": "/elsewhere"}
+
+
+def test_a_settings_file_nested_too_deep_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "deep.toml"
+    path.write_text("model = " + "[" * 100 + "]" * 100 + "\n")
+    with pytest.raises(ConfigError, match="nested 101 levels deep, over the limit of 32"):  # the key, then arrays
+        load_config(path, environ={})
