@@ -23,16 +23,8 @@ def read_messages(body: dict[str, Any], source: str) -> Request:
         parts.text("system", "system", system)
     for j, block in items(system):
         _block(parts, block, f"system[{j}]", "system", ("system", j))
-    for i, message in items(body.get("messages")):
-        if not isinstance(message, dict):
-            parts.uncountable("text", f"messages[{i}]", "?", "a message that is not an object")
-            continue
-        role = str(message.get("role", "?"))
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.text(f"messages[{i}]", role, content)
-        for j, block in items(content):
-            _block(parts, block, f"messages[{i}].content[{j}]", role, ("messages", i, "content", j))
+    for i, message, role in parts.messages(body.get("messages")):
+        parts.content(message, i, role, _block)
     return request(
         parts,
         "anthropic-messages",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mmtok.request.refs import text_of
@@ -49,6 +50,23 @@ class Parts:
         self.parts.append(
             Part(kind, where, role, ref=ref, detail=detail, pointer=pointer, uncountable=reason, clip=clip)
         )
+
+    def messages(self, value: Any) -> Iterator[tuple[int, dict[str, Any], str]]:
+        """(index, message, role) of each object in a body's ``messages``; one that is not an object is said."""
+        for i, message in items(value):
+            if not isinstance(message, dict):
+                self.uncountable("text", f"messages[{i}]", "?", "a message that is not an object")
+                continue
+            yield i, message, str(message.get("role", "?"))
+
+    def content(self, message: dict[str, Any], i: int, role: str, each: Callable[..., None]) -> None:
+        """A message's ``content``: a string is its text; each part of a list goes to ``each(parts, part, where,
+        role, pointer)``."""
+        content = message.get("content")
+        if isinstance(content, str):
+            self.text(f"messages[{i}]", role, content)
+        for j, part in items(content):
+            each(self, part, f"messages[{i}].content[{j}]", role, ("messages", i, "content", j))
 
     def object_type(self, value: Any, where: str, role: str, what: str = "content part") -> str | None:
         """The ``type`` of a part's object ("" where it has none); None, with the part said uncountable, for a

@@ -23,20 +23,12 @@ def read_chat(body: dict[str, Any], source: str) -> Request:
     parts = Parts()
     named = 0
     framing: list[str] = []
-    for i, message in items(body.get("messages")):
-        if not isinstance(message, dict):
-            parts.uncountable("text", f"messages[{i}]", "?", "a message that is not an object")
-            continue
-        role = str(message.get("role", "?"))
+    for i, message, role in parts.messages(body.get("messages")):
         name = message.get("name")
         named += isinstance(name, str)
         framing += [role, name] if isinstance(name, str) else [role]
         where = f"messages[{i}]"
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.text(where, role, content)
-        for j, part in items(content):
-            _chat_part(parts, part, f"{where}.content[{j}]", role, ("messages", i, "content", j))
+        parts.content(message, i, role, _chat_part)
         for _, call in items(message.get("tool_calls")):
             parts.text(where, role, call_text(mapping(call).get("function"), "name", "arguments"))
         parts.text(where, role, message.get("refusal"))
