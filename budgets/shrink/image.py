@@ -222,7 +222,8 @@ def _plan_lossless(
     if not exact:
         status = "re-encoded"
         ssim = f", ssim {measures['ssim']:.3f} at the view" if measures.get("ssim") is not None else ""
-        action += f", re-encoded (lossy source): {NAMES[P.written_name(suffix)]} quality {P.JPEG_QUALITY}{ssim}"
+        why = "lossy source" if not job.decoded.exact else f"{model.asked} takes no exact format"
+        action += f", re-encoded ({why}): {NAMES[P.written_name(suffix)]} quality {P.JPEG_QUALITY}{ssim}"
     return Plan(status, action + change, data, suffix, detail, measures, [], notes, list(job.decoded.warnings), reasons)
 
 
