@@ -200,11 +200,7 @@ def _figures(rows: Sequence[Record], folder: Path) -> list[tuple[str, str]]:
             ax.bar(sorted(days), values, bottom=bottom, label=model)
             bottom = [a + b for a, b in zip(bottom, values, strict=True)]
         ax.set_ylabel("USD")
-        ax.set_title("Spend per day (UTC)")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(folder / "spend.png", dpi=110)
-        plt.close(fig)
+        _save(fig, ax, "Spend per day (UTC)", folder / "spend.png")
         made.append(("spend.png", "Spend per day and model"))
     pairs = [(r.model or "?", p, b) for r in rows for m, p, b in _comparisons(r) if m == "input"]
     if pairs:
@@ -217,13 +213,21 @@ def _figures(rows: Sequence[Record], folder: Path) -> list[tuple[str, str]]:
         ax.plot([0, top], [0, top], color="grey", linewidth=0.8)
         ax.set_xlabel("predicted input tokens")
         ax.set_ylabel("billed input tokens")
-        ax.set_title("Predicted against billed")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(folder / "accuracy.png", dpi=110)
-        plt.close(fig)
+        _save(fig, ax, "Predicted against billed", folder / "accuracy.png")
         made.append(("accuracy.png", "Predicted against billed input tokens, one point per call"))
     return made
+
+
+def _save(fig: Any, ax: Any, title: str, path: Path) -> None:
+    """A figure finished as every report figure is (its title, a small legend, a tight layout), written as a
+    110-dpi PNG at ``path`` and closed."""
+    import matplotlib.pyplot as plt
+
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
