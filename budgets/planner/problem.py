@@ -15,15 +15,7 @@ import numpy as np
 from mmtok.budgets.planner.checks import validate
 from mmtok.budgets.planner.evaluation import CalibrationEvaluator
 from mmtok.budgets.planner.spec import FAILED_OBJECTIVE, Spec, check_search_size, load_spec
-from mmtok.budgets.planner.summary import (
-    Plan,
-    hypervolume,
-    meets_bars,
-    objective_vector,
-    pareto_rows,
-    reference_point,
-    summarise,
-)
+from mmtok.budgets.planner.summary import Plan, generation_record, objective_vector, reference_point, summarise
 from mmtok.budgets.planner.variables import domains, resolve_setting, setting_key
 from mmtok.errors import EvalError, MmtokError
 
@@ -126,19 +118,11 @@ class _Search:
         return objective_vector(spec, values), [values["tokens"] - spec.budget_tokens]
 
     def record(self, generation: int) -> None:
-        spec, entries = self.spec, list(self.seen.values())
+        """Close a generation: fix the reference point at the first one measured, then append its history line."""
+        entries = list(self.seen.values())
         if self.reference is None and entries:
-            self.reference = reference_point(spec, [e["objectives"] for e in entries])
-        front = pareto_rows(spec, entries)
-        at_bars = [
-            e for e in entries if e["objectives"]["tokens"] <= spec.budget_tokens and meets_bars(spec, e["objectives"])
-        ]
-        record = {
-            "generation": generation,
-            "evaluations": len(self.seen),
-            "hypervolume": hypervolume(spec, [e["objectives"] for e in front], self.reference),
-            "best_cost_at_bars": min((e["objectives"]["cost"] for e in at_bars), default=None),
-        }
+            self.reference = reference_point(self.spec, [e["objectives"] for e in entries])
+        record = generation_record(self.spec, entries, self.reference, generation)
         self.history.append(record)
         if self.on_generation:
             self.on_generation(record)

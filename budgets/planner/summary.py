@@ -44,7 +44,7 @@ class Plan:
             return {
                 "setting": applicable_setting(spec, e["setting"]),
                 "objectives": e["objectives"],
-                "meets_bars": e["objectives"]["tokens"] <= spec.budget_tokens and meets_bars(spec, e["objectives"]),
+                "meets_bars": fits_budget_and_bars(spec, e["objectives"]),
             }
 
         return _json_safe(
@@ -92,6 +92,11 @@ def meets_bars(spec: Spec, values: dict[str, float]) -> bool:
     return True
 
 
+def fits_budget_and_bars(spec: Spec, values: dict[str, float]) -> bool:
+    """A setting's measured values fit the spec's token budget and meet every bar."""
+    return values["tokens"] <= spec.budget_tokens and meets_bars(spec, values)
+
+
 def reference_point(spec: Spec, rows: list[dict[str, float]]) -> np.ndarray:
     """A reference for hypervolume: 10% of the range beyond the worst of every objective in ``rows``.
 
@@ -108,6 +113,22 @@ def hypervolume(spec: Spec, rows: list[dict[str, float]], ref: np.ndarray | None
     if not rows or ref is None:
         return 0.0
     return float(HV(ref_point=ref)(np.array([objective_vector(spec, r) for r in rows])))
+
+
+def generation_record(
+    spec: Spec, entries: list[dict[str, Any]], reference: np.ndarray | None, generation: int
+) -> dict[str, Any]:
+    """A plan's history line for one generation: how many settings ``entries`` holds, the hypervolume of their
+    Pareto front against the run's one ``reference`` point, and the lowest cost of those within the budget that
+    meet every bar (None while there is none)."""
+    front = pareto_rows(spec, entries)
+    at_bars = [e for e in entries if fits_budget_and_bars(spec, e["objectives"])]
+    return {
+        "generation": generation,
+        "evaluations": len(entries),
+        "hypervolume": hypervolume(spec, [e["objectives"] for e in front], reference),
+        "best_cost_at_bars": min((e["objectives"]["cost"] for e in at_bars), default=None),
+    }
 
 
 def pareto_rows(spec: Spec, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
