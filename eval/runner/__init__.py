@@ -25,7 +25,7 @@ from mmtok.eval.runner.folder import RunLock
 from mmtok.eval.runner.items import Context, evaluate_item, item_error
 from mmtok.eval.runner.results import FINGERPRINT, LOCK, RESULTS, SUITE, ResultWriter, read_results
 from mmtok.eval.runner.summary import SUITE_METRICS, current_rows, summarize
-from mmtok.eval.runner.workers import die_with_parent, run_shard
+from mmtok.eval.runner.workers import Shard, die_with_parent, run_shard
 
 __all__ = [
     "FINGERPRINT",
@@ -36,6 +36,7 @@ __all__ = [
     "Context",
     "ResultWriter",
     "RunLock",
+    "Shard",
     "check_pipeline",
     "current_rows",
     "die_with_parent",

@@ -18,7 +18,7 @@ from mmtok.eval.runner.folder import RunLock, _make_folder, _prepare
 from mmtok.eval.runner.items import Context, item_error
 from mmtok.eval.runner.results import RESULTS, ResultTail
 from mmtok.eval.runner.summary import summarize
-from mmtok.eval.runner.workers import _worker, run_shard
+from mmtok.eval.runner.workers import Shard, _worker, run_shard
 from mmtok.eval.suite import Suite, expected_rows, load_suite
 from mmtok.files import write_atomic
 
@@ -59,7 +59,7 @@ def run(
         elif workers <= 1:
             stop = threading.Event()  # Ctrl-C: the item in flight ends, then the shard
             _with_progress(
-                lambda: run_shard(suite, str(out_dir), todo, 0, 1, threads, ctx=checked, stop=stop),
+                lambda: run_shard(Shard(suite, str(out_dir), todo, 0, 1, threads), ctx=checked, stop=stop),
                 out_dir,
                 expected,
                 progress,
@@ -83,10 +83,8 @@ def _run_workers(
     per worker), and a worker that fails (a full disk) reports one line through its pipe and exits."""
     context = mp.get_context("spawn")
     pipes = [context.Pipe(duplex=False) for _ in range(workers)]  # a worker's one line on failure (no semaphores)
-    procs = [
-        context.Process(target=_worker, args=(suite, str(out_dir), todo, r, workers, threads, os.getpid(), pipes[r][1]))
-        for r in range(workers)
-    ]
+    shards = [Shard(suite, str(out_dir), todo, r, workers, threads) for r in range(workers)]
+    procs = [context.Process(target=_worker, args=(shard, os.getpid(), pipes[shard.rank][1])) for shard in shards]
     with _interrupts_ignored():  # inherited through exec: a worker's Python then installs no KeyboardInterrupt
         for proc in procs:
             proc.start()
@@ -218,7 +216,7 @@ def _run_distributed(
             raise (ConfigError if is_config else EvalError)(text)
         failure = None
         try:
-            run_shard(suite, str(out_dir), message[1], rank, world, threads, parent_pid=os.getppid(), ctx=ctx)
+            run_shard(Shard(suite, str(out_dir), message[1], rank, world, threads), parent_pid=os.getppid(), ctx=ctx)
         except Exception as e:  # reported by rank 0 once every rank is done
             failure = f"rank {rank}: {item_error(e)}"
         failures: list[Any] = [None] * world

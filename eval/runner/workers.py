@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,19 @@ from mmtok.eval.runner.results import ResultWriter
 from mmtok.eval.suite import Suite
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One worker's share of a run: ``todo[rank::world]`` of the items to do, evaluated on ``threads`` torch
+    threads and appended to the results in the run folder ``out``. Picklable: a spawned worker receives it."""
+
+    suite: Suite
+    out: str  # the run folder
+    todo: list[tuple[dict[str, Any], str]]  # each item to do, with the hash its row records (what it is computed from)
+    rank: int
+    world: int
+    threads: int
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -36,24 +50,15 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _worker(
-    suite: Suite,
-    out: str,
-    todo: list[tuple[dict[str, Any], str]],
-    rank: int,
-    world: int,
-    threads: int,
-    parent: int,
-    failures: Any = None,
-) -> None:
+def _worker(shard: Shard, parent: int, failures: Any = None) -> None:
     """A local worker process: its share of the items; what stops it (a full disk) goes to the run as one line
     through ``failures`` (a pipe's sending end), and the process exits 1 without a traceback."""
     die_with_parent(parent)
     try:
-        run_shard(suite, out, todo, rank, world, threads, parent_pid=parent)
+        run_shard(shard, parent_pid=parent)
     except Exception as e:
         if failures is not None:
-            failures.send(f"worker {rank}: {_stopped_by(e)}")
+            failures.send(f"worker {shard.rank}: {_stopped_by(e)}")
         sys.exit(1)
 
 
@@ -64,26 +69,21 @@ def _stopped_by(error: Exception) -> str:
 
 
 def run_shard(
-    suite: Suite,
-    out: str,
-    todo: list[tuple[dict[str, Any], str]],
-    rank: int,
-    world: int,
-    threads: int,
+    shard: Shard,
     parent_pid: int | None = None,
     ctx: Context | None = None,
     stop: threading.Event | None = None,
 ) -> None:
-    """Evaluate this worker's share (``todo[rank::world]``) of the items to do; ``todo`` pairs each item with the
-    hash its row records (what it is computed from). A worker whose parent (``parent_pid``) is gone stops before
-    its next item: the folder's lock is no longer held, so it must not write. ``ctx``: models already loaded in
-    this process (by :func:`check_pipeline`). ``stop``, once set, ends the shard before its next item (Ctrl-C)."""
-    torch.set_num_threads(max(1, threads))
-    out_dir = Path(out)
-    ctx = ctx or Context(suite, out_dir)
+    """Evaluate this worker's share (``todo[rank::world]``) of the items to do. A worker whose parent
+    (``parent_pid``) is gone stops before its next item: the folder's lock is no longer held, so it must not write.
+    ``ctx``: models already loaded in this process (by :func:`check_pipeline`). ``stop``, once set, ends the shard
+    before its next item (Ctrl-C)."""
+    torch.set_num_threads(max(1, shard.threads))
+    out_dir = Path(shard.out)
+    ctx = ctx or Context(shard.suite, out_dir)
     writer = ResultWriter(out_dir)
     try:
-        for item, computed_from in todo[rank::world]:
+        for item, computed_from in shard.todo[shard.rank :: shard.world]:
             if (parent_pid is not None and os.getppid() != parent_pid) or (stop is not None and stop.is_set()):
                 return
             started = time.perf_counter()
@@ -99,7 +99,7 @@ def run_shard(
                     **row,
                     "error": error,
                     "hash": computed_from,
-                    "worker": rank,
+                    "worker": shard.rank,
                     "seconds": round(time.perf_counter() - started, 3),
                 }
             )
