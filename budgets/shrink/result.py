@@ -46,6 +46,14 @@ class Plan:
     pieces: list[bytes] = field(default_factory=list)  # sliced: each piece's bytes, in order (written as ``suffix``)
 
 
+def _media_tokens(quote: Quote, kind: str) -> int:
+    """The tokens of what was shrunk: a video's frames and sound; a document's every input line (its text layer and
+    its pages, sent as a document or as images)."""
+    if kind == "document":
+        return quote.input_tokens
+    return quote.tokens(kind) + (quote.tokens("audio") if kind == "video" else 0)
+
+
 @dataclass
 class ShrinkResult:
     source: Path
@@ -80,11 +88,11 @@ class ShrinkResult:
 
     @property
     def tokens_before(self) -> int:
-        return self.before.tokens(self.kind) + (self.before.tokens("audio") if self.kind == "video" else 0)
+        return _media_tokens(self.before, self.kind)
 
     @property
     def tokens_after(self) -> int:
-        return self.after.tokens(self.kind) + (self.after.tokens("audio") if self.kind == "video" else 0)
+        return _media_tokens(self.after, self.kind)
 
     @property
     def saving(self) -> float:
