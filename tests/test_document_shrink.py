@@ -31,6 +31,7 @@ def test_a_text_layer_that_holds_what_ocr_reads_is_sent_alone(invoice, tmp_path)
     assert result.before.input_tokens == 2 * 560  # the whole PDF at the default media_resolution
     assert result.after.input_tokens == result.after.tokens("text") < 560  # what was written, priced again
     assert result.measures["ocr"] >= 0.95
+    assert (result.tokens_before, result.tokens_after) == (1120, result.after.input_tokens)  # the table's, not 0 -> 0
 
 
 def test_a_picture_bar_keeps_the_text_layer_from_being_sent_alone(invoice, tmp_path):
