@@ -310,6 +310,14 @@ def _shrink_body(
             yield e
 
 
+def _input_only(quote: Any) -> Any:
+    """A body's quote without its output line: the output budget is the same before and after shrinking, so the
+    table's cost and saving are the input's."""
+    import dataclasses
+
+    return dataclasses.replace(quote, lines=quote.input_lines)
+
+
 class BodyShrink:
     """One model's shrunk request body, read by the table and ``--json`` as a file's result is."""
 
@@ -317,17 +325,18 @@ class BodyShrink:
 
     def __init__(self, source: Path, model: str, path: Path, done: Any) -> None:
         self.source, self.model, self.path, self.done = source, model, path, done
-        self.before, self.after = done.before, done.after
-        shrunk = [(where, r) for where, r in done.parts if r.status != "kept"]
+        self.before, self.after = _input_only(done.before), _input_only(done.after)  # the output is the same
+        shrunk = [(where, r) for where, r in done.parts if where in done.replaced]
         self.status = "shrunk" if shrunk else "kept"
         self.measures: dict = {}
         self.reasons: dict = {}
         self.bars = {metric: bar for _, r in done.parts for metric, bar in r.bars.items()}
         self.pieces: list = []
-        self.warnings = list(done.left)
+        self.warnings = [*done.warnings, *done.left]
         self.bytes_before, self.bytes_after = source.stat().st_size, path.stat().st_size
         said = "; ".join(f"{where}: {r.action}" for where, r in shrunk) or "no part has a cheaper rendition"
-        self.action = f"{len(shrunk)} of {len(done.parts)} media parts shrunk ({said}); the body as {path.name}"
+        media = len(done.parts) + len(done.left)
+        self.action = f"{len(shrunk)} of {media} media parts shrunk ({said}); the body as {path.name}"
 
     @property
     def tokens_before(self) -> int:
@@ -339,6 +348,7 @@ class BodyShrink:
 
     @property
     def saving(self) -> float:
+        """The share of the input's cost saved (a body's output budget is the same before and after)."""
         before = self.before.total_cost
         return float((before - self.after.total_cost) / before) if before else 0.0
 

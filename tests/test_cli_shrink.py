@@ -268,3 +268,14 @@ def test_a_request_body_is_shrunk_part_by_part_and_written_back_in_its_own_shape
     new = parse_body((out / "chat.gpt-4o.json").read_bytes())
     assert new.api == "openai-chat" and [p.kind for p in new.parts] == ["text", "image"]
     assert new.parts[1].detail == part["detail"]
+
+
+def test_a_body_shrunk_for_another_providers_model_warns_and_saves_on_its_input(tmp_path):
+    out = tmp_path / "o"
+    body = "mmtok/samples/requests/openai-chat.json"
+    result = runner.invoke(app, ["shrink", body, "-m", "claude-opus-4-7", "--out", str(out), "--json", *FAST])
+    assert result.exit_code == 0, result.output
+    assert "an openai body (model gpt-4o) shrunk for claude-opus-4-7, an anthropic model" in result.stderr
+    (row,) = _rows(result)
+    before, after = row["tokens_before"], row["tokens_after"]
+    assert after < before and row["saving"] == pytest.approx(1 - float(row["cost_after"]) / float(row["cost_before"]))

@@ -45,6 +45,7 @@ class RequestShrink:
     parts: list[tuple[str, ShrinkResult]] = field(default_factory=list)  # (where, result) per media part shrunk
     left: list[str] = field(default_factory=list)  # parts left as they were, with why
     warnings: list[str] = field(default_factory=list)  # what a user must know before sending the new body
+    replaced: list[str] = field(default_factory=list)  # the parts the new body carries a rendition for
 
     @property
     def saved(self) -> float:
@@ -90,6 +91,7 @@ def shrink_request(
             result.parts.append((part.name, done))
             if _smaller(done):
                 replaced[index] = _media_of(done)
+                result.replaced.append(part.name)
         result.body = write_body(request, replaced) if replaced else request.body
     result.after = price_request(result.body, name, prices=prices, at=at, policy=policy, source=request.source)
     return result
@@ -104,12 +106,12 @@ def _smaller(result: ShrinkResult) -> bool:
 
 def _other_provider(request: Request, model: Model) -> list[str]:
     """A body shrunk for another provider's model keeps its own model name and endpoint: said."""
-    own = API_PROVIDERS[request.api.split("-")[0]]
+    own = API_PROVIDERS[request.api.split("-")[0]]  # (the caller names the body)
     theirs = provider_of(model)
     if not theirs or theirs == own:
         return []
     return [
-        f"{request.source}: {_an(own)} body (model {request.model or 'named in its URL'}) shrunk for {model.asked}, "
+        f"{_an(own)} body (model {request.model or 'named in its URL'}) shrunk for {model.asked}, "
         f"{_an(theirs)} model: its media now suit {model.asked}, but the body still names its own model and is sent to "
         f"{own}; price it there with mmtok price -m {request.model or 'MODEL'}"
     ]
