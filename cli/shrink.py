@@ -398,7 +398,7 @@ def _print_table(results: list[ShrinkResult]) -> None:
     before = sum((r.before.total_cost for r in results), Decimal(0))
     after = sum((r.after.total_cost for r in results), Decimal(0))
     tokens_before, tokens_after = sum(r.tokens_before for r in results), sum(r.tokens_after for r in results)
-    saved = f"{1 - after / before:.0%}" if before else ""
+    saved = _share(1 - float(after / before)) if before else ""
     inputs = len({r.source for r in results})
     total = f"{fmt_num(tokens_before)}→{fmt_num(tokens_after)}"
     rows.append([f"[bold]total[/] ({inputs} × {len({r.model for r in results})})", total, money(after), saved, "", ""])
@@ -413,7 +413,8 @@ def _print_table(results: list[ShrinkResult]) -> None:
             console().print(f"  [dim]{_escape(r.model)}:[/] {cost}{_escape(_done(r))}")
     console().print(
         f"total: {fmt_num(tokens_before)} -> {fmt_num(tokens_after)} tokens, USD {money(before)} -> {money(after)}"
-        f"{f' ({saved} saved)' if saved else ''}, {inputs} input{'s' if inputs != 1 else ''}, {len(results)} results"
+        f"{f' ({_in_words(saved)})' if saved else ''}, {inputs} input{'s' if inputs != 1 else ''}, "
+        f"{len(results)} result{'s' if len(results) != 1 else ''}"
     )
     _footer(results)
 
@@ -426,7 +427,16 @@ def _tokens(r: ShrinkResult) -> str:
 
 
 def _saving(r: ShrinkResult) -> str:
-    return f"{r.saving:.0%}" if r.saving >= 0 else f"+{-r.saving:.0%}"  # sliced: costs more than the one image
+    return _share(r.saving)
+
+
+def _share(saving: float) -> str:
+    """A saving as the table shows it: 62%, or +800% where the output costs more (a sliced page's pieces)."""
+    return f"{saving:.0%}" if saving >= 0 else f"+{-saving:.0%}"
+
+
+def _in_words(share: str) -> str:
+    return f"{share.lstrip('+')} more" if share.startswith("+") else f"{share} saved"
 
 
 def _status(r: ShrinkResult) -> str:
@@ -471,7 +481,7 @@ def _footer(results: list[ShrinkResult]) -> None:
     for status, said in (("kept", "kept as they were"), ("converted", "converted to a file format the provider takes")):
         count = sum(r.status == status for r in results)
         if count:
-            err_console().print(f"[dim]{count} of {len(results)} {said} (see 'done')[/]")
+            err_console().print(f"[dim]{count} of {len(results)} {said} (each says why, above)[/]")
     shared = sum(r.same_file_as is not None for r in results)
     if shared:
         err_console().print(f"[dim]{shared} of {len(results)} share a file written for another model[/]")
