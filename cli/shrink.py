@@ -285,7 +285,7 @@ def _request_body(item: Path) -> Any:
 
 def _shrink_body(
     item: Path, body: Any, models: list[str], bars: dict, folder: Path, name: str, options: dict, inputs: frozenset
-) -> Iterator[BodyShrink | MmtokError]:
+) -> Iterator[ShrinkResult | MmtokError]:
     """Each model's shrunk body (``budgets/shrink/request.py``), written as ``<name>.<model>.json`` beside the
     renditions it holds (``<name>.<model>.parts/``); local paths it names are read inside its own folder only."""
     from mmtok.budgets.shrink import model_slug
@@ -305,70 +305,30 @@ def _shrink_body(
                 prices=options["prices"], policy=policy, out=target.with_suffix(".parts"), source=str(item),
             )  # fmt: skip
             write_atomic(target, (json.dumps(done.body, ensure_ascii=False) + "\n").encode())
-            yield BodyShrink(item, model, target, done)
+            yield _body_result(item, model, target, done)
         except MmtokError as e:
             yield e
 
 
-def _input_only(quote: Any) -> Any:
-    """A body's quote without its output line: the output budget is the same before and after shrinking, so the
-    table's cost and saving are the input's."""
+def _body_result(source: Path, model: str, path: Path, done: Any) -> ShrinkResult:
+    """One model's shrunk request body as a shrink result (kind "request"), read by the table and ``--json`` as a
+    file's is. Its costs are the input's: the body's output budget is the same before and after."""
     import dataclasses
 
-    return dataclasses.replace(quote, lines=quote.input_lines)
+    from mmtok.budgets.shrink import ShrinkResult
 
-
-class BodyShrink:
-    """One model's shrunk request body, read by the table and ``--json`` as a file's result is."""
-
-    kind, detail, detail_name, seconds_before, same_file_as = "request", None, "detail", None, None
-
-    def __init__(self, source: Path, model: str, path: Path, done: Any) -> None:
-        self.source, self.model, self.path, self.done = source, model, path, done
-        self.before, self.after = _input_only(done.before), _input_only(done.after)  # the output is the same
-        shrunk = [(where, r) for where, r in done.parts if where in done.replaced]
-        self.status = "shrunk" if shrunk else "kept"
-        self.measures: dict = {}
-        self.reasons: dict = {}
-        self.bars = {metric: bar for _, r in done.parts for metric, bar in r.bars.items()}
-        self.pieces: list = []
-        self.warnings = [*done.warnings, *done.left]
-        self.bytes_before, self.bytes_after = source.stat().st_size, path.stat().st_size
-        said = "; ".join(f"{where}: {r.action}" for where, r in shrunk) or "no part has a cheaper rendition"
-        media = len(done.parts) + len(done.left)
-        self.action = f"{len(shrunk)} of {media} media parts shrunk ({said}); the body as {path.name}"
-
-    @property
-    def tokens_before(self) -> int:
-        return self.before.input_tokens
-
-    @property
-    def tokens_after(self) -> int:
-        return self.after.input_tokens
-
-    @property
-    def saving(self) -> float:
-        """The share of the input's cost saved (a body's output budget is the same before and after)."""
-        before = self.before.total_cost
-        return float((before - self.after.total_cost) / before) if before else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "input": str(self.source),
-            "model": self.model,
-            "kind": self.kind,
-            "status": self.status,
-            "action": self.action,
-            "output": str(self.path),
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "cost_before": str(self.before.total_cost),
-            "cost_after": str(self.after.total_cost),
-            "saving": round(self.saving, 6),
-            "currency": self.before.currency,
-            "parts": [{"where": where, **r.to_dict()} for where, r in self.done.parts],
-            "left": self.warnings,
-        }
+    shrunk = [(where, r) for where, r in done.parts if where in done.replaced]
+    said = "; ".join(f"{where}: {r.action}" for where, r in shrunk) or "no part has a cheaper rendition"
+    media = len(done.parts) + len(done.left)
+    return ShrinkResult(
+        source, model, "request", "shrunk" if shrunk else "kept",
+        f"{len(shrunk)} of {media} media parts shrunk ({said}); the body as {path.name}", path,
+        dataclasses.replace(done.before, lines=done.before.input_lines),
+        dataclasses.replace(done.after, lines=done.after.input_lines),
+        bars={metric: bar for _, r in done.parts for metric, bar in r.bars.items()},
+        bytes_before=source.stat().st_size, bytes_after=path.stat().st_size,
+        warnings=[*done.warnings, *done.left], parts=list(done.parts),
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------------- table

@@ -47,9 +47,9 @@ class Plan:
 
 
 def _media_tokens(quote: Quote, kind: str) -> int:
-    """The tokens of what was shrunk: a video's frames and sound; a document's every input line (its text layer and
-    its pages, sent as a document or as images)."""
-    if kind == "document":
+    """The tokens of what was shrunk: a video's frames and sound; a document's or a request body's every input line
+    (a PDF's text layer and pages; a body's text, media and overheads)."""
+    if kind in ("document", "request"):
         return quote.input_tokens
     return quote.tokens(kind) + (quote.tokens("audio") if kind == "video" else 0)
 
@@ -58,7 +58,7 @@ def _media_tokens(quote: Quote, kind: str) -> int:
 class ShrinkResult:
     source: Path
     model: str
-    kind: str  # image | audio | video
+    kind: str  # image | audio | video | document | request (an API request body)
     status: str  # one of STATUSES
     action: str  # what was done, for people ("3000x2000 -> 1232x821, detail high")
     path: Path  # the output (sliced: the first piece; every piece is in ``pieces``)
@@ -78,6 +78,7 @@ class ShrinkResult:
     warnings: list[str] = field(default_factory=list)
     pieces: list[Path] = field(default_factory=list)  # sliced: the pieces' paths in order, to send as several parts
     same_file_as: str | None = None  # the model whose result wrote this output (None: this one wrote it)
+    parts: list[tuple[str, ShrinkResult]] = field(default_factory=list)  # a request body: each media part's result
 
     @property
     def media(self) -> Media:
@@ -137,6 +138,7 @@ class ShrinkResult:
             "working_before": " | ".join(ln.working for ln in self.before.input_lines),
             "working_after": " | ".join(ln.working for ln in self.after.input_lines),
             "label": self.after.label,
+            **({"parts": [{"where": where, **r.to_dict()} for where, r in self.parts]} if self.parts else {}),
         }
 
 
