@@ -30,7 +30,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 test-all: $(STAMP)
-	$(PY) -m pytest -m ''
+	$(PY) -m pytest -m '' -o timeout=0
 
 clean-venv:
 	rm -rf $(VENV)

@@ -198,8 +198,17 @@ def test_a_text_option_given_nonsense_never_raises(path, command, bad, isolated)
             continue
         if not _has_inputs(command) and param.name not in ("steps", "provider", "modality"):
             continue  # with nothing to fail on, the command would run for real (demo, prices update)
-        args = _args(path, command, bad["text"], isolated / "out")
+        args = _args(path, command, bad["text"], isolated / "out", _server_slot(command))
         _ok(runner.invoke(app, [*args, param.opts[0], "nonsense!"]), codes=(0, 1, 2))
+
+
+def _server_slot(command: click.Command) -> str | None:
+    """A server whose inputs are all optional (``proxy --prices``) gets the bad file there, so it fails before it
+    listens: free text it accepts (``--ledger nonsense!``) would otherwise serve on its default port until killed."""
+    if any(isinstance(p, click.Argument) and p.required for p in command.params):
+        return None
+    options = _path_options(command)
+    return options[0] if options else None
 
 
 # ------------------------------------------------------------------------------------------------ machine output
