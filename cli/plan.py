@@ -135,12 +135,9 @@ def _check_out(out: Path) -> None:
     and removed (a read-only folder, or one on a full disk, is found now, not after the search)."""
     import tempfile
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"--out {out}: cannot create the folder: {e.strerror}") from None
+    from mmtok.files import make_folder
+
+    make_folder(out, "report")
     try:
         with tempfile.TemporaryFile(dir=out) as probe:
             probe.write(b"mmtok plan: can the report be written here?\n" * 64)

@@ -322,3 +322,14 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
         Path(partial).unlink(missing_ok=True)
         raise
     return path
+
+
+def make_folder(path: Path, what: str) -> None:
+    """``path`` as an output folder (created if missing): a file there, or a folder that cannot be made, is one
+    line naming ``--out`` and ``what`` the folder is for."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path}: not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {path}: cannot create the {what} folder: {e.strerror or e}") from None

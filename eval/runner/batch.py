@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from mmtok.errors import ConfigError, EvalError, MmtokError
-from mmtok.eval.runner.folder import RunLock, _make_folder, _prepare
+from mmtok.eval.runner.folder import RunLock, _prepare
 from mmtok.eval.runner.items import Context, item_error
 from mmtok.eval.runner.results import RESULTS, ResultTail
 from mmtok.eval.runner.summary import summarize
 from mmtok.eval.runner.workers import Shard, _worker, run_shard
 from mmtok.eval.suite import Suite, expected_rows, load_suite
-from mmtok.files import write_atomic
+from mmtok.files import make_folder, write_atomic
 
 
 def run(
@@ -50,7 +50,7 @@ def run(
     threads = max(1, (os.cpu_count() or 1) // max(workers, world))
     if world > 1:
         return _run_distributed(suite, out_dir, rank, world, threads, flags, checked)
-    _make_folder(out_dir)
+    make_folder(out_dir, "run")
     with RunLock(out_dir):
         fp, todo = _prepare(suite, out_dir, **flags)
         expected = expected_rows(fp)
@@ -202,7 +202,7 @@ def _run_distributed(
         refusal: Exception | None = None
         if rank == 0:
             try:
-                _make_folder(out_dir)
+                make_folder(out_dir, "run")
                 lock.__enter__()
                 message = [None, _prepare(suite, out_dir, **flags)[1]]
             except Exception as e:  # every rank must hear of it, or they would wait for rank 0 forever

@@ -134,12 +134,3 @@ def _stamp_legacy_rows(out_dir: Path, old: dict[str, Any]) -> dict[str, dict[str
             row["hash"] = row_hash(old["config"], old["items"][row["id"]])
     write_atomic(out_dir / RESULTS, "".join(json.dumps(row, default=str) + "\n" for row in rows))
     return read_results(out_dir)
-
-
-def _make_folder(out_dir: Path) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError(f"{out_dir}: --out must be a folder")
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"{out_dir}: cannot create the run folder: {e.strerror or e}") from None
