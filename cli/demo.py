@@ -42,7 +42,7 @@ def demo(
 ) -> None:
     """Run mmtok's main job on the shipped sample media: inspect, price, tokenize, ask, plan."""
     import mmtok
-    from mmtok.samples import samples_dir
+    from mmtok.samples import MANIFEST, samples_dir
 
     chosen = [s.strip() for s in steps.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in STEPS]
@@ -57,7 +57,7 @@ def demo(
         console().rule("[bold]mmtok demo")
         console().print(f"sample media: {samples_dir()}  ->  output: {out}/", markup=False)
     out.mkdir(parents=True, exist_ok=True)
-    media = [m for m in mmtok.scan([samples_dir()]) if not isinstance(m, mmtok.MediaError)]
+    media = [m for m in mmtok.scan([samples_dir()]) if not isinstance(m, mmtok.MediaError) and m.path.name != MANIFEST]
     run = {
         "inspect": lambda: _inspect_step(media, show),
         "price": lambda: _price_step(media, show),

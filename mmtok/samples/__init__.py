@@ -9,6 +9,7 @@ from pathlib import Path
 from mmtok.errors import MediaError
 
 _DIR = Path(str(resources.files(__name__) / "media"))
+MANIFEST = "manifest.json"  # what each sample is: data about the samples, not one of them
 
 
 def samples_dir() -> Path:
@@ -35,4 +36,4 @@ def sample_path(name: str) -> Path:
 
 def manifest() -> dict[str, dict]:
     """What each sample is and how it was made; speech has its ``transcript``, videos their ``events_s``."""
-    return json.loads((_DIR / "manifest.json").read_text(encoding="utf-8"))
+    return json.loads((_DIR / MANIFEST).read_text(encoding="utf-8"))
