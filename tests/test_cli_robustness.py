@@ -198,17 +198,14 @@ def test_a_text_option_given_nonsense_never_raises(path, command, bad, isolated)
             continue
         if not _has_inputs(command) and param.name not in ("steps", "provider", "modality"):
             continue  # with nothing to fail on, the command would run for real (demo, prices update)
-        args = _args(path, command, bad["text"], isolated / "out", _server_slot(command))
+        # A command that listens until killed gets the bad file as its sheet, so it fails before it listens: free
+        # text it accepts (`proxy --ledger nonsense!`) would otherwise serve on its default port inside pytest.
+        slot = "prices" if " ".join(path) in LISTENERS else None
+        args = _args(path, command, bad["text"], isolated / "out", slot)
         _ok(runner.invoke(app, [*args, param.opts[0], "nonsense!"]), codes=(0, 1, 2))
 
 
-def _server_slot(command: click.Command) -> str | None:
-    """A server whose inputs are all optional (``proxy --prices``) gets the bad file there, so it fails before it
-    listens: free text it accepts (``--ledger nonsense!``) would otherwise serve on its default port until killed."""
-    if any(isinstance(p, click.Argument) and p.required for p in command.params):
-        return None
-    options = _path_options(command)
-    return options[0] if options else None
+LISTENERS = {"proxy"}  # commands that serve on a port until a signal ends them
 
 
 # ------------------------------------------------------------------------------------------------ machine output
