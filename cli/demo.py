@@ -129,16 +129,16 @@ def _print_prices(media: list, rows: list[dict], totals: dict, sources: dict) ->
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold")
-    table.add_column("sample", overflow="fold")
+    table.add_column("sample", no_wrap=True)  # file names whole; a cell's tokens over its cost keeps 80 columns
     for name in DEMO_MODELS:
-        table.add_column(f"{name}\ntokens / USD", justify="right", no_wrap=True)
+        table.add_column(f"{name}\ntokens, USD", justify="right", no_wrap=True)
     cells: dict[str, list[str]] = {}
     for row in rows:
         if not row["accepted"]:
             cell = "[dim]not accepted[/]"
         else:
-            cell = f"{row['input_tokens']:,} / {_usd(row['cost_usd'])}" + ("" if row["exact"] else " ~")
-            cell += " !" if row["warnings"] else ""
+            cell = f"{row['input_tokens']:,} tok" + ("" if row["exact"] else " ~") + (" !" if row["warnings"] else "")
+            cell += f"\n{_usd(row['cost_usd'])}"
         cells.setdefault(row["sample"], []).append(cell)
     for sample, line in cells.items():
         table.add_row(sample, *line)

@@ -95,6 +95,11 @@ def test_demo_tables_at_80_columns_name_every_sample_and_model(tmp_path):
     assert result.exit_code == 0, result.output
     for name in ("astronaut.png", "clip.mp4", "speech.wav", "note.txt", "gemini-3.1-pro-preview"):
         assert name in result.stdout
+    from mmtok.samples import MANIFEST, list_samples
+
+    for name in set(list_samples()) - {MANIFEST}:  # whole in both tables (rocket_rotated.jpg had folded to "...j/pg")
+        assert sum(line.startswith(f" {name} ") for line in result.stdout.splitlines()) == 2, name
+    assert MANIFEST not in result.stdout  # data about the samples, not a sample to price
     assert "1. inspect" in result.stdout and "2. price" in result.stdout
     assert "! speech.m4a on gemini-3.1-pro-preview:" in result.stdout  # the quote's warning is said, not hidden
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
