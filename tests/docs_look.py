@@ -18,8 +18,8 @@ from typing import Any
 
 from tests.browser import Browser, Page
 from tests.docs_pages import ROOT
+from tests.docs_site import build_site, serve, write_ledger_report
 from tests.page_checks import MEASURE_JS, wide_code, wide_tables, widest_table
-from tests.site import build_site, serve, write_ledger_report
 
 PAGES = {
     "pricing": "site/pricing/",
