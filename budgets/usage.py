@@ -38,6 +38,8 @@ APIS = (
     "gemini-count-tokens",
 )
 MAX_SSE_LINE_BYTES = 16 * 2**20  # a longer SSE line is not an event mmtok reads usage from: reading stops
+MAX_SSE_EVENT_BYTES = 32 * 2**20  # nor a longer event (an image in base64 is a few MB): reading stops
+FEED_SLICE_BYTES = 2**20  # a chunk is read a slice at a time (bounds the lines split from it at once)
 MAX_JSON_STREAM_BYTES = 64 * 2**20  # a Gemini stream without alt=sse is one JSON array, parsed at its end
 GEMINI_MODALITIES = {"TEXT": "text", "IMAGE": "image", "AUDIO": "audio", "VIDEO": "video", "DOCUMENT": "document"}
 
@@ -194,33 +196,50 @@ class StreamUsage:
     ``feed`` each chunk as it is forwarded; ``usage`` is what the stream reported so far (the final figures once it
     has ended). SSE events are split on line ends (``\\n``, ``\\r\\n``) and only events that can carry usage are
     parsed as JSON. A stream that is not SSE (Gemini without ``alt=sse``: one JSON array) is kept up to
-    :data:`MAX_JSON_STREAM_BYTES` and read at its end."""
+    :data:`MAX_JSON_STREAM_BYTES` and read at its end.
+
+    What the reader holds is capped: a line at :data:`MAX_SSE_LINE_BYTES`, an event (its lines up to the blank line
+    that ends it) at :data:`MAX_SSE_EVENT_BYTES`, a JSON stream at :data:`MAX_JSON_STREAM_BYTES`. Past a cap it
+    stops reading and says why in ``overflow``: the usage of such an answer cannot be read (the proxy ends the call)."""
 
     def __init__(self, api: str, sse: bool = True) -> None:
         self.api = api
         self.sse = sse
         self.usage: Usage | None = None
+        self.overflow = ""  # the cap the stream passed, in words ("" while within them)
         self._partial = b""  # the unfinished last line
-        self._data: list[bytes] = []  # the current event's data lines
-        self._gave_up = False  # a line or JSON stream over its cap: usage is not read any further
+        self._data = bytearray()  # the current event's data lines, joined by newlines
+        self._data_lines = 0
+        self._event_bytes = 0  # the current event's size so far, every line counted
+        self._gave_up = False  # a line, event or JSON stream over its cap: usage is not read any further
         self._json = bytearray()
 
     def feed(self, chunk: bytes) -> None:
-        if self._gave_up or not chunk:
-            return
+        # In slices: a decompressed chunk may be tens of MB of short lines, split into as many objects at once.
+        for start in range(0, len(chunk), FEED_SLICE_BYTES):
+            if self._gave_up:
+                return
+            self._feed(chunk[start : start + FEED_SLICE_BYTES])
+
+    def _feed(self, chunk: bytes) -> None:
         if not self.sse:
             if len(self._json) + len(chunk) > MAX_JSON_STREAM_BYTES:
-                self._gave_up, self._json = True, bytearray()
+                self._stop(f"the streamed answer passed {MAX_JSON_STREAM_BYTES:,} bytes")
             else:
                 self._json += chunk
             return
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
-        if len(self._partial) > MAX_SSE_LINE_BYTES:
-            self._gave_up, self._partial, self._data = True, b"", []
-            return
         for line in lines:
             self._line(line[:-1] if line.endswith(b"\r") else line)
+            if self._gave_up:
+                return
+        if len(self._partial) > MAX_SSE_LINE_BYTES:
+            self._stop(f"an SSE line passed {MAX_SSE_LINE_BYTES:,} bytes")
+
+    def _stop(self, reason: str) -> None:
+        self._gave_up, self.overflow = True, reason
+        self._partial, self._data, self._json = b"", bytearray(), bytearray()
 
     def close(self) -> Usage | None:
         """The stream has ended: read what is left (a last event without its blank line, a JSON array)."""
@@ -239,11 +258,18 @@ class StreamUsage:
 
     def _line(self, line: bytes) -> None:
         if not line:  # a blank line ends the event
-            if self._data:
-                self._event(b"\n".join(self._data))
-                self._data = []
+            if self._data_lines:
+                self._event(bytes(self._data))
+            self._data, self._data_lines, self._event_bytes = bytearray(), 0, 0
+            return
+        self._event_bytes += len(line) + 1
+        if self._event_bytes > MAX_SSE_EVENT_BYTES:
+            self._stop(f"an SSE event passed {MAX_SSE_EVENT_BYTES:,} bytes without the blank line that ends it")
         elif line.startswith(b"data:"):
-            self._data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+            if self._data_lines:
+                self._data += b"\n"
+            self._data += line[6:] if line.startswith(b"data: ") else line[5:]
+            self._data_lines += 1
 
     def _event(self, data: bytes) -> None:
         api = self.api

@@ -56,6 +56,16 @@ class _NoQueryStrings(logging.Filter):
 logging.getLogger("httpx").addFilter(_NoQueryStrings())
 
 
+class _NoDeliberateCuts(logging.Filter):
+    """A stream the proxy ends on purpose (``forward.StreamCut``: its record says why) is not a server error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], forward.StreamCut))
+
+
+logging.getLogger("uvicorn.error").addFilter(_NoDeliberateCuts())
+
+
 class BodyTooLarge(Exception):
     pass
 
@@ -136,6 +146,7 @@ class Proxy:
         if refusal is not None:
             return await self._refuse(record, where, refusal, started)
         extra |= prediction.headers()
+        content, strip_usage = forward.ask_for_usage(where, payload, content)
         url = self.config.upstream(where.provider) + where.upstream_path
         if request.url.query:
             url += "?" + request.url.query
@@ -148,7 +159,7 @@ class Proxy:
             record.status, record.outcome, record.message = upstream.status, upstream.outcome, upstream.message
             await finish(record, None)
             return forward.failure(where, upstream)
-        return await forward.answer(where, upstream.response, record, finish, extra)
+        return await forward.answer(where, upstream.response, record, finish, extra, strip_usage)
 
     async def _shrink(
         self, payload: dict[str, Any], where: Route, prediction: quoting.Prediction, record: Record, content: bytes

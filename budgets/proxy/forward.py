@@ -9,9 +9,12 @@ cut short upstream is cut short to the client (the SDK sees the connection end, 
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import httpx
@@ -66,9 +69,18 @@ Finish = Callable[[Record, Usage | None], Awaitable[None]]
 async def whole(
     route: Route, response: httpx.Response, record: Record, finish: Finish, extra: dict[str, str]
 ) -> Response:
-    """A non-streamed answer: read whole, its usage read, the record committed, then the answer sent."""
+    """A non-streamed answer: read whole, its usage read, the record committed, then the answer sent. The cap on
+    what is read whole is on the decoded bytes (a small gzip answer may expand a thousandfold): an answer that
+    decodes past :data:`WHOLE_BODY_BYTES` is passed on as a stream instead, with the bytes read so far first."""
+    chunks = response.aiter_bytes()
+    read: list[bytes] = []
+    size = 0
     try:
-        content = await response.aread()
+        async for chunk in chunks:
+            read.append(chunk)
+            size += len(chunk)
+            if size > WHOLE_BODY_BYTES:
+                return streamed(route, response, record, finish, extra, sse=False, first=read, rest=chunks)
     except httpx.HTTPError as e:
         await response.aclose()
         record.outcome = "upstream_error"
@@ -76,6 +88,7 @@ async def whole(
         record.status = 502
         await finish(record, None)
         return error_response(route.provider, 502, record.message, record.outcome)
+    content = b"".join(read)
     usage = usage_from_bytes(route.api, content) if response.is_success else None
     record.status = response.status_code
     record.outcome = "ok" if response.is_success else "upstream_error"
@@ -94,25 +107,55 @@ def _response(content: bytes, status: int, headers: list[tuple[str, str]]) -> Re
     return answer
 
 
+class StreamCut(Exception):
+    """Raised to end a streamed answer abruptly (the client sees the connection close, as when an upstream cuts a
+    stream). The call's record says why; the server's log filter keeps it out of the error log."""
+
+
 def streamed(
-    route: Route, response: httpx.Response, record: Record, finish: Finish, extra: dict[str, str], sse: bool
+    route: Route,
+    response: httpx.Response,
+    record: Record,
+    finish: Finish,
+    extra: dict[str, str],
+    sse: bool,
+    first: list[bytes] | None = None,
+    rest: AsyncIterator[bytes] | None = None,
+    strip_usage: bool = False,
 ) -> StreamingResponse:
-    """A streamed answer, passed on chunk by chunk as it arrives; the record is committed when it ends."""
+    """A streamed answer, passed on chunk by chunk as it arrives; the record is committed when it ends. ``first``
+    and ``rest``: chunks already read and the iterator to go on with (an answer first meant to be read whole).
+    ``strip_usage``: the proxy asked for this Chat Completions stream's usage itself, and takes it out again."""
     reader = StreamUsage(route.api, sse=sse)
+    remover = AskedUsage() if strip_usage else None
     record.status = response.status_code
     record.stream = True
+
+    async def upstream_chunks() -> AsyncIterator[bytes]:
+        for chunk in first or ():
+            yield chunk
+        async for chunk in rest if rest is not None else response.aiter_bytes():
+            yield chunk
 
     async def chunks() -> AsyncIterator[bytes]:
         finished = False
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in upstream_chunks():
                 reader.feed(chunk)
-                yield chunk
+                if reader.overflow:
+                    record.outcome = "upstream_error"
+                    record.message = f"the upstream answer was ended by the proxy: {reader.overflow}"
+                    raise StreamCut(record.message)
+                passed = remover.feed(chunk) if remover else chunk
+                if passed:
+                    yield passed
+            if remover:
+                yield remover.close()
             finished = True
         except httpx.HTTPError as e:
             record.outcome = "cut"
             record.message = f"the upstream stream ended early ({type(e).__name__})"
-            raise
+            raise StreamCut(record.message) from None
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -130,10 +173,94 @@ def streamed(
 
 
 async def answer(
-    route: Route, response: httpx.Response, record: Record, finish: Finish, extra: dict[str, str]
+    route: Route,
+    response: httpx.Response,
+    record: Record,
+    finish: Finish,
+    extra: dict[str, str],
+    strip_usage: bool = False,
 ) -> Response:
     """Pass the upstream's answer on: whole where it is a small JSON body, streamed otherwise."""
     length = response.headers.get("content-length", "")
-    if not is_stream(response) and not route.streams and length.isdigit() and int(length) <= WHOLE_BODY_BYTES:
+    sse = is_stream(response)
+    if not sse and not route.streams and length.isdigit() and int(length) <= WHOLE_BODY_BYTES:
         return await whole(route, response, record, finish, extra)
-    return streamed(route, response, record, finish, extra, sse=is_stream(response))
+    return streamed(route, response, record, finish, extra, sse=sse, strip_usage=strip_usage and sse)
+
+
+# ------------------------------------------------------------------------------------ usage the proxy asks for
+# A streamed Chat Completions call reports its usage only when the body sets stream_options.include_usage
+# (https://platform.openai.com/docs/api-reference/chat/create#chat-create-stream_options, read 2026-12-05: "an
+# additional chunk will be streamed before the data: [DONE] message ... the choices field will always be an empty
+# array. All other chunks will also include a usage field, but with a null value"). Without it the call could not be
+# billed, so the proxy asks for it and takes out again what the client did not ask for.
+USAGE_OPTION = b'"stream_options":{"include_usage":true}'
+NULL_USAGE = (re.compile(rb',\s*"usage"\s*:\s*null'), re.compile(rb'"usage"\s*:\s*null\s*,\s*'))
+EVENT_ENDS = (b"\n\n", b"\r\n\r\n")
+
+
+def ask_for_usage(route: Route, payload: dict[str, Any], content: bytes) -> tuple[bytes, bool]:
+    """The body to send, and whether the proxy asked for the stream's usage itself (to take it out again): a Chat
+    Completions stream whose body does not set ``stream_options.include_usage``."""
+    if route.api != "openai-chat" or payload.get("stream") is not True:
+        return content, False
+    options = payload.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        return content, False
+    if "stream_options" not in payload:  # the common case: the key added before the body's last brace
+        end = content.rindex(b"}")
+        comma = b"," if content[:end].rstrip()[-1:] != b"{" else b""
+        return content[:end] + comma + USAGE_OPTION + content[end:], True
+    body = json.loads(content)
+    body["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    return json.dumps(body, separators=(",", ":")).encode(), True
+
+
+class AskedUsage:
+    """A Chat Completions stream with the usage the proxy asked for taken out: the stream re-framed into events,
+    the usage-only chunk (empty ``choices``, a ``usage`` object) dropped, and the ``"usage": null`` that
+    include_usage adds to every other chunk removed, so the client gets the bytes it would have got without it."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._scanned = 0  # where the search for the next event's end resumes
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._buffer += chunk
+        out = bytearray()
+        start = 0
+        while True:
+            end = self._event_end(start)
+            if end < 0:
+                break
+            out += self._event(bytes(self._buffer[start:end]))
+            start = end
+        del self._buffer[:start]
+        self._scanned = max(0, len(self._buffer) - 3)
+        return bytes(out)
+
+    def _event_end(self, start: int) -> int:
+        """Where the event starting at ``start`` ends (after its blank line), or -1 while it has not."""
+        found = [at + len(end) for end in EVENT_ENDS if (at := self._buffer.find(end, max(start, self._scanned))) >= 0]
+        return min(found) if found else -1
+
+    def close(self) -> bytes:
+        rest = self._event(bytes(self._buffer)) if self._buffer else b""
+        self._buffer = bytearray()
+        return rest
+
+    @staticmethod
+    def _event(event: bytes) -> bytes:
+        if b'"usage"' not in event:
+            return event
+        without = NULL_USAGE[1].sub(b"", NULL_USAGE[0].sub(b"", event))
+        if without != event:
+            return without
+        data = b"\n".join(line[5:] for line in event.splitlines() if line.startswith(b"data:"))
+        try:
+            chunk = json.loads(data)
+        except (ValueError, RecursionError):
+            return event
+        if isinstance(chunk, dict) and chunk.get("choices") == [] and isinstance(chunk.get("usage"), dict):
+            return b""  # the usage-only chunk: read by the proxy, not asked for by the client
+        return event

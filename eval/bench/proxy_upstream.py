@@ -41,6 +41,7 @@ from mmtok.budgets.text import encoding
 
 GEMINI = re.compile(r"^/v1(?:beta)?/models/([^:/]+):(\w+)$")
 REPLY = "A photo of a person in a space suit."
+CREATED = 1764892800  # the answers' creation time (fixed, so that two answers to one body are the same bytes)
 
 
 # ----------------------------------------------------------------------------------------------- billing rules
@@ -203,11 +204,13 @@ def openai_chat(body: dict[str, Any], bill: Bill, output: int) -> tuple[dict[str
         "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
     }
-    head = {"id": "chatcmpl-test", "created": int(time.time()), "model": body["model"]}
+    head = {"id": "chatcmpl-test", "created": CREATED, "model": body["model"]}
     message = {"role": "assistant", "content": REPLY, "refusal": None}
     whole = {**head, "object": "chat.completion", "usage": usage}
     whole["choices"] = [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}]
-    chunk = {**head, "object": "chat.completion.chunk", "usage": None}
+    # As OpenAI documents include_usage: every chunk then has "usage": null, and one more chunk carries the usage.
+    include_usage = (body.get("stream_options") or {}).get("include_usage") is True
+    chunk = {**head, "object": "chat.completion.chunk"} | ({"usage": None} if include_usage else {})
 
     def delta(d: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**chunk, "choices": [{"index": 0, "delta": d, "finish_reason": finish, "logprobs": None}]}
@@ -215,7 +218,7 @@ def openai_chat(body: dict[str, Any], bill: Bill, output: int) -> tuple[dict[str
     events: list[tuple[str | None, dict[str, Any] | str]] = [(None, delta({"role": "assistant", "content": ""}))]
     events += [(None, delta({"content": word + " "})) for word in REPLY.split()]
     events.append((None, delta({}, "stop")))
-    if (body.get("stream_options") or {}).get("include_usage"):
+    if include_usage:
         events.append((None, {**chunk, "choices": [], "usage": usage}))
     events.append((None, "[DONE]"))
     return whole, _sse(events)
@@ -357,6 +360,7 @@ def make_app(up: Upstream) -> Starlette:
         behaviour = request.headers.get("x-upstream-behaviour", "")
         delay = float(request.headers.get("x-upstream-delay", "0.2"))
         seen = {"path": path, "query": request.url.query, "headers": dict(request.headers), "behaviour": behaviour}
+        seen["stream_options"] = body.get("stream_options")
         up.requests.append(seen)
         if behaviour == "500":
             return _error(provider, 500, "the test upstream failed, as asked")
