@@ -1,35 +1,41 @@
 """The ledger: one row per call through ``mmtok proxy``, predicted against billed, behind one small interface.
 
 The default store is an SQLite file (standard library ``sqlite3``, WAL journal, ``synchronous=NORMAL``: a commit
-survives the process being killed; several proxies may share the file on one machine). A SQLAlchemy URL
-(``sqlite:///calls.db``, ``postgresql+psycopg://...``; the ``sql`` extra) stores the same table in any database
-SQLAlchemy reaches, so proxies on several machines can share one ledger.
+survives the process being killed; several proxies may share the file on one machine). A PostgreSQL URL
+(``postgresql://...``; the ``sql`` extra: SQLAlchemy and psycopg) stores the same tables in one database that
+proxies on several machines share (:mod:`mmtok.budgets.ledger_sql` holds both stores).
 
-Rows are written whole, in one transaction per batch, and keyed by a random id drawn when the call arrives
-(``INSERT ... ON CONFLICT DO NOTHING``): a batch written twice leaves one row per call. A row holds the call's shape
-(each part's kind, geometry, settings and content hash), the prediction, what the provider billed, latency, status
-and shrink savings; never a credential, and the body only when the proxy runs with ``--store-bodies``.
+Rows are keyed by an id drawn when the call arrives (``INSERT ... ON CONFLICT DO NOTHING``): a record written twice
+leaves one row. A row holds the call's shape (each part's kind, geometry, settings and content hash), the prediction,
+what the provider billed, latency, status, shrink savings, and who made it: a fingerprint of the key (never the
+key) and the call's tags; the body only when the proxy runs with ``--store-bodies``.
+
+Writing (:func:`row_values`) never refuses a record: a value a column cannot hold is kept where it can be and
+flagged. An integer outside the 64-bit range a database integer holds (a usage figure of 10^23 tokens, a
+4,000-digit ``max_tokens``) stays whole in the row's JSON and is left out of its integer column; a NaN or infinite
+number is not stored at all (a cost of NaN is no cost). Each such value adds a line to the row's ``flags``, naming
+the column, so a report can say which figures were absurd instead of losing the row with them. The spend kept for
+SQL sums saturates at the largest integer, more than any budget: a call billed out of range uses up the day.
+
+Reading (:func:`read_row`) checks every column's type and text (a cost must be a finite decimal, JSON must parse
+and be of its field's shape, NaN and infinities are refused) and says which column of which row is malformed
+(:class:`BadRow`): a reader skips that row, keeps it in ``ledger.skipped`` and reports the rest.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
-import sqlite3
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from decimal import Decimal
-from pathlib import Path
+from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
-from mmtok.errors import ConfigError
-
-SCHEMA_VERSION = 1
-NANO = Decimal(10**9)  # spend is also kept as an integer count of nano-dollars, so SUM in SQL stays exact
-JSON_FIELDS = ("parts", "settings", "predicted", "billed", "shrink")
+SCHEMA_VERSION = 2
+REACHED = ("ok", "cut", "lost")  # outcomes of calls the provider received: they cost money, billed or not
 
 
 @dataclass
@@ -44,7 +50,8 @@ class Record:
     path: str = ""  # the path asked for, without its query string (which may hold a key)
     stream: bool = False
     status: int = 0  # the HTTP status the client got
-    outcome: str = ""  # ok | refused | bad_request | upstream_error | upstream_timeout | upstream_unreachable | cut
+    # ok | refused | bad_request | upstream_error | upstream_timeout | upstream_unreachable | cut | lost
+    outcome: str = ""
     message: str = ""  # why a call was refused or failed, in words
     latency_ms: float | None = None  # arrival to the last byte sent
     upstream_ms: float | None = None  # sending upstream to its response headers
@@ -52,7 +59,7 @@ class Record:
     settings: dict[str, Any] = field(default_factory=dict)  # detail, media_resolution, max tokens, service tier
     predicted: dict[str, int] = field(default_factory=dict)  # modality -> tokens (mmtok's quote)
     predicted_input: int | None = None
-    predicted_cost: Decimal | None = None
+    predicted_cost: Decimal | None = None  # the quote: an upper bound unless its label says otherwise
     predicted_label: str | None = None  # exact | documented | upper bound | estimate
     billed: dict[str, Any] | None = None  # mmtok.budgets.usage.Usage.to_dict()
     billed_input: int | None = None
@@ -63,6 +70,9 @@ class Record:
     body_sha256: str = ""
     body: bytes | None = None  # only with --store-bodies
     instance: str = ""  # the proxy process that wrote the row
+    key_fingerprint: str | None = None  # "...abcd-<salted hash>" of the caller's key (mmtok.budgets.proxy.attribution)
+    tags: dict[str, str] = field(default_factory=dict)  # team=search, app=bot, user=...: from a header and the body
+    flags: list[str] = field(default_factory=list)  # values the row could not hold as given (out of range, NaN)
 
     @property
     def day(self) -> str:
@@ -70,11 +80,16 @@ class Record:
 
     @property
     def spend(self) -> Decimal:
-        """What the call cost: the billed tokens priced, else the prediction for a call that reached the provider."""
+        """What the call cost: the billed tokens priced; for a call the provider received but whose bill never came
+        (a stream cut short, a proxy killed mid-call), the prediction, which is the bound it reserved."""
         if self.billed_cost is not None:
             return self.billed_cost
-        reached = self.outcome in ("ok", "cut")
-        return (self.predicted_cost or Decimal(0)) if reached else Decimal(0)
+        return (self.predicted_cost or Decimal(0)) if self.outcome in REACHED else Decimal(0)
+
+    @property
+    def scopes(self) -> list[str]:
+        """The budgets the call counts in: all calls, its key, and each of its tags."""
+        return ["all", f"key:{self.key_fingerprint or '-'}", *(f"tag:{k}={v}" for k, v in sorted(self.tags.items()))]
 
     def to_dict(self, with_body: bool = False) -> dict[str, Any]:
         out = asdict(self)
@@ -87,230 +102,247 @@ class Record:
 
 
 COLUMNS = tuple(f.name for f in fields(Record))
+NANO = Decimal(10**9)  # spend is also kept as an integer count of nano-dollars, so SUM in SQL stays exact
+INT64_MAX = 2**63 - 1
+JSON_FIELDS = {  # field -> the JSON type it holds (None allowed where the record allows it)
+    "parts": list,
+    "settings": dict,
+    "predicted": dict,
+    "billed": dict,
+    "shrink": dict,
+    "tags": dict,
+    "flags": list,
+}
 DECIMALS = ("predicted_cost", "billed_cost", "saved_cost")
-_CREATE = """
-CREATE TABLE IF NOT EXISTS calls (
-    id TEXT PRIMARY KEY, time TEXT NOT NULL, day TEXT NOT NULL, provider TEXT, api TEXT, model TEXT, path TEXT,
-    stream INTEGER, status INTEGER, outcome TEXT, message TEXT, latency_ms REAL, upstream_ms REAL,
-    parts TEXT, settings TEXT, predicted TEXT, predicted_input INTEGER, predicted_cost TEXT, predicted_label TEXT,
-    billed TEXT, billed_input INTEGER, billed_output INTEGER, billed_cost TEXT, shrink TEXT, saved_cost TEXT,
-    body_sha256 TEXT, body BLOB, instance TEXT, spend_nusd INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS calls_day ON calls (day);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-"""
+INTEGERS = ("status", "predicted_input", "billed_input", "billed_output")
+FLOATS = ("latency_ms", "upstream_ms")
+TEXTS = ("provider", "api", "model", "path", "outcome", "message", "predicted_label", "body_sha256", "instance")
+TEXTS += ("key_fingerprint",)
+REQUIRED = ("id", "time")  # a row without these is not a call
+_FIELDS = {f.name: f for f in fields(Record)}
 
 
-def _row_values(record: Record) -> dict[str, Any]:
-    """A record as column values: JSON text for nested fields, decimal strings for money."""
-    values = {name: getattr(record, name) for name in COLUMNS}
+@dataclass(frozen=True)
+class BadRow:
+    """A row a reader skipped: which, which column, and what is wrong with it."""
+
+    id: str
+    column: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"row {self.id}: column {self.column}: {self.problem}; skipped"
+
+
+class _Malformed(Exception):
+    def __init__(self, column: str, problem: str) -> None:
+        super().__init__(problem)
+        self.column, self.problem = column, problem
+
+
+# ------------------------------------------------------------------------------------------------------ writing
+def _finite(value: Any, path: str, flags: list[str]) -> Any:
+    """``value`` (nested JSON data) with every NaN or infinite number replaced by None, each flagged."""
+    if isinstance(value, float) and not math.isfinite(value):
+        flags.append(f"{path}: {value} refused (not a finite number)")
+        return None
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            flags.append(f"{path}: {value} refused (not a finite number)")
+            return None
+        return str(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT64_MAX <= value <= INT64_MAX:
+        flags.append(f"{path}: {_short(value)} is out of the integer range")
+        return value if value.bit_length() < 14000 else f"<an integer of {value.bit_length()} bits>"
+    if isinstance(value, dict):
+        return {str(k): _finite(v, f"{path}.{k}", flags) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, f"{path}[{n}]", flags) for n, v in enumerate(value)]
+    return value
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str, allow_nan=False)
+
+
+def row_values(record: Record) -> dict[str, Any]:
+    """``record`` as column values: JSON text for nested fields, decimal strings for money, every value a column
+    can hold (out-of-range integers and non-finite numbers flagged, see the module's docstring)."""
+    flags = list(record.flags)
+    values: dict[str, Any] = {name: getattr(record, name) for name in COLUMNS}
     for name in JSON_FIELDS:
+        if name != "flags" and values[name] is not None:
+            values[name] = _json_text(_finite(values[name], name, flags))
+    for name in INTEGERS:
         value = values[name]
-        values[name] = None if value is None else json.dumps(value, separators=(",", ":"), default=str)
+        if isinstance(value, int) and not -INT64_MAX <= value <= INT64_MAX:
+            flags.append(f"{name}: {_short(value)} is out of the integer range; not stored in this column")
+            values[name] = None
+    for name in FLOATS:
+        value = values[name]
+        if isinstance(value, float) and not math.isfinite(value):
+            flags.append(f"{name}: {value} refused (not a finite number)")
+            values[name] = None
     for name in DECIMALS:
-        values[name] = None if values[name] is None else str(values[name])
-    values["stream"] = int(record.stream)
+        value = values[name]
+        if value is not None and not Decimal(value).is_finite():
+            flags.append(f"{name}: {value} refused (not a finite number)")
+            values[name] = None
+        elif value is not None:
+            values[name] = str(value)
+    values["stream"] = int(bool(record.stream))
     values["day"] = record.day
-    values["spend_nusd"] = int((record.spend * NANO).to_integral_value())
+    values["spend_nusd"] = spend_nusd(record)
+    values["flags"] = _json_text(flags) if flags else None
     return values
 
 
-def _record(row: dict[str, Any]) -> Record:
-    values = {name: row.get(name) for name in COLUMNS}
-    for name in JSON_FIELDS:
-        text = values[name]
-        values[name] = None if text is None else json.loads(text)
-    for name in DECIMALS:
-        values[name] = None if values[name] is None else Decimal(values[name])
-    values["stream"] = bool(values["stream"])
-    values["parts"] = values["parts"] or []
-    values["settings"] = values["settings"] or {}
-    values["predicted"] = values["predicted"] or {}
-    if isinstance(values["body"], str):
-        values["body"] = values["body"].encode()
-    return Record(**values)
+def spend_nusd(record: Record) -> int:
+    """The call's spend in nano-dollars (see :func:`to_nusd`)."""
+    return to_nusd(record.spend)
 
 
+def to_nusd(amount: Decimal) -> int:
+    """``amount`` USD in nano-dollars, saturated at the largest 64-bit integer (a non-finite amount counts 0)."""
+    if not amount.is_finite():
+        return 0
+    return max(-INT64_MAX, min(INT64_MAX, int((amount * NANO).to_integral_value())))
+
+
+def _short(value: int) -> str:
+    """A large integer in a few words (Python will not write one of over 4,300 digits as text)."""
+    if value.bit_length() >= 14000:
+        return f"an integer of {value.bit_length():,} bits"
+    text = str(abs(value))
+    return str(value) if len(text) <= 30 else f"an integer of {len(text):,} digits"
+
+
+# ------------------------------------------------------------------------------------------------------ reading
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _parse_json(text: Any, column: str, kind: type) -> Any:
+    if not isinstance(text, str):
+        raise _Malformed(column, f"expected JSON text, found {type(text).__name__}")
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as e:
+        raise _Malformed(column, f"bad JSON ({e})") from None
+    if not isinstance(value, kind):
+        raise _Malformed(column, f"expected a JSON {kind.__name__}, found {type(value).__name__}")
+    return value
+
+
+def _decimal(text: Any, column: str) -> Decimal:
+    if not isinstance(text, (str, int)) or isinstance(text, bool):
+        raise _Malformed(column, f"expected a decimal amount, found {type(text).__name__}")
+    try:
+        value = Decimal(str(text).strip())
+    except InvalidOperation:
+        raise _Malformed(column, f"{str(text)[:40]!r} is not a decimal amount") from None
+    if not value.is_finite():
+        raise _Malformed(column, f"{text} is not a finite amount")
+    return value
+
+
+def _integer(value: Any, column: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Malformed(column, f"expected an integer, found {type(value).__name__} {str(value)[:40]!r}")
+    return value
+
+
+def _float(value: Any, column: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Malformed(column, f"expected a number, found {type(value).__name__} {str(value)[:40]!r}")
+    if not math.isfinite(value):
+        raise _Malformed(column, f"{value} is not a finite number")
+    return float(value)
+
+
+def _time(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Malformed("time", f"expected an ISO time, found {type(value).__name__}")
+    try:
+        dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise _Malformed("time", f"{value[:40]!r} is not an ISO time") from None
+    return value
+
+
+def _values(row: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name in COLUMNS:
+        value = row.get(name)
+        if value is None:
+            if name in REQUIRED:
+                raise _Malformed(name, "missing")
+            values[name] = _default(name)
+            continue
+        if name in JSON_FIELDS:
+            values[name] = _parse_json(value, name, JSON_FIELDS[name])
+        elif name in DECIMALS:
+            values[name] = _decimal(value, name)
+        elif name in INTEGERS:
+            values[name] = _integer(value, name)
+        elif name in FLOATS:
+            values[name] = _float(value, name)
+        elif name == "stream":
+            values[name] = bool(_integer(value, name))
+        elif name == "time":
+            values[name] = _time(value)
+        elif name == "body":
+            values[name] = value.encode() if isinstance(value, str) else bytes(value)
+        elif not isinstance(value, str):
+            raise _Malformed(name, f"expected text, found {type(value).__name__}")
+        else:
+            values[name] = value
+    return values
+
+
+def _default(name: str) -> Any:
+    """A field's default, for a column that is NULL (a row from an older schema, or one the database left empty)."""
+    found = _FIELDS[name]
+    return found.default_factory() if callable(found.default_factory) else found.default
+
+
+def read_row(row: dict[str, Any]) -> Record | BadRow:
+    """The record a row holds, or what is wrong with it."""
+    try:
+        return Record(**_values(row))
+    except _Malformed as e:
+        return BadRow(_row_id(row), e.column, e.problem)
+
+
+def _row_id(row: dict[str, Any]) -> str:
+    value = row.get("id")
+    return value[:64] if isinstance(value, str) and value else f"(no id: {str(value)[:20]})"
+
+
+# ------------------------------------------------------------------------------------------------------ interface
 class Ledger(Protocol):
-    """Where records go. ``write`` is one transaction and idempotent by record id."""
+    """Where records go (:mod:`mmtok.budgets.ledger_sql`: SQLite and PostgreSQL)."""
 
     where: str  # for people: a path, or a URL with its password hidden
+    salt: str  # for key fingerprints: one per ledger, so every proxy on it names a key alike
+    skipped: list[BadRow]  # the malformed rows the last ``records`` passed over
 
-    def write(self, records: Sequence[Record]) -> None: ...
+    def write(self, records: Sequence[Record]) -> list[tuple[Record, str]]:
+        """Write ``records`` (idempotent by id; each also settles its reservation); the ones that could not be
+        written, each with why. One bad record never keeps another out."""
+        ...
 
     def records(self, since: str | None = None) -> Iterator[Record]: ...
 
-    def spend_on(self, day: str) -> Decimal: ...
+    def spend_on(self, day: str, scope: str = "all") -> Decimal: ...
 
     def close(self) -> None: ...
 
 
-class SqliteLedger:
-    """The default ledger: one SQLite file in WAL mode, through the standard library."""
+def open_ledger(target: str | os.PathLike[str], read_only: bool = False) -> Any:
+    """A ledger at ``target``: a file path (SQLite, standard library; ``sqlite:///path`` names one too) or a
+    PostgreSQL URL. ``read_only``: an SQLite file is opened for reading only (reports, calibration) and nothing is
+    written to it (SQLite still keeps its -shm and -wal files beside a file in WAL mode)."""
+    from mmtok.budgets import ledger_sql
 
-    def __init__(self, path: str | os.PathLike[str], read_only: bool = False) -> None:
-        self.path = Path(path).expanduser()
-        self.where = str(self.path)
-        self.read_only = read_only
-        if self.path.is_dir():
-            raise ConfigError(f"{self.path}: is a folder; the ledger is a file (e.g. calls.sqlite)")
-        if not self.path.parent.is_dir():
-            raise ConfigError(f"{self.path}: its folder does not exist")
-        self._lock = threading.Lock()
-        self._conn = self._connect()
-        try:
-            with self._lock, self._conn:
-                if not read_only:
-                    self._conn.executescript(_CREATE)
-                _check_version(self._conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone(), self)
-                if not read_only:
-                    self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-        except sqlite3.DatabaseError as e:
-            self._conn.close()
-            raise ConfigError(f"{self.path}: not an mmtok ledger ({e})") from None
-
-    def _connect(self) -> sqlite3.Connection:
-        """A connection in WAL mode, or a read-only one (which writes nothing, not even the journal mode)."""
-        try:
-            if self.read_only:
-                uri = f"{self.path.resolve().as_uri()}?mode=ro"
-                conn = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
-            else:
-                conn = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level="DEFERRED")
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as e:
-            raise ConfigError(f"{self.path}: not an mmtok ledger ({e})") from None
-        conn.row_factory = sqlite3.Row
-        return conn
-
-    def write(self, records: Sequence[Record]) -> None:
-        if not records:
-            return
-        names = (*COLUMNS, "day", "spend_nusd")
-        sql = f"INSERT OR IGNORE INTO calls ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-        rows = [tuple(values[n] for n in names) for values in map(_row_values, records)]
-        with self._lock, self._conn:
-            self._conn.executemany(sql, rows)
-
-    def records(self, since: str | None = None) -> Iterator[Record]:
-        reader = self._connect()  # its own connection: a report reads while the proxy writes
-        try:
-            query, args = "SELECT * FROM calls ORDER BY time, id", ()
-            if since:
-                query, args = "SELECT * FROM calls WHERE time >= ? ORDER BY time, id", (since,)
-            for row in reader.execute(query, args):
-                yield _record(dict(row))
-        finally:
-            reader.close()
-
-    def spend_on(self, day: str) -> Decimal:
-        with self._lock:
-            total = self._conn.execute("SELECT SUM(spend_nusd) FROM calls WHERE day = ?", (day,)).fetchone()[0]
-        return Decimal(total or 0) / NANO
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-def _check_version(row: Any, ledger: Any) -> None:
-    if row is not None and int(row[0]) > SCHEMA_VERSION:
-        raise ConfigError(
-            f"{ledger.where}: ledger schema {row[0]} is newer than this mmtok's ({SCHEMA_VERSION}): upgrade mmtok"
-        )
-
-
-class SqlAlchemyLedger:
-    """The same table in any database SQLAlchemy reaches (``mmtok[sql]``): several proxies may share it."""
-
-    def __init__(self, url: str) -> None:
-        try:
-            import sqlalchemy as sa
-        except ImportError:
-            raise ConfigError("a ledger URL needs SQLAlchemy: pip install 'mmtok[sql]'") from None
-        try:
-            parsed = sa.engine.make_url(url)
-        except sa.exc.ArgumentError:
-            raise ConfigError(f"{url!r}: not a database URL (e.g. sqlite:///calls.db)") from None
-        self.where = parsed.render_as_string(hide_password=True)
-        self._sa = sa
-        try:
-            self.engine = sa.create_engine(parsed, future=True)
-        except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as e:
-            raise ConfigError(f"{self.where}: cannot use this database ({e})") from None
-        if parsed.get_backend_name() == "sqlite":
-            sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-        self.table, self.meta_table = _tables(sa)
-        try:
-            self.table.metadata.create_all(self.engine)
-            with self.engine.begin() as conn:
-                found = conn.execute(sa.select(self.meta_table.c.value).where(self.meta_table.c.key == "schema"))
-                row = found.first()
-                _check_version(row, self)
-                if row is None:
-                    conn.execute(self.meta_table.insert().values(key="schema", value=str(SCHEMA_VERSION)))
-        except sa.exc.SQLAlchemyError as e:
-            raise ConfigError(f"{self.where}: cannot open the ledger ({type(e).__name__}: {e.args[0]})") from None
-
-    def _insert(self) -> Any:
-        dialect = self.engine.dialect.name
-        if dialect in ("sqlite", "postgresql"):
-            module = __import__(f"sqlalchemy.dialects.{dialect}", fromlist=["insert"])
-            return module.insert(self.table).on_conflict_do_nothing(index_elements=["id"])
-        return self.table.insert()  # other databases: ids are random, a batch is written once
-
-    def write(self, records: Sequence[Record]) -> None:
-        if not records:
-            return
-        with self.engine.begin() as conn:
-            conn.execute(self._insert(), [_row_values(r) for r in records])
-
-    def records(self, since: str | None = None) -> Iterator[Record]:
-        query = self._sa.select(self.table).order_by(self.table.c.time, self.table.c.id)
-        if since:
-            query = query.where(self.table.c.time >= since)
-        with self.engine.connect() as conn:
-            for row in conn.execute(query):
-                yield _record(dict(row._mapping))
-
-    def spend_on(self, day: str) -> Decimal:
-        sa = self._sa
-        with self.engine.connect() as conn:
-            total = conn.execute(sa.select(sa.func.sum(self.table.c.spend_nusd)).where(self.table.c.day == day))
-            return Decimal(total.scalar() or 0) / NANO
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-
-def _sqlite_pragmas(conn: Any, _record: Any) -> None:
-    cursor = conn.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
-
-
-def _tables(sa: Any) -> tuple[Any, Any]:
-    metadata = sa.MetaData()
-    text, integer, real = sa.Text, sa.BigInteger, sa.Float
-    kinds = {"stream": integer, "status": integer, "latency_ms": real, "upstream_ms": real, "body": sa.LargeBinary}
-    kinds |= dict.fromkeys(("predicted_input", "billed_input", "billed_output"), integer)
-    columns = [sa.Column("id", sa.String(32), primary_key=True), sa.Column("time", sa.String(40), nullable=False)]
-    columns.append(sa.Column("day", sa.String(10), nullable=False, index=True))
-    columns += [sa.Column(name, kinds.get(name, text)) for name in COLUMNS if name not in ("id", "time")]
-    columns.append(sa.Column("spend_nusd", integer, nullable=False, default=0))
-    calls = sa.Table("calls", metadata, *columns)
-    meta = sa.Table("meta", metadata, sa.Column("key", sa.String(40), primary_key=True), sa.Column("value", text))
-    return calls, meta
-
-
-def open_ledger(target: str | os.PathLike[str], read_only: bool = False) -> Ledger:
-    """A ledger at ``target``: a file path (SQLite, standard library) or a SQLAlchemy database URL. ``read_only``:
-    an SQLite file is opened for reading only (reports, calibration) and nothing is written to it (SQLite still keeps
-    its -shm and -wal files beside a file in WAL mode)."""
-    text = os.fspath(target)
-    if "://" in text:
-        return SqlAlchemyLedger(text)
-    return SqliteLedger(text, read_only)
+    return ledger_sql.open_store(os.fspath(target), read_only)

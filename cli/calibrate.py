@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from mmtok.cli.common import Column, console, print_error, print_note, print_table, say
-from mmtok.cli.ledger import open_for_reading
+from mmtok.cli.ledger import open_for_reading, report_skipped
 
 
 def rule_text(params: dict[str, Any] | None) -> str:
@@ -103,14 +103,16 @@ def calibrate(
     calibration = fit(book.records(), prices=tuple(prices), source=book.where)
     if not calibration.models:
         print_error(f"{book.where}: no billed calls with images to calibrate from")
+        report_skipped(book)
         raise typer.Exit(1)
     write_sheet(calibration, out)
     if json_out:
         models = [m.to_dict() for m in calibration.models]
         say(json.dumps({"sheet": str(out), "models": models, "skipped": dict(calibration.skipped)}, default=str))
-        return
-    _print_fits(calibration)
-    console().print(f"wrote {out} (use it with --prices)", markup=False, highlight=False)
+    else:
+        _print_fits(calibration)
+        console().print(f"wrote {out} (use it with --prices)", markup=False, highlight=False)
+    report_skipped(book)  # malformed rows, named; exit 1 after the rest was reported
 
 
 def _print_fits(calibration: Any) -> None:

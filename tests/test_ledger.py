@@ -1,5 +1,5 @@
-"""The ledger: SQLite through the standard library and through SQLAlchemy, one interface, rows written whole and
-once; the group-commit writer; `mmtok ledger` as a report (table, --json, --csv, --html)."""
+"""The ledger: SQLite through the standard library and a real PostgreSQL server, one interface, rows written whole
+and once; the group-commit writer; `mmtok ledger` as a report (table, --json, --csv, --html)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from decimal import Decimal
 import pytest
 from typer.testing import CliRunner
 
-from mmtok.budgets.ledger import Record, SqlAlchemyLedger, SqliteLedger, open_ledger
+from mmtok.budgets.ledger import Record, open_ledger
+from mmtok.budgets.ledger_sql import PostgresLedger, SqliteLedger
 from mmtok.budgets.proxy.recorder import Recorder
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError
+from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
 
 def record(n: int = 0, **fields) -> Record:
@@ -44,15 +46,15 @@ def record(n: int = 0, **fields) -> Record:
     return Record(**{**defaults, **fields})
 
 
-@pytest.fixture(params=["sqlite", "sqlalchemy"])
+@pytest.fixture(params=["sqlite", "postgresql"])
 def ledger(request, tmp_path):
-    """Each ledger kind: the standard-library SQLite file, and SQLite through a SQLAlchemy URL."""
+    """Each ledger kind: the standard-library SQLite file, and a database on a real PostgreSQL server."""
     if request.param == "sqlite":
         book = open_ledger(tmp_path / "calls.sqlite")
         assert isinstance(book, SqliteLedger)
     else:
-        book = open_ledger(f"sqlite:///{tmp_path / 'calls.db'}")
-        assert isinstance(book, SqlAlchemyLedger)
+        book = open_ledger(request.getfixturevalue("postgres_url"))
+        assert isinstance(book, PostgresLedger)
     yield book
     book.close()
 
@@ -117,7 +119,7 @@ def test_the_writer_commits_concurrent_records_once_each_in_few_transactions(tmp
 
     def counted(records):
         transactions.append(len(records))
-        write(records)
+        return write(records)
 
     book.write = counted
     recorder = Recorder(book)

@@ -29,9 +29,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from mmtok.budgets.ledger import Ledger, Record, open_ledger
-from mmtok.budgets.proxy import forward, quoting, shrinking
+from mmtok.budgets.proxy import attribution, forward, quoting, shrinking
 from mmtok.budgets.proxy.config import ProxyConfig
-from mmtok.budgets.proxy.limits import DailyBudget, Refusal, cost_refusal
+from mmtok.budgets.proxy.limits import Budgets, Refusal, cost_refusal
 from mmtok.budgets.proxy.providers import COUNT_APIS, Route, error_response, forwarded_headers, provider_of, route
 from mmtok.budgets.proxy.recorder import Recorder
 from mmtok.budgets.usage import Usage, billed_cost
@@ -81,7 +81,8 @@ class Proxy:
         self.clients: list[httpx.AsyncClient] = []
         self._next_client = 0
         self.recorder: Recorder | None = None
-        self.budget: DailyBudget | None = None
+        self.budgets: Budgets | None = None
+        self.salt = ""  # the ledger's, for key fingerprints
         self.in_flight = 0
         self._ids = itertools.count()
 
@@ -89,15 +90,18 @@ class Proxy:
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         ledger = self._given_ledger or open_ledger(self.config.ledger)
         self.recorder = Recorder(ledger, 0.0 if self.config.sync_ledger else LINGER_S)
-        if self.config.budget_usd_per_day is not None:
-            self.budget = DailyBudget(self.config.budget_usd_per_day, ledger, self.recorder.pending_spend)
+        self.salt = getattr(ledger, "salt", "")
+        rules = self.config.budget_rules()
+        if rules:
+            self.budgets = Budgets(rules, ledger, self.instance, self.config.reservation_ttl_s)
         if self._given_client is not None:
             self.clients = [self._given_client]
         else:
             tls = httpx.create_ssl_context()  # one for all the pools: making each costs ~25 ms
             self.clients = [_client(self.config, tls) for _ in range(POOLS)]
         try:
-            yield
+            async with self.budgets.heartbeat() if self.budgets else contextlib.nullcontext():
+                yield
         finally:
             if self._given_client is None:
                 for client in self.clients:
@@ -139,10 +143,16 @@ class Proxy:
             body=content if self.config.store_bodies else None,
             stream=where.streams or payload.get("stream") is True,
         )
+        try:
+            record.tags = attribution.call_tags(request.headers, payload)
+        except attribution.BadTags as e:
+            return error_response(where.provider, 400, str(e), "bad_tags", retry=False)
+        key = attribution.key_of(request.headers, request.query_params)
+        record.key_fingerprint = attribution.fingerprint(key, self.salt)
         prediction = await quoting.predict_async(payload, where, self.config, content)
         content, extra = await self._shrink(payload, where, prediction, record, content)
         prediction.fill(record)
-        reserved, refusal = await self._limits(where, prediction)
+        refusal = await self._limits(where, prediction, record)
         if refusal is not None:
             return await self._refuse(record, where, refusal, started)
         extra |= prediction.headers()
@@ -153,7 +163,7 @@ class Proxy:
         upstream = await forward.send(self._client(), url, forwarded_headers(request.headers), content, record)
 
         async def finish(done: Record, usage: Usage | None) -> None:
-            await self._finish(done, usage, started, reserved)
+            await self._finish(done, usage, started)
 
         if upstream.response is None:
             record.status, record.outcome, record.message = upstream.status, upstream.outcome, upstream.message
@@ -174,16 +184,19 @@ class Proxy:
         record.shrink, record.saved_cost = shrunk.summary, shrunk.saved_cost
         return shrunk.content, {"x-mmtok-shrink": shrunk.header}
 
-    async def _limits(self, where: Route, prediction: quoting.Prediction) -> tuple[Decimal, Refusal | None]:
-        """The cost reserved against the daily budget, and the refusal where a limit says no."""
+    async def _limits(self, where: Route, prediction: quoting.Prediction, record: Record) -> Refusal | None:
+        """The refusal where a limit says no; otherwise the call's bound is reserved in its budgets (the record
+        written when the call ends settles it)."""
         counting = where.api in COUNT_APIS  # free: no limit applies
         complete = prediction.complete or self.config.allow_unpriced
         max_cost = None if counting else self.config.max_cost
         refusal = cost_refusal(prediction.cost, complete, prediction.problem, max_cost)
-        if refusal is not None or self.budget is None or counting:
-            return Decimal(0), refusal
-        reserved = prediction.cost or Decimal(0)
-        return reserved, await self.budget.reserve(reserved)
+        if refusal is not None or self.budgets is None or counting:
+            return refusal
+        if prediction.cost is None or not complete:
+            why = prediction.problem or "its cost cannot be predicted"
+            return Refusal(400, f"{why}; the daily budgets cannot be checked (--allow-unpriced sends it)", "unpriced")
+        return await self.budgets.reserve(record, prediction.cost)
 
     def _client(self) -> httpx.AsyncClient:
         """The upstream clients in turn: httpcore's pool walks (and polls) every connection it holds on each
@@ -197,8 +210,9 @@ class Proxy:
         await self._commit(record)
         return error_response(where.provider, refusal.status, refusal.message, refusal.code, retry=refusal.retry)
 
-    async def _finish(self, record: Record, usage: Usage | None, started: float, reserved: Decimal) -> None:
-        """The call has ended: its usage and cost into the record, the record committed, the budget settled."""
+    async def _finish(self, record: Record, usage: Usage | None, started: float) -> None:
+        """The call has ended: its usage and cost into the record, the record committed (which settles its
+        reservation: the hold of its bound becomes its spend)."""
         record.latency_ms = (time.perf_counter() - started) * 1000
         if usage is not None:
             record.billed = usage.to_dict()
@@ -209,8 +223,6 @@ class Proxy:
         if record.api in COUNT_APIS:
             record.billed_cost = Decimal(0)  # the counting endpoints are free
         await self._commit(record)
-        if self.budget is not None and record.api not in COUNT_APIS:
-            self.budget.settle(reserved, record.spend, record.day)
         log.info("%s %s %s %.1f ms", record.api, record.model, record.status, record.latency_ms)
 
     async def _commit(self, record: Record) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from mmtok.budgets.proxy.limits import BudgetRules, budget_rules
 from mmtok.budgets.proxy.providers import DEFAULT_UPSTREAMS
 from mmtok.errors import ConfigError
 
@@ -21,6 +22,9 @@ class ProxyConfig:
     upstreams: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_UPSTREAMS))  # provider -> base URL
     max_cost: Decimal | None = None  # USD per request (the prediction, output budget included)
     budget_usd_per_day: Decimal | None = None  # USD per UTC day, across the ledger's calls
+    budget_usd_per_day_per_key: Decimal | None = None  # USD per UTC day for each key (by its fingerprint)
+    budgets: tuple[str, ...] = ()  # more daily budgets, SCOPE=USD: tag:team=search=5, tag:team=1, key=2, all=50
+    reservation_ttl_s: float = 60.0  # how long the holds of a proxy that stopped outlive it
     allow_unpriced: bool = False  # forward a request that cannot be priced in full though a limit is set
     shrink: bool = False  # shrink media in flight (mmtok.budgets.shrink), to the bars in ``keep``
     keep: tuple[str, ...] = ()  # quality bars, as ``mmtok shrink --keep``
@@ -40,12 +44,19 @@ class ProxyConfig:
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
                 raise ConfigError(f"--{provider}-upstream {url!r}: expected an http(s) base URL with no query")
-        for name in ("max_cost", "budget_usd_per_day"):
+        for name in ("max_cost", "budget_usd_per_day", "budget_usd_per_day_per_key"):
             value = getattr(self, name)
             if value is not None and (not value.is_finite() or value <= 0):
                 raise ConfigError(f"--{name.replace('_', '-')} must be a positive amount in USD, got {value}")
+        self.budget_rules()  # a bad --budget is one line before the proxy listens
+        if not 0 < self.reservation_ttl_s < 86400:
+            raise ConfigError(f"--reservation-ttl must be between 0 and 86400 seconds, got {self.reservation_ttl_s}")
         if self.max_body_bytes <= 0:
             raise ConfigError(f"the body cap must be positive, got {self.max_body_bytes}")
+
+    def budget_rules(self) -> BudgetRules:
+        """The daily budgets in force (global, per key, per tag)."""
+        return budget_rules(self.budget_usd_per_day, self.budget_usd_per_day_per_key, self.budgets)
 
     def upstream(self, provider: str) -> str:
         return self.upstreams.get(provider, DEFAULT_UPSTREAMS[provider]).rstrip("/")
@@ -56,7 +67,7 @@ class ProxyConfig:
             "ledger": _hide_password(self.ledger),
             "upstreams": {p: self.upstream(p) for p in DEFAULT_UPSTREAMS},
             "max_cost": None if self.max_cost is None else str(self.max_cost),
-            "budget_usd_per_day": None if self.budget_usd_per_day is None else str(self.budget_usd_per_day),
+            "budgets_usd_per_day": self.budget_rules().describe(),
             "shrink": self.shrink,
             "keep": list(self.keep),
             "store_bodies": self.store_bodies,

@@ -1,24 +1,35 @@
-"""What the proxy refuses before a request is sent: one over ``--max-cost``, or one that would take the day's spend
-over ``--budget-usd-per-day``.
+"""What the proxy refuses before a request is sent: one over ``--max-cost``, or one that would take a day's budget
+over its limit (global, per key, per tag).
 
-A request is judged by its prediction, output budget included (an upper bound where the body sets one). The daily
-budget counts what the ledger holds for the UTC day (billed cost where the response reported usage, the prediction
-otherwise), plus what calls in flight have reserved: two concurrent requests cannot both slip under the limit. The
-ledger is read again every few seconds, so proxies sharing one ledger see each other's spend.
+A request is judged by its prediction, an upper bound (output at the body's limit or the model's maximum, times
+``n``). Before a call is sent, that bound is reserved in the ledger, in the same transaction that checks what the
+day has spent and what calls in flight hold in each budget the call counts in (:meth:`Store.reserve`
+in :mod:`mmtok.budgets.ledger_sql`); the record written when the call ends replaces the hold by the bill, in one
+transaction. So with 200 calls at once, across any number of proxies on one ledger, a day's spend passes a budget
+by at most what bills exceed their bounds, and with honest bounds not at all. A call whose bill never comes (a
+stream cut short) keeps its reservation as its spend; the holds of a proxy that stopped (SIGKILL) expire after
+``reservation_ttl_s`` and count at their bound.
+
+Budgets (UTC days; :class:`BudgetRules`): ``all`` (``--budget-usd-per-day``), each key (``--budget-usd-per-day-per-
+key``: each key fingerprint its own day), and tags (``--budget tag:team=search=5``: calls tagged team=search;
+``--budget tag:team=1``: each team its own).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from decimal import Decimal
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 
-from mmtok.budgets.ledger import Ledger
+from mmtok.budgets.ledger import Record
+from mmtok.errors import ConfigError
 
-REFRESH_S = 5.0  # how old the day's spend read from the ledger may be
+log = logging.getLogger("mmtok.proxy")
+TAG_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -49,46 +60,123 @@ def cost_refusal(cost: Decimal | None, complete: bool, problem: str, max_cost: D
     return None
 
 
-class DailyBudget:
-    """Spend of the current UTC day against ``limit``, with reservations for calls in flight."""
+@dataclass(frozen=True)
+class BudgetRules:
+    """The daily budgets in force, in USD: ``all`` calls, each key, a tag's value, each value of a tag."""
 
-    def __init__(self, limit: Decimal, ledger: Ledger, unwritten: Callable[[str], Decimal]) -> None:
-        self.limit = limit
+    all: Decimal | None = None
+    per_key: Decimal | None = None
+    tags: dict[str, Decimal] = field(default_factory=dict)  # "team=search" (that value) or "team" (each value)
+
+    def __bool__(self) -> bool:
+        return self.all is not None or self.per_key is not None or bool(self.tags)
+
+    def limits(self, record: Record) -> dict[str, Decimal]:
+        """The limit of each scope ``record`` counts in that has one (a tag's own value before its each-value
+        rule)."""
+        found: dict[str, Decimal] = {}
+        for scope in record.scopes:
+            if scope == "all" and self.all is not None:
+                found[scope] = self.all
+            elif scope.startswith("key:") and self.per_key is not None:
+                found[scope] = self.per_key
+            elif scope.startswith("tag:"):
+                pair = scope[4:]
+                limit = self.tags.get(pair, self.tags.get(pair.split("=", 1)[0]))
+                if limit is not None:
+                    found[scope] = limit
+        return found
+
+    def describe(self) -> dict[str, str]:
+        out = {"all": self.all, "per key": self.per_key} | {f"tag:{k}": v for k, v in self.tags.items()}
+        return {k: str(v) for k, v in out.items() if v is not None}
+
+
+def parse_budget(text: str) -> tuple[str, Decimal]:
+    """``--budget SCOPE=USD``: ``all=50``, ``key=5`` (each key), ``tag:team=2`` (each team),
+    ``tag:team=search=5`` (the search team); the amount is after the last ``=``."""
+    scope, sep, amount_text = text.strip().rpartition("=")
+    try:
+        amount = Decimal(amount_text.strip().lstrip("$"))
+    except InvalidOperation:
+        amount = Decimal("NaN")
+    if not sep or not amount.is_finite() or amount <= 0:
+        raise ConfigError(f"--budget {text!r}: expected SCOPE=USD, e.g. tag:team=search=5.00 or key=2")
+    if scope in ("all", "key"):
+        return scope, amount
+    name, equals, value = scope.removeprefix("tag:").partition("=")
+    if not scope.startswith("tag:") or not TAG_NAME.match(name) or (equals and not value):
+        raise ConfigError(f"--budget {text!r}: the scope is all, key, tag:NAME or tag:NAME=VALUE")
+    return f"tag:{name}={value}" if value else f"tag:{name}", amount
+
+
+def budget_rules(all_usd: Decimal | None, per_key_usd: Decimal | None, budgets: tuple[str, ...]) -> BudgetRules:
+    """The rules the proxy's flags give; a scope named twice is a usage error."""
+    found: dict[str, Decimal] = {}
+    for text in budgets:
+        scope, amount = parse_budget(text)
+        if scope in found or (scope == "all" and all_usd) or (scope == "key" and per_key_usd):
+            raise ConfigError(f"--budget {text!r}: a budget for {scope} is already set")
+        found[scope] = amount
+    tags = {k[4:]: v for k, v in found.items() if k.startswith("tag:")}
+    return BudgetRules(all_usd or found.get("all"), per_key_usd or found.get("key"), tags)
+
+
+class Budgets:
+    """The daily budgets of one proxy instance over its ledger: reservations before calls, a heartbeat that keeps
+    this instance's holds alive and expires those of instances that stopped."""
+
+    def __init__(self, rules: BudgetRules, ledger: object, instance: str, ttl_s: float) -> None:
+        self.rules = rules
         self.ledger = ledger
-        self.unwritten = unwritten  # the spend of a day's calls whose records are not yet in the ledger
-        self.day = ""
-        self.spent = Decimal(0)
-        self.reserved = Decimal(0)
-        self._read_at = -float("inf")
-        self._lock = asyncio.Lock()
+        self.instance = instance
+        self.ttl_s = ttl_s
 
-    async def _refresh(self) -> None:
-        today = dt.datetime.now(dt.UTC).date().isoformat()
-        if today == self.day and time.monotonic() - self._read_at < REFRESH_S:
-            return
-        async with self._lock:
-            if today == self.day and time.monotonic() - self._read_at < REFRESH_S:
-                return
-            written = await asyncio.to_thread(self.ledger.spend_on, today)
-            self.spent = written + self.unwritten(today)
-            self.day, self._read_at = today, time.monotonic()
+    async def reserve(self, record: Record, cost: Decimal) -> Refusal | None:
+        """Hold ``cost`` for ``record``'s call in every budget it counts in, or the refusal of the first it would
+        pass."""
+        from mmtok.budgets.ledger_sql import Refused
 
-    async def reserve(self, cost: Decimal) -> Refusal | None:
-        """Hold ``cost`` for a call about to be sent, or refuse it."""
-        await self._refresh()
-        if self.spent + self.reserved + cost > self.limit:
-            held = f" (+{usd(self.reserved)} held by calls in flight)" if self.reserved else ""
+        limits = self.rules.limits(record)
+        if not limits:
+            return None
+        try:
+            await asyncio.to_thread(self.ledger.reserve, record, cost, limits, self.ttl_s)  # type: ignore[attr-defined]
+        except Refused as r:
             return Refusal(
                 429,
-                f"the daily budget {usd(self.limit)} would be exceeded: {usd(self.spent)} spent today (UTC){held}, "
-                f"this request is predicted at {usd(cost)}",
+                f"the daily budget {usd(r.limit)} of {_scope_words(r.scope)} would be exceeded: {usd(r.counted)} "
+                f"spent or held by calls in flight today (UTC), this request is bounded at {usd(cost)}",
                 "daily_budget",
             )
-        self.reserved += cost
+        except Exception as e:  # the ledger cannot be reached: a budget that cannot be checked refuses
+            log.error("budget reservation failed: %s", e)
+            return Refusal(503, f"the budget cannot be checked: the ledger failed ({type(e).__name__})", "ledger")
         return None
 
-    def settle(self, reserved: Decimal, spent: Decimal, day: str) -> None:
-        """A call that reserved ``reserved`` has ended having cost ``spent`` (its record handed to the writer)."""
-        self.reserved = max(Decimal(0), self.reserved - reserved)
-        if day == self.day:
-            self.spent += spent
+    @contextlib.asynccontextmanager
+    async def heartbeat(self) -> AsyncIterator[None]:
+        """While the proxy serves: refresh this instance's holds every quarter of their lifetime."""
+        task = asyncio.create_task(self._beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl_s / 4)
+            try:
+                await asyncio.to_thread(self.ledger.refresh, self.instance, self.ttl_s)  # type: ignore[attr-defined]
+            except Exception as e:  # the next beat tries again; holds last ttl_s
+                log.error("refreshing the budget holds failed: %s", e)
+
+
+def _scope_words(scope: str) -> str:
+    if scope == "all":
+        return "all calls"
+    if scope.startswith("key:"):
+        return f"key {scope[4:]}"
+    return f"tag {scope[4:]}"

@@ -135,8 +135,13 @@ def error_response(
 
 
 def forwarded_headers(headers: Any) -> dict[str, str]:
-    """The caller's headers to send upstream: all but hop-by-hop ones, credentials untouched."""
-    return {k: v for k, v in headers.items() if k.lower() not in DROPPED_REQUEST_HEADERS}
+    """The caller's headers to send upstream: all but hop-by-hop ones and the proxy's own (``x-mmtok-*``, such as
+    the tags header), credentials untouched."""
+    return {
+        k: v
+        for k, v in headers.items()
+        if k.lower() not in DROPPED_REQUEST_HEADERS and not k.lower().startswith("x-mmtok-")
+    }
 
 
 def returned_headers(headers: Any) -> list[tuple[str, str]]:

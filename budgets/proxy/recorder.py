@@ -6,6 +6,11 @@ not 200, and no call waits for the disk. A caller that must
 know its record is on disk waits for it (``await recorder.write(record)``: the proxy's ``--sync-ledger``).
 ``pending`` counts records not yet committed; ``close`` writes all of them before it returns (the proxy's SIGTERM
 drain), so only a SIGKILL can lose the last few milliseconds of records, never a committed one.
+
+One record never keeps another out: the ledger writes a batch whole or, when that fails, record by record
+(:meth:`mmtok.budgets.ledger_sql.Store.write`). A record the database still refuses (it is down, its disk full) is
+said on stderr and kept to be tried again with the next batch and at close (up to :data:`MAX_UNWRITTEN`); meanwhile
+its reservation stays in the ledger, so the budgets still count the call at its bound.
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ import sys
 import threading
 import time
 from concurrent.futures import Future
-from decimal import Decimal
 
 from mmtok.budgets.ledger import Ledger, Record
 
 MAX_BATCH = 512  # records per transaction
+MAX_UNWRITTEN = 100_000  # records kept in memory to be tried again while the database refuses them
 
 
 class Recorder:
@@ -32,9 +37,9 @@ class Recorder:
         self._queue: queue.SimpleQueue[tuple[Record, Future[None]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="mmtok-ledger", daemon=True)
         self._closed = False
-        self.failures = 0  # batches that could not be written (each said on stderr)
+        self.failures = 0  # records that could not be written when first tried (each said on stderr)
+        self.unwritten: list[Record] = []  # records the database refused, tried again with the next batch
         self._pending = 0
-        self._pending_spend: dict[str, Decimal] = {}  # UTC day -> spend of the records not yet committed
         self._count_lock = threading.Lock()
         self._thread.start()
 
@@ -46,7 +51,6 @@ class Recorder:
             return done
         with self._count_lock:
             self._pending += 1
-            self._pending_spend[record.day] = self._pending_spend.get(record.day, Decimal(0)) + record.spend
         self._queue.put((record, done))
         return done
 
@@ -54,11 +58,6 @@ class Recorder:
     def pending(self) -> int:
         """Records queued or being written, not yet committed."""
         return self._pending
-
-    def pending_spend(self, day: str) -> Decimal:
-        """What the calls of ``day`` whose records are not yet committed cost (the ledger cannot say it yet)."""
-        with self._count_lock:
-            return self._pending_spend.get(day, Decimal(0))
 
     async def write(self, record: Record) -> None:
         """Queue ``record`` and wait until it is committed."""
@@ -87,24 +86,30 @@ class Recorder:
                 return
 
     def _commit(self, batch: list[tuple[Record, Future[None]]]) -> None:
+        retried, self.unwritten = self.unwritten, []
+        records = [record for record, _ in batch]
         try:
-            self.ledger.write([record for record, _ in batch])
-        except Exception as e:  # the database is gone or full: the calls themselves have already been answered
-            self.failures += 1
-            sys.stderr.write(f"error: ledger {self.ledger.where}: {len(batch)} record(s) not written: {e}\n")
-            for _, done in batch:
-                done.set_exception(e)
-        else:
-            for _, done in batch:
+            failed = self.ledger.write(retried + records)
+        except Exception as e:  # a ledger that raises instead of naming records: every record is unwritten
+            failed = [(record, f"{type(e).__name__}: {e}") for record in retried + records]
+        refused = {record.id: why for record, why in failed}
+        for record, done in batch:
+            if record.id in refused:
+                self.failures += 1
+                done.set_exception(RuntimeError(refused[record.id]))
+            else:
                 done.set_result(None)
+        if failed:
+            self._keep(failed)
         with self._count_lock:
             self._pending -= len(batch)
-            for record, _ in batch:
-                left = self._pending_spend.get(record.day, Decimal(0)) - record.spend
-                if left:
-                    self._pending_spend[record.day] = left
-                else:
-                    self._pending_spend.pop(record.day, None)
+
+    def _keep(self, failed: list[tuple[Record, str]]) -> None:
+        """Say which records were not written and why; keep them for the next batch (the oldest go past the cap)."""
+        ids = ", ".join(r.id for r, _ in failed[:5]) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
+        sys.stderr.write(f"error: ledger {self.ledger.where}: {len(failed)} record(s) not written yet ({ids}): "
+                         f"{failed[0][1]}; tried again with the next batch\n")  # fmt: skip
+        self.unwritten = (self.unwritten + [record for record, _ in failed])[-MAX_UNWRITTEN:]
 
     def close(self) -> None:
         """Write everything queued, then stop the thread and close the ledger."""
@@ -113,4 +118,8 @@ class Recorder:
         self._closed = True
         self._queue.put(None)
         self._thread.join()
+        if self.unwritten:  # one last try; what the database still refuses is said and lost with the process
+            failed = self.ledger.write(self.unwritten)
+            if failed:
+                sys.stderr.write(f"error: ledger {self.ledger.where}: {len(failed)} record(s) lost: {failed[0][1]}\n")
         self.ledger.close()

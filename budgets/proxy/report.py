@@ -5,6 +5,13 @@ page with figures (``--html DIR``).
 Errors are ``billed - predicted`` (positive: the bill was higher) and relative to the bill. Input tokens are
 compared on every call whose response reported usage; a modality only where the provider itemises it (Gemini's
 ``promptTokensDetails``, OpenAI's audio tokens).
+
+Spend is also grouped by key (its fingerprint), model, day or a tag's value (:func:`groups`, ``ledger --by``).
+
+CSV cells are made safe to open: control and bidirectional-override characters and line ends are written as
+visible escapes (``\x1b``, ``\u202e``, ``\n``), and a text cell that starts with ``=``, ``+``, ``-`` or ``@`` gets a
+leading ``'`` so that a spreadsheet shows it as text instead of running it as a formula (OWASP, CSV Injection,
+https://owasp.org/www-community/attacks/CSV_Injection, and ASVS 5.0 requirement 1.2.10; read 2026-12-05).
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ import csv
 import html
 import io
 import json
+import re
 import statistics
+import unicodedata
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -40,21 +49,49 @@ CSV_FIELDS = (
     "billed_cost",
     "saved_cost",
     "predicted_label",
+    "key_fingerprint",
+    "tags",
+    "flags",
     "message",
 )
 WORST_CASES = 5
+FORMULA_START = ("=", "+", "-", "@")
+GROUPINGS = ("key", "model", "day")  # and tag:NAME
+_INVISIBLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 
 
 def _images(record: Record) -> str:
     return ";".join(f"{p['w']}x{p['h']}" for p in record.parts if p.get("kind") == "image" and "w" in p)
 
 
+def visible(text: str) -> str:
+    """``text`` with control, bidirectional-override and zero-width characters, and line ends, as escapes."""
+    return _INVISIBLE.sub(lambda m: _escape(m.group()), text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell safe to open in a spreadsheet (see the module's docstring); numbers pass as they are."""
+    if not isinstance(value, str):
+        return value
+    text = visible(unicodedata.normalize("NFC", value))
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
 def csv_row(record: Record) -> dict[str, Any]:
     row = {name: getattr(record, name, None) for name in CSV_FIELDS if name != "images"}
     row["images"] = _images(record)
+    row["tags"] = ";".join(f"{k}={v}" for k, v in record.tags.items())
+    row["flags"] = "; ".join(record.flags)
     for name in ("latency_ms", "upstream_ms"):
         row[name] = None if row[name] is None else round(row[name], 2)
-    return row
+    for name in ("predicted_cost", "billed_cost", "saved_cost"):
+        row[name] = None if row[name] is None else str(row[name])  # a decimal amount, never a formula
+    return {k: v if k in ("predicted_cost", "billed_cost", "saved_cost") else csv_cell(v) for k, v in row.items()}
 
 
 def write_csv(records: Iterable[Record], out: Any) -> int:
@@ -65,6 +102,50 @@ def write_csv(records: Iterable[Record], out: Any) -> int:
         writer.writerow(csv_row(record))
         count += 1
     return count
+
+
+def write_rows_csv(rows: Sequence[dict[str, Any]], fields: Sequence[str], out: Any) -> None:
+    """Plain dicts (a grouping's rows) as safe CSV."""
+    writer = csv.DictWriter(out, list(fields), extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
+
+
+def group_of(record: Record, by: str) -> str | None:
+    """The group ``record`` falls in when grouped ``by`` key, model, day or tag:NAME (None: it has no such tag)."""
+    if by == "key":
+        return record.key_fingerprint or "(no key)"
+    if by == "model":
+        return record.model or "?"
+    if by == "day":
+        return record.day
+    return record.tags.get(by[4:], "(untagged)")
+
+
+def check_grouping(by: str) -> str:
+    """``by`` if it names a grouping, else a ValueError saying which do."""
+    if by in GROUPINGS or (by.startswith("tag:") and len(by) > 4):
+        return by
+    raise ValueError(f"expected key, model, day or tag:NAME, got {by!r}")
+
+
+def groups(records: Sequence[Record], by: str) -> list[dict[str, Any]]:
+    """Calls, refusals, spend, billed and predicted cost and savings per group (most spent first)."""
+    table: dict[str, dict[str, Any]] = {}
+    for r in records:
+        name = group_of(r, by)
+        row = table.setdefault(name, {"group": name, "calls": 0, "refused": 0, "spend": Decimal(0),
+                                      "billed": Decimal(0), "predicted": Decimal(0), "saved": Decimal(0)})  # fmt: skip
+        row["calls"] += 1
+        row["refused"] += r.outcome == "refused"
+        row["spend"] += r.spend
+        row["billed"] += r.billed_cost or 0
+        if r.outcome != "refused":
+            row["predicted"] += r.predicted_cost or 0
+        row["saved"] += r.saved_cost or 0
+    ordered = sorted(table.values(), key=lambda row: (-row["spend"], row["group"]))
+    return [{k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()} for row in ordered]
 
 
 def _comparisons(record: Record) -> list[tuple[str, int, int]]:
@@ -141,8 +222,11 @@ def spend(records: Sequence[Record]) -> list[dict[str, Any]]:
     return [{k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()} for _, row in sorted(table.items())]
 
 
-def summarise(records: Iterable[Record], where: str = "") -> dict[str, Any]:
-    """The whole report as plain data."""
+def summarise(
+    records: Iterable[Record], where: str = "", skipped: Sequence[Any] = (), by: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The whole report as plain data: ``skipped`` the malformed rows passed over (:class:`BadRow`), ``by`` the
+    groupings to add (key, model, day, tag:NAME; the HTML report adds key and each tag found)."""
     rows = list(records)
     outcomes: dict[str, int] = {}
     for r in rows:
@@ -160,17 +244,21 @@ def summarise(records: Iterable[Record], where: str = "") -> dict[str, Any]:
         "latency_ms_median": round(statistics.median(latencies), 2) if latencies else None,
         "spend": spend(rows),
         "accuracy": accuracy(rows),
+        "by": {name: groups(rows, name) for name in by},
+        "flagged": [{"id": r.id, "flags": r.flags} for r in rows if r.flags],
+        "skipped": [{"id": b.id, "column": b.column, "problem": b.problem} for b in skipped],
     }
 
 
 # ------------------------------------------------------------------------------------------------------ html
-def write_html(records: Iterable[Record], out: str | Path, where: str = "") -> Path:
-    """``index.html`` with figures (spend per day, predicted against billed), plus ``calls.csv`` and
-    ``summary.json`` beside it, in the folder ``out``."""
+def write_html(records: Iterable[Record], out: str | Path, where: str = "", skipped: Sequence[Any] = ()) -> Path:
+    """``index.html`` with figures (spend per day, predicted against billed) and spend by key and by each tag the
+    calls carry, plus ``calls.csv`` and ``summary.json`` beside it, in the folder ``out``."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     rows = list(records)
-    summary = summarise(rows, where)
+    tag_names = sorted({name for r in rows for name in r.tags})
+    summary = summarise(rows, where, skipped, by=("key", *(f"tag:{name}" for name in tag_names)))
     (folder / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     with open(folder / "calls.csv", "w", newline="", encoding="utf-8") as f:
         write_csv(rows, f)
@@ -257,6 +345,9 @@ def _page(summary: dict[str, Any], figures: list[tuple[str, str]]) -> str:
         )
     out.write("<h2>Spend per day and model</h2>")
     out.write(_table(summary["spend"], ("day", "model", "calls", "refused", "spend", "predicted", "saved")))
+    for name, found in summary["by"].items():
+        out.write(f"<h2>Spend by {html.escape(name)}</h2>")
+        out.write(_table(found, ("group", "calls", "refused", "spend", "predicted", "saved")))
     out.write("<h2>Predicted against billed</h2>")
     columns = (
         "model",
