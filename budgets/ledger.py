@@ -178,6 +178,11 @@ def row_values(record: Record) -> dict[str, Any]:
         if isinstance(value, int) and not -INT64_MAX <= value <= INT64_MAX:
             flags.append(f"{name}: {_short(value)} is out of the integer range; not stored in this column")
             values[name] = None
+    for name in TEXTS:
+        value = values[name]
+        if isinstance(value, str) and "\x00" in value:  # PostgreSQL's text cannot hold NUL
+            flags.append(f"{name}: NUL characters written as U+FFFD")
+            values[name] = value.replace("\x00", "\ufffd")
     for name in FLOATS:
         value = values[name]
         if isinstance(value, float) and not math.isfinite(value):

@@ -40,6 +40,18 @@ MAX_COST = typer.Option(None, "--max-cost", help="Refuse a request predicted abo
 BUDGET = typer.Option(
     None, "--budget-usd-per-day", help="Refuse requests once the UTC day's spend would pass this (USD)."
 )
+BUDGET_PER_KEY = typer.Option(
+    None, "--budget-usd-per-day-per-key", help="Each API key's own daily budget (USD, UTC days; keys by fingerprint)."
+)
+BUDGETS = typer.Option(
+    [],
+    "--budget",
+    help="A daily budget SCOPE=USD: tag:team=search=5 (calls tagged team=search), tag:team=1 (each team), key=2, "
+    "all=50 (repeatable).",
+)
+RESERVATION_TTL = typer.Option(
+    60.0, "--reservation-ttl", min=1, max=86399, help="Seconds the budget holds of a proxy that stopped outlive it."
+)
 ALLOW_UNPRICED = typer.Option(
     False, "--allow-unpriced", help="Send requests that cannot be priced in full even with a limit set."
 )
@@ -69,6 +81,9 @@ def proxy(
     keep: list[str] = KEEP,
     max_cost: str | None = MAX_COST,
     budget_usd_per_day: str | None = BUDGET,
+    budget_usd_per_day_per_key: str | None = BUDGET_PER_KEY,
+    budget: list[str] = BUDGETS,
+    reservation_ttl: float = RESERVATION_TTL,
     allow_unpriced: bool = ALLOW_UNPRICED,
     prices: list[Path] = PRICES,
     store_bodies: bool = STORE_BODIES,
@@ -88,12 +103,16 @@ def proxy(
     from mmtok.budgets.proxy import ProxyConfig, serve
 
     _check_bars(keep)
+    _check_budgets(budget)
     _check_sheets(prices)
     config = ProxyConfig(
         ledger=ledger,
         upstreams=_upstreams(openai_upstream, anthropic_upstream, gemini_upstream),
         max_cost=_usd(max_cost, "--max-cost"),
         budget_usd_per_day=_usd(budget_usd_per_day, "--budget-usd-per-day"),
+        budget_usd_per_day_per_key=_usd(budget_usd_per_day_per_key, "--budget-usd-per-day-per-key"),
+        budgets=tuple(budget),
+        reservation_ttl_s=reservation_ttl,
         allow_unpriced=allow_unpriced,
         shrink=shrink,
         keep=tuple(keep),
@@ -136,6 +155,16 @@ def _check_sheets(prices: list[Path]) -> None:
     paths = tuple(prices)
     sheets(paths)
     families(paths)
+
+
+def _check_budgets(budgets: list[str]) -> None:
+    from mmtok.budgets.proxy.limits import budget_rules
+    from mmtok.errors import MmtokError
+
+    try:
+        budget_rules(None, None, tuple(budgets))
+    except MmtokError as e:
+        raise typer.BadParameter(str(e), param_hint="--budget") from None
 
 
 def _check_bars(keep: list[str]) -> None:
