@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,9 @@ from mmtok.budgets.ledger import Record
 from mmtok.budgets.proxy.providers import Route, error_response, returned_headers
 from mmtok.budgets.usage import StreamUsage, Usage, usage_from_bytes
 
-WHOLE_BODY_BYTES = 8 * 2**20  # a non-streamed answer up to this size is read whole and sent with its length
+WHOLE_BODY_BYTES = 8 * 2**20  # a non-streamed answer up to this size (decoded) is read whole and sent with its length
+PIECE_BYTES = 2**20  # compressed answers are inflated at most this much at a time
+ACCEPTED_ENCODINGS = "gzip, deflate"  # what the proxy decodes itself (never br or zstd, whatever is installed)
 
 
 @dataclass
@@ -42,6 +45,7 @@ async def send(
 ) -> Upstream:
     """POST ``content`` to ``url`` with the caller's headers; the response is opened as a stream."""
     sent = time.perf_counter()
+    headers = {**headers, "accept-encoding": ACCEPTED_ENCODINGS}
     request = client.build_request("POST", url, headers=headers, content=content)
     try:
         response = await client.send(request, stream=True)
@@ -66,13 +70,58 @@ def is_stream(response: httpx.Response) -> bool:
 Finish = Callable[[Record, Usage | None], Awaitable[None]]
 
 
+class UnreadableAnswer(Exception):
+    """An upstream answer the proxy cannot decode (an encoding it did not ask for, or corrupt compressed bytes)."""
+
+
+GZIP_WBITS = zlib.MAX_WBITS | 16
+
+
+def _is_zlib_wrapped(head: bytes) -> bool:
+    """Whether deflate bytes carry the zlib header RFC 9110 asks for (servers also send raw deflate)."""
+    return len(head) >= 2 and head[0] & 0x0F == 8 and ((head[0] << 8) | head[1]) % 31 == 0
+
+
+async def decoded(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The answer's bytes, decoded a bounded piece at a time: httpx would inflate each network read whole (64 KiB of
+    gzip can be 64 MiB of zeros), so the proxy reads the raw bytes and inflates at most :data:`PIECE_BYTES` at once.
+    Only the encodings httpx asks for (gzip, deflate) are decoded; another is an :class:`UnreadableAnswer`."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        async for chunk in response.aiter_raw():
+            yield chunk
+        return
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise UnreadableAnswer(
+            f"the upstream answered in content-encoding {encoding!r}, which the proxy did not ask for"
+        )
+    inflate = zlib.decompressobj(GZIP_WBITS) if encoding != "deflate" else None
+    try:
+        async for raw in response.aiter_raw():
+            if inflate is None:
+                inflate = zlib.decompressobj(zlib.MAX_WBITS if _is_zlib_wrapped(raw) else -zlib.MAX_WBITS)
+            data = raw
+            while data:
+                piece = inflate.decompress(data, PIECE_BYTES)
+                data = inflate.unconsumed_tail
+                if piece:
+                    yield piece
+        rest = inflate.flush() if inflate is not None else b""
+    except zlib.error as e:
+        raise UnreadableAnswer(f"the upstream's {encoding} bytes are corrupt ({e})") from None
+    if inflate is not None and not inflate.eof:
+        raise UnreadableAnswer(f"the upstream's {encoding} bytes end before their compressed stream does")
+    if rest:
+        yield rest
+
+
 async def whole(
     route: Route, response: httpx.Response, record: Record, finish: Finish, extra: dict[str, str]
 ) -> Response:
     """A non-streamed answer: read whole, its usage read, the record committed, then the answer sent. The cap on
     what is read whole is on the decoded bytes (a small gzip answer may expand a thousandfold): an answer that
     decodes past :data:`WHOLE_BODY_BYTES` is passed on as a stream instead, with the bytes read so far first."""
-    chunks = response.aiter_bytes()
+    chunks = decoded(response)
     read: list[bytes] = []
     size = 0
     try:
@@ -81,10 +130,12 @@ async def whole(
             size += len(chunk)
             if size > WHOLE_BODY_BYTES:
                 return streamed(route, response, record, finish, extra, sse=False, first=read, rest=chunks)
-    except httpx.HTTPError as e:
+    except (httpx.HTTPError, UnreadableAnswer) as e:
         await response.aclose()
         record.outcome = "upstream_error"
-        record.message = f"the upstream answer was cut short ({type(e).__name__})"
+        record.message = (
+            str(e) if isinstance(e, UnreadableAnswer) else f"the upstream answer was cut short ({type(e).__name__})"
+        )
         record.status = 502
         await finish(record, None)
         return error_response(route.provider, 502, record.message, record.outcome)
@@ -134,7 +185,7 @@ def streamed(
     async def upstream_chunks() -> AsyncIterator[bytes]:
         for chunk in first or ():
             yield chunk
-        async for chunk in rest if rest is not None else response.aiter_bytes():
+        async for chunk in rest if rest is not None else decoded(response):
             yield chunk
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -155,6 +206,9 @@ def streamed(
         except httpx.HTTPError as e:
             record.outcome = "cut"
             record.message = f"the upstream stream ended early ({type(e).__name__})"
+            raise StreamCut(record.message) from None
+        except UnreadableAnswer as e:
+            record.outcome, record.message = "upstream_error", str(e)
             raise StreamCut(record.message) from None
         finally:
             with anyio.CancelScope(shield=True):

@@ -62,9 +62,13 @@ def serve_upstream() -> None:
     uvicorn.Server(uvicorn.Config(upstream_app, log_level="error", access_log=False, lifespan="off")).run([sock])
 
 
-def start(command: list[str]) -> tuple[subprocess.Popen[str], str]:
+def start(command: list[str], stderr: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """A process whose first line on stdout is returned (a port, a URL); its stderr to the file ``stderr``."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    errors = stderr.open("w") if stderr is not None else None
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True, env=env)
+    if errors is not None:
+        errors.close()  # the child holds its own copy
     return process, process.stdout.readline().strip()
 
 
@@ -164,10 +168,12 @@ async def one_call(host: str, port: int, body: bytes) -> float:
     return elapsed
 
 
-def start_proxy(upstream_port: str, ledger: Path, *extra: str) -> tuple[subprocess.Popen[str], str, int]:
+def start_proxy(
+    upstream_port: str, ledger: Path, *extra: str, stderr: Path | None = None
+) -> tuple[subprocess.Popen[str], str, int]:
     """``mmtok proxy`` in front of the loopback upstream, on a free port: (process, host, port)."""
     proxy, line = start([sys.executable, "-m", "mmtok.cli.main", "proxy", "--port", "0", "--ledger", str(ledger),
-                         "--openai-upstream", f"http://127.0.0.1:{upstream_port}/v1", *extra])  # fmt: skip
+                         "--openai-upstream", f"http://127.0.0.1:{upstream_port}/v1", *extra], stderr)  # fmt: skip
     host, port = url_parts(line.split("listening on ")[1].split(";")[0])
     return proxy, host, port
 
