@@ -20,6 +20,7 @@ import csv
 import html
 import io
 import json
+import math
 import re
 import statistics
 import unicodedata
@@ -251,9 +252,23 @@ def summarise(
 
 
 # ------------------------------------------------------------------------------------------------------ html
+# The page and its figures. Charts follow what the ledger holds: spend per day as stacked bars only over two days or
+# more (one day: spend per model), predicted against billed with the parity line named, and each call's error in
+# percent of its bill. Every figure is a 110-dpi PNG whose smallest text is 9 pt (13.75 px at natural size).
+FIGURE_FONT_PT = 9.0
+PAGE_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px;padding:0 1em;color:#222;"
+    "line-height:1.45}table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;"
+    "padding:3px 6px;font-size:14px}th{background:#f3f3f3;text-align:left}td.n{text-align:right;"
+    "font-variant-numeric:tabular-nums}td:first-child{white-space:nowrap}figure{margin:1em 0}"
+    "figcaption{font-size:14px;color:#555}img{max-width:100%;height:auto}td.id{font:12px monospace}"
+    "td.t{white-space:nowrap}"
+)
+
+
 def write_html(records: Iterable[Record], out: str | Path, where: str = "", skipped: Sequence[Any] = ()) -> Path:
-    """``index.html`` with figures (spend per day, predicted against billed) and spend by key and by each tag the
-    calls carry, plus ``calls.csv`` and ``summary.json`` beside it, in the folder ``out``."""
+    """``index.html`` with figures (spend, predicted against billed, each call's error) and spend by key and by each
+    tag the calls carry, plus ``calls.csv`` and ``summary.json`` beside it, in the folder ``out``."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     rows = list(records)
@@ -268,102 +283,270 @@ def write_html(records: Iterable[Record], out: str | Path, where: str = "", skip
     return page
 
 
-def _figures(rows: Sequence[Record], folder: Path) -> list[tuple[str, str]]:
+def _figures(rows: Sequence[Record], folder: Path) -> dict[str, tuple[str, str]]:
+    """The figures the data allows, by section ("spend", "accuracy", "errors"): (file name, caption)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    made = []
-    days: dict[str, dict[str, float]] = {}
-    for r in rows:
-        days.setdefault(r.day, {}).setdefault(r.model or "?", 0.0)
-        days[r.day][r.model or "?"] += float(r.spend)
-    if days:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        models = sorted({m for d in days.values() for m in d})
-        bottom = [0.0] * len(days)
-        for model in models:
-            values = [days[d].get(model, 0.0) for d in sorted(days)]
-            ax.bar(sorted(days), values, bottom=bottom, label=model)
-            bottom = [a + b for a, b in zip(bottom, values, strict=True)]
-        ax.set_ylabel("USD")
-        _save(fig, ax, "Spend per day (UTC)", folder / "spend.png")
-        made.append(("spend.png", "Spend per day and model"))
-    pairs = [(r.model or "?", p, b) for r in rows for m, p, b in _comparisons(r) if m == "input"]
-    if pairs:
-        fig, ax = plt.subplots(figsize=(5, 5))
-        for model in sorted({m for m, _, _ in pairs}):
-            ax.scatter(
-                [p for m, p, _ in pairs if m == model], [b for m, _, b in pairs if m == model], s=12, label=model
-            )
-        top = max(max(p, b) for _, p, b in pairs) or 1
-        ax.plot([0, top], [0, top], color="grey", linewidth=0.8)
-        ax.set_xlabel("predicted input tokens")
-        ax.set_ylabel("billed input tokens")
-        _save(fig, ax, "Predicted against billed", folder / "accuracy.png")
-        made.append(("accuracy.png", "Predicted against billed input tokens, one point per call"))
+    made = {}
+    with plt.rc_context({"font.size": FIGURE_FONT_PT + 1, "legend.fontsize": FIGURE_FONT_PT,
+                         "xtick.labelsize": FIGURE_FONT_PT, "ytick.labelsize": FIGURE_FONT_PT}):  # fmt: skip
+        spend_by_day: dict[str, dict[str, float]] = {}
+        for r in rows:
+            day = spend_by_day.setdefault(r.day, {})
+            day[r.model or "?"] = day.get(r.model or "?", 0.0) + float(r.spend)
+        if any(v for day in spend_by_day.values() for v in day.values()):
+            made["spend"] = _spend_figure(spend_by_day, folder)
+        pairs = [(r.model or "?", p, b) for r in rows for m, p, b in _comparisons(r) if m == "input"]
+        if pairs:
+            made["accuracy"] = _parity_figure(pairs, folder)
+            if any(b for _, _, b in pairs):
+                made["errors"] = _error_figure(pairs, folder)
     return made
 
 
-def _save(fig: Any, ax: Any, title: str, path: Path) -> None:
-    """A figure finished as every report figure is (its title, a small legend, a tight layout), written as a
-    110-dpi PNG at ``path`` and closed."""
+def _spend_figure(spend_by_day: dict[str, dict[str, float]], folder: Path) -> tuple[str, str]:
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    days = sorted(spend_by_day)
+    models = sorted({m for day in spend_by_day.values() for m in day})
+    dollars = FuncFormatter(lambda v, _: f"${v:,.4g}")
+    if len(days) == 1:  # one day: one bar per model, no day axis
+        totals = sorted(((spend_by_day[days[0]].get(m, 0.0), m) for m in models), reverse=True)
+        fig, ax = plt.subplots(figsize=(7, 0.9 + 0.45 * len(models)))
+        bars = ax.barh([m for _, m in totals], [v for v, _ in totals], color="#3b6ea8")
+        ax.bar_label(bars, labels=[_usd_text(v) for v, _ in totals], padding=4)
+        ax.invert_yaxis()
+        ax.set_xlim(0, max(v for v, _ in totals) * 1.25)
+        ax.xaxis.set_major_formatter(dollars)
+        ax.set_xlabel("spend (USD)")
+        title, caption = f"Spend by model on {days[0]} (UTC)", f"Spend by model on {days[0]}, the ledger's one day"
+    else:  # stacked bars per day, a colour per model, the legend beside the plot
+        fig, ax = plt.subplots(figsize=(8, 3.8))
+        bottom = [0.0] * len(days)
+        for model in models:
+            values = [spend_by_day[d].get(model, 0.0) for d in days]
+            ax.bar(days, values, bottom=bottom, label=model)
+            bottom = [a + b for a, b in zip(bottom, values, strict=True)]
+        ax.yaxis.set_major_formatter(dollars)
+        ax.set_ylabel("spend (USD)")
+        ax.set_xlabel("day (UTC)")
+        ax.tick_params(axis="x", labelrotation=30 if len(days) > 4 else 0)
+        ax.legend(title="model", loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        title, caption = "Spend per day (UTC), by model", "Spend per day, stacked by model"
+    return _save(fig, ax, title, folder / "spend.png"), caption
+
+
+def _parity_figure(pairs: list[tuple[str, int, int]], folder: Path) -> tuple[str, str]:
+    """Billed against predicted input tokens, a point per call and a colour per model, with the line where they
+    are equal; on log axes when the calls span more than two orders of magnitude."""
     import matplotlib.pyplot as plt
 
+    fig, ax = plt.subplots(figsize=(6.2, 5))
+    for model in sorted({m for m, _, _ in pairs}):
+        ax.scatter([p for m, p, _ in pairs if m == model], [b for m, _, b in pairs if m == model], s=22,
+                   alpha=0.8, label=model)  # fmt: skip
+    values = [v for _, p, b in pairs for v in (p, b)]
+    low, top = min(values), max(values) or 1
+    if low > 0 and top / low > 100:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ends = [low / 1.5, top * 1.5]
+    else:
+        ends = [0, top * 1.05]
+    ax.plot(ends, ends, color="grey", linewidth=1, linestyle="--", label="billed = predicted", zorder=0)
+    ax.set_xlim(*ends)
+    ax.set_ylim(*ends)
+    ax.set_xlabel("predicted input tokens")
+    ax.set_ylabel("billed input tokens")
+    ax.legend(title="model", loc="upper left")
+    caption = "Billed against predicted input tokens, one point per call: above the dashed line the bill was higher"
+    return _save(fig, ax, "Predicted against billed input tokens", folder / "accuracy.png"), caption
+
+
+def _error_figure(pairs: list[tuple[str, int, int]], folder: Path) -> tuple[str, str]:
+    """Each call's error in percent of its bill, a row per model, with the line of an exact prediction."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
+
+    models = sorted({m for m, _, b in pairs if b})
+    fig, ax = plt.subplots(figsize=(7, 1.3 + 0.5 * len(models)))
+    for row, model in enumerate(models):
+        errors = [100 * (b - p) / b for m, p, b in pairs if m == model and b]
+        offsets = [row + 0.25 * ((i % 5) - 2) / 2 for i in range(len(errors))]  # spread equal values apart
+        ax.scatter(errors, offsets, s=22, alpha=0.7, color=f"C{row}")
+    ax.axvline(0, color="grey", linewidth=1, linestyle="--", label="exact (billed = predicted)")
+    ax.legend(loc="lower left")
+    ax.set_yticks(range(len(models)), models)
+    ax.set_ylim(len(models) - 0.5, -0.5)
+    ax.xaxis.set_major_formatter(PercentFormatter(decimals=0))
+    ax.set_xlabel("error: (billed - predicted) / billed, per call")
+    caption = "Each call's error in percent of its bill: right of the line the bill was higher than predicted"
+    return _save(fig, ax, "Error of the prediction per call", folder / "errors.png"), caption
+
+
+def _save(fig: Any, ax: Any, title: str, path: Path) -> str:
+    """A figure finished as every report figure is (its title, a tight layout), written as a 110-dpi PNG that
+    records its smallest text (mmtok.figures.save_png) and closed; its file name."""
+    import matplotlib.pyplot as plt
+
+    from mmtok.figures import save_png
+
     ax.set_title(title)
-    ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path)
     plt.close(fig)
+    return path.name
 
 
-def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+def _usd_text(value: float | Decimal | str | None) -> str:
+    """Dollars to three significant figures, at least cents: $0.0570, $0.00316, $1.50, $0."""
+    if value is None or value == "":
+        return ""
+    amount = float(value)
+    if amount == 0:
+        return "$0"
+    decimals = max(2, 2 - math.floor(math.log10(abs(amount))))
+    return f"${amount:,.{decimals}f}"
+
+
+def _time_text(stamp: str | None) -> str:
+    """An ISO time as a person reads it, to the second: 2026-12-02 06:56:41."""
+    return (stamp or "")[:19].replace("T", " ")
+
+
+def _percent_text(value: float | None) -> str:
+    """A fraction as a signed percent, as the command line shows it: -275.0%, +10.8%."""
+    return "" if value is None else f"{value:+.1%}"
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]], classes: dict[str, str]) -> str:
+    """An HTML table of ``rows`` under plain headings: ``columns`` are (key, heading) pairs, ``classes`` a cell class
+    by key (n: a number, right-aligned; t: a time, never broken; id: an id in a small monospace)."""
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
+    cells = [(key, f" class={classes[key]}" if key in classes else "") for key, _ in columns]
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(row.get(c, '')))}</td>" for c in columns) + "</tr>" for row in rows
+        "<tr>" + "".join(f"<td{c}>{html.escape(str(row.get(key, '')))}</td>" for key, c in cells) + "</tr>"
+        for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _page(summary: dict[str, Any], figures: list[tuple[str, str]]) -> str:
+def _figure_html(figure: tuple[str, str] | None) -> str:
+    if figure is None:
+        return ""
+    name, caption = figure
+    escaped = html.escape(caption)
+    return f"<figure><img src='{name}' alt='{escaped}'><figcaption>{escaped}</figcaption></figure>"
+
+
+def _money_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with their amounts (spend, predicted, saved) in dollars to three significant figures."""
+    return [{**r, **{k: _usd_text(r[k]) for k in ("spend", "predicted", "saved")}} for r in rows]
+
+
+def _spend_rows(summary: dict[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The spend table's rows and columns; the day column only when the ledger holds more than one day."""
+    rows = _money_rows(summary["spend"])
+    columns = [("model", "model"), ("calls", "calls"), ("refused", "refused"), ("spend", "spend"),
+               ("predicted", "predicted cost"), ("saved", "saved by shrink")]  # fmt: skip
+    if len({s["day"] for s in summary["spend"]}) > 1:
+        columns.insert(0, ("day", "day (UTC)"))
+    return rows, columns
+
+
+def _accuracy_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            **a,
+            "predicted": f"{a['predicted']:,}",
+            "billed": f"{a['billed']:,}",
+            "mean_error": f"{a['mean_error']:+,.1f}",
+            "median_relative_error": _percent_text(a["median_relative_error"]),
+            "max_abs_relative_error": ""
+            if a["max_abs_relative_error"] is None
+            else f"{a['max_abs_relative_error']:.1%}",
+        }
+        for a in summary["accuracy"]
+    ]
+
+
+def _worst_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every model's worst calls, each with its error in tokens and in percent of its bill; the time of day only
+    when the whole ledger is one day (the page names it)."""
+    one_day = len({s["day"] for s in summary["spend"]}) == 1
+    rows = []
+    for a in summary["accuracy"]:
+        for w in a["worst"]:
+            error = w["billed"] - w["predicted"]
+            relative = _percent_text(error / w["billed"]) if w["billed"] else ""
+            rows.append({**w, "model": a["model"], "modality": a["modality"], "error": f"{error:+,}",
+                         "relative": relative, "time": _time_text(w["time"])[11 if one_day else 0 :],
+                         "predicted": f"{w['predicted']:,}", "billed": f"{w['billed']:,}"})  # fmt: skip
+    return rows
+
+
+ACCURACY_COLUMNS = (
+    ("model", "model"),
+    ("modality", "tokens"),
+    ("calls", "calls"),
+    ("exact", "exact"),
+    ("predicted", "predicted"),
+    ("billed", "billed"),
+    ("mean_error", "mean error (tokens)"),
+    ("median_relative_error", "median error"),
+    ("max_abs_relative_error", "largest error"),
+)
+WORST_COLUMNS = (
+    ("model", "model"),
+    ("modality", "tokens"),
+    ("time", "time (UTC)"),
+    ("images", "images (px)"),
+    ("predicted", "predicted"),
+    ("billed", "billed"),
+    ("error", "error (tokens)"),
+    ("relative", "error"),
+    ("id", "call id"),
+)
+
+
+def _page(summary: dict[str, Any], figures: dict[str, tuple[str, str]]) -> str:
     out = io.StringIO()
+    out.write(f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>mmtok ledger</title>"
+              f"<link rel='icon' href='data:,'><style>{PAGE_STYLE}</style></head><body>")  # fmt: skip
+    outcomes = ", ".join(f"{n} {k}" for k, n in sorted(summary["outcomes"].items())) or "none"
+    span = f"{_time_text(summary['first'])} to {_time_text(summary['last'])} UTC"
     out.write(
-        "<!doctype html><html><head><meta charset='utf-8'><title>mmtok ledger</title><style>"
-        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-        "padding:2px 6px;font-size:13px}</style></head><body>"
+        f"<h1>mmtok ledger</h1><p>{html.escape(summary['ledger'])}: {summary['calls']} calls ({html.escape(outcomes)}),"
+        f" {html.escape(span)}. Spend {_usd_text(summary['spend_usd'])}, saved by shrink "
+        f"{_usd_text(summary['saved_usd'])}. Data: <a href='calls.csv'>calls.csv</a> (one row per call), "
+        "<a href='summary.json'>summary.json</a> (this page as data).</p>"
     )
-    out.write(
-        f"<h1>mmtok ledger</h1><p>{html.escape(summary['ledger'])}: {summary['calls']} calls, "
-        f"{html.escape(summary['first'] or '')} to {html.escape(summary['last'] or '')}; spend "
-        f"${html.escape(summary['spend_usd'])}, saved by shrink ${html.escape(summary['saved_usd'])}.</p>"
-    )
-    for name, caption in figures:
-        out.write(
-            f"<figure><img src='{name}' alt='{html.escape(caption)}'><figcaption>{html.escape(caption)}"
-            "</figcaption></figure>"
-        )
-    out.write("<h2>Spend per day and model</h2>")
-    out.write(_table(summary["spend"], ("day", "model", "calls", "refused", "spend", "predicted", "saved")))
+    out.write("<h2>Spend</h2>" + _figure_html(figures.get("spend")))
+    rows, columns = _spend_rows(summary)
+    money = {k: "n" for k in ("calls", "refused", "spend", "predicted", "saved")}
+    out.write(_table(rows, columns, money))
     for name, found in summary["by"].items():
-        out.write(f"<h2>Spend by {html.escape(name)}</h2>")
-        out.write(_table(found, ("group", "calls", "refused", "spend", "predicted", "saved")))
-    out.write("<h2>Predicted against billed</h2>")
-    columns = (
-        "model",
-        "modality",
-        "calls",
-        "exact",
-        "predicted",
-        "billed",
-        "mean_error",
-        "median_relative_error",
-        "max_abs_relative_error",
+        title = "key (fingerprint)" if name == "key" else f"tag {name[4:]}"
+        out.write(f"<h3>Spend by {html.escape(title)}</h3>")
+        out.write(_table(_money_rows(found), [("group", title), *columns[-5:]], money))
+    out.write(
+        "<h2>Predicted against billed</h2><p>Error is billed minus predicted tokens: positive when the bill was "
+        "higher. Median and largest error are in percent of the bill, per call (the largest by its size, either "
+        "way); <i>exact</i> counts the calls predicted to the token. Input tokens are compared on every call that "
+        "reported usage, a modality only where the provider itemises it.</p>"
     )
-    out.write(_table(summary["accuracy"], columns))
-    worst = [{**w, "model": a["model"], "modality": a["modality"]} for a in summary["accuracy"] for w in a["worst"]]
+    out.write(_figure_html(figures.get("accuracy")) + _figure_html(figures.get("errors")))
+    numbers = {key: "n" for key, _ in ACCURACY_COLUMNS[2:]}
+    out.write(_table(_accuracy_rows(summary), ACCURACY_COLUMNS, numbers))
+    worst = _worst_rows(summary)
     if worst:
-        out.write("<h2>Worst cases</h2>")
-        out.write(_table(worst, ("model", "modality", "time", "images", "predicted", "billed", "id")))
-    out.write("<p>Data: <a href='calls.csv'>calls.csv</a>, <a href='summary.json'>summary.json</a>.</p></body></html>")
+        out.write(f"<h2>Worst cases</h2><p>Up to {WORST_CASES} calls per model and kind of token, largest error "
+                  "first.</p>")  # fmt: skip
+        classes = {"time": "t", "id": "id", **{k: "n" for k in ("predicted", "billed", "error", "relative")}}
+        out.write(_table(worst, WORST_COLUMNS, classes))
+    out.write("</body></html>")
     return out.getvalue()
