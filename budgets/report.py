@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import html
 import io
-import itertools
 import json
 import math
 from pathlib import Path
@@ -32,9 +31,8 @@ from mmtok.budgets.planner import (
     knob_applies,
     meets_bars,
     per_model_sizes,
-    setting_key,
 )
-from mmtok.files import atomic_path, write_atomic
+from mmtok.files import write_atomic
 
 LABELS = {
     "cost": "cost (USD / request)",
@@ -138,8 +136,8 @@ def fixed_text(spec: Spec, fixed: dict[str, Any]) -> str:
 def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """Like the design seed's A/B/C: the cheapest front point, the knee, the cheapest meeting the bars, and the
     best point on each quality objective. A setting that is several of these is one row whose label says all of
-    them ("A: cheapest, meets the bars, best wer"); settings are the same when their knobs that apply are (keep
-    ratios to 3 decimals, as ``setting_key`` compares them). Rows are lettered A, B, C, ... in order, with no gap
+    them ("A: cheapest, meets the bars, best wer"); settings are the same when the table shows them the same
+    (``shown_key``). Rows are lettered A, B, C, ... in order, with no gap
     where a role has no setting (no bars met, no knee)."""
     if not plan.front:
         return []
@@ -151,14 +149,31 @@ def recommendations(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     for name in (o for o in plan.spec.objectives if o not in ("cost", "tokens")):  # the best on each quality objective
         best = (min if OBJECTIVES[name] == "min" else max)(plan.front, key=lambda e: e["objectives"][name])
         picks.append((f"best {name}", f"best {name}", best))
-    rows: dict[str, tuple[list[str], dict[str, Any]]] = {}  # setting key -> (names, entry)
+    rows: dict[tuple[str, ...], tuple[list[str], dict[str, Any]]] = {}  # the setting as shown -> (names, entry)
     for name, also, entry in picks:
-        key = setting_key(applicable_setting(plan.spec, entry["setting"]))
+        key = shown_key(plan.spec, entry)
         if key in rows:
             rows[key][0].append(also)
         else:
             rows[key] = ([name], entry)
     return [(f"{_letter(i)}: {', '.join(names)}", entry) for i, (names, entry) in enumerate(rows.values())]
+
+
+def shown_key(spec: Spec, entry: dict[str, Any]) -> tuple[str, ...]:
+    """A setting as the report's tables show it: its knob columns, rounded for reading (keep 0.502 and 0.504 are
+    both "0.50"). Two front settings with the same key are one row."""
+    columns, fixed = knob_columns(spec)
+    return tuple(knob_cell(spec, entry["setting"], k) for k in [*columns, *fixed])
+
+
+def shown_front(plan: Plan) -> list[dict[str, Any]]:
+    """The Pareto front with each setting once as the report shows it: of settings that read the same (knobs that
+    differ beyond the shown rounding, or not at all where they do not apply), the first in the front's order (the
+    cheapest; the better one at equal cost) is kept."""
+    kept: dict[tuple[str, ...], dict[str, Any]] = {}
+    for entry in plan.front:
+        kept.setdefault(shown_key(plan.spec, entry), entry)
+    return list(kept.values())
 
 
 def _letter(index: int) -> str:
@@ -193,97 +208,12 @@ def command_for(spec: Spec, entry: dict[str, Any]) -> str:
     return f"{resize}{cut}mmtok price {media or 'TEXT'} -m {s['model']} --detail high{prices}"
 
 
-def _axis(ax: Any, which: str, name: str) -> None:
-    """Label an axis, dollars for cost, at most 5 ticks, rotated on x so that the labels never overlap."""
-    from matplotlib.ticker import FuncFormatter, MaxNLocator, PercentFormatter
-
-    axis = ax.xaxis if which == "x" else ax.yaxis
-    axis.set_label_text(LABELS.get(name, name))
-    axis.set_major_locator(MaxNLocator(nbins=5))
-    if name == "cost":
-        axis.set_major_formatter(FuncFormatter(_dollar_tick))
-    elif name in ("wer", "accuracy"):
-        axis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
-    if which == "x":
-        ax.tick_params(axis="x", labelrotation=30)
-        for label in ax.get_xticklabels():
-            label.set_horizontalalignment("right")
-
-
 def _dollar_tick(value: float, _position: int) -> str:
     """$0.0002, $0.0015, $1.5: a tick label as short as its value allows."""
     if value < 0:
         return ""
     text = dollars(value)
     return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def _save_figure(fig: Any, path: Path) -> None:
-    """A PNG written as every report file is: atomically (``atomic_path``), never through a link at ``path``."""
-    with atomic_path(path) as partial:
-        fig.savefig(partial, format="png")
-
-
-def _figures(plan: Plan, out: Path) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    spec = plan.spec
-    objectives = spec.objectives
-    evaluated = plan.evaluated
-    figures = []
-    for x_name, y_name in itertools.combinations(objectives, 2):
-        fig, ax = plt.subplots(figsize=(5.2, 3.8), dpi=110, layout="constrained")
-        xs = [e["objectives"][x_name] for e in evaluated]
-        ys = [e["objectives"][y_name] for e in evaluated]
-        ax.scatter(xs, ys, s=12, color="#bbbbbb", label="evaluated")
-        fx = [e["objectives"][x_name] for e in plan.front]
-        fy = [e["objectives"][y_name] for e in plan.front]
-        ax.scatter(fx, fy, s=22, color="#c0392b", label="Pareto front")
-        if plan.knee:
-            ax.scatter(
-                [plan.knee["objectives"][x_name]],
-                [plan.knee["objectives"][y_name]],
-                s=90,
-                facecolors="none",
-                edgecolors="black",
-                label="knee",
-            )
-        _axis(ax, "x", x_name)
-        _axis(ax, "y", y_name)
-        ax.legend(fontsize=7)
-        name = f"front-{x_name}-{y_name}.png"
-        _save_figure(fig, out / name)
-        plt.close(fig)
-        figures.append((f"{y_name} vs {x_name}", name))
-    if len(plan.front) >= 2:  # parallel coordinates of the front, each objective scaled to [0, 1]
-        fig, ax = plt.subplots(figsize=(6, 3.4), dpi=110, layout="constrained")
-        columns = list(objectives)
-        values = [[e["objectives"][c] for c in columns] for e in plan.front]
-        lows = [min(v[i] for v in values) for i in range(len(columns))]
-        highs = [max(v[i] for v in values) for i in range(len(columns))]
-        for v in values:
-            scaled = [(v[i] - lows[i]) / (highs[i] - lows[i] or 1) for i in range(len(columns))]
-            ax.plot(range(len(columns)), scaled, color="#3b6ea8", alpha=0.5)
-        ax.set_xticks(range(len(columns)), [LABELS.get(c, c) for c in columns], fontsize=8)
-        ax.set_ylabel("scaled to the front's range")
-        _save_figure(fig, out / "front-parallel.png")
-        plt.close(fig)
-        figures.append(("parallel coordinates of the front", "front-parallel.png"))
-    if plan.history:
-        from matplotlib.ticker import MaxNLocator
-
-        fig, ax = plt.subplots(figsize=(5, 3), dpi=110, layout="constrained")
-        ax.plot([h["generation"] for h in plan.history], [h["hypervolume"] for h in plan.history], marker="o")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("generation")
-        ax.set_ylabel("hypervolume of the front")
-        _save_figure(fig, out / "hypervolume.png")
-        plt.close(fig)
-        figures.append(("hypervolume per generation", "hypervolume.png"))
-    return figures
 
 
 def request_text(spec: Spec) -> str:
@@ -307,7 +237,9 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
     written through)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    figures = _figures(plan, out)
+    from mmtok.budgets.report_figures import figures as draw_figures
+
+    figures = draw_figures(plan, out)
     _write_front_csv(plan, out / "front.csv")
     write_atomic(out / "front.json", json.dumps(plan.to_dict(), indent=2, default=str) + "\n")
     lines = [
@@ -332,7 +264,7 @@ def _write_front_csv(plan: Plan, path: Path) -> None:
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, list(dict.fromkeys([*knobs, *spec.objectives, "tokens", "meets_bars"])))
     writer.writeheader()
-    for e in plan.front:
+    for e in shown_front(plan):
         shown = applicable_setting(spec, e["setting"])
         writer.writerow(
             {
@@ -362,18 +294,15 @@ def _summary_lines(plan: Plan) -> list[str]:
     return lines + ([f"**Note:** {plan.shortfall}", ""] if plan.shortfall else [])
 
 
-def _recommendation_lines(plan: Plan) -> list[str]:
-    spec = plan.spec
-    columns, fixed = knob_columns(spec)
-    recs = recommendations(plan)
+def _setting_table(spec: Spec, rows: list[tuple[str, dict[str, Any]]], first: str = "") -> list[str]:
+    """A Markdown table of settings, one row per (label, entry): the knob columns, then the objectives and tokens."""
+    columns, _ = knob_columns(spec)
     shown_objectives = list(dict.fromkeys([*spec.objectives, "tokens"]))
     lines = [
-        "## Recommended configurations",
-        "",
-        "| | " + " | ".join(KNOB_LABELS[k] for k in columns) + " | " + " | ".join(shown_objectives) + " |",
+        f"| {first} | " + " | ".join(KNOB_LABELS[k] for k in columns) + " | " + " | ".join(shown_objectives) + " |",
         "|---|" + "".join("---|" if k == "model" else "---:|" for k in columns) + "---:|" * len(shown_objectives),
     ]
-    for label, e in recs:
+    for label, e in rows:
         lines.append(
             f"| {label} | "
             + " | ".join(knob_cell(spec, e["setting"], k) for k in columns)
@@ -381,8 +310,16 @@ def _recommendation_lines(plan: Plan) -> list[str]:
             + " | ".join(objective_text(name, e["objectives"].get(name)) for name in shown_objectives)
             + " |"
         )
-    if not recs:
+    if not rows:
         lines.append("| (no feasible setting) |" + " |" * (len(columns) + len(shown_objectives)))
+    return lines
+
+
+def _recommendation_lines(plan: Plan) -> list[str]:
+    spec = plan.spec
+    _, fixed = knob_columns(spec)
+    recs = recommendations(plan)
+    lines = ["## Recommended configurations", "", *_setting_table(spec, recs)]
     if fixed:
         lines += ["", fixed_text(spec, fixed)]
     return lines + ["", "To reproduce each:", ""] + [f"- {label}: `{command_for(spec, e)}`" for label, e in recs]
@@ -400,11 +337,18 @@ def _failure_lines(plan: Plan) -> list[str]:
 
 
 def _front_lines(plan: Plan, figures: list[tuple[str, str]]) -> list[str]:
+    """The front as a table (each setting once, lettered where it is recommended), its files, and the figures."""
+    front = shown_front(plan)
+    letters = {shown_key(plan.spec, e): label.split(":")[0] for label, e in recommendations(plan)}
+    count = f"{len(front)} non-dominated feasible setting{'s' if len(front) != 1 else ''}"
     lines = [
         "",
         "## Pareto front",
         "",
-        f"{len(plan.front)} non-dominated feasible settings: front.csv, front.json.",
+        f"{count}, each listed once, cheapest first; the letters are the recommended ones above. The same as data: "
+        "[front.csv](front.csv) (these rows, values unrounded) and [front.json](front.json) (the whole plan).",
+        "",
+        *_setting_table(plan.spec, [(letters.get(shown_key(plan.spec, e), ""), e) for e in front]),
         "",
     ]
     for title, name in figures:
@@ -474,41 +418,62 @@ def _measured(spec: Spec, silence_trim: dict[str, Any] | None = None) -> list[st
     return lines
 
 
+PAGE_STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222;"
+    "line-height:1.45}table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:3px 6px;"
+    "font-size:14px}th{background:#f3f3f3}td:first-child,th:first-child{white-space:nowrap}"
+    "td.n{text-align:right;font-variant-numeric:tabular-nums}img{max-width:100%;height:auto}"
+    "figure{margin:1em 0}figcaption{font-size:14px;color:#555}code{font-size:13px}"
+)
+
+
 def _markdown_to_html(text: str) -> str:
-    """The small subset of Markdown the report uses: headings, tables, images, lists, code and paragraphs."""
+    """The small subset of Markdown the report uses: headings, tables (a header row, right-aligned numbers), images
+    as figures, lists, links, code and paragraphs."""
     import re
 
     out = [
-        "<!doctype html><meta charset='utf-8'><title>mmtok plan</title><style>body{font-family:sans-serif;"
-        "max-width:1000px;margin:auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px}"
-        "</style>"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>mmtok plan</title>"
+        f"<link rel='icon' href='data:,'><style>{PAGE_STYLE}</style></head><body>"
     ]
-    in_table = False
-    for line in text.splitlines():
+    table: list[list[str]] = []
+    in_list = False
+    for line in [*text.splitlines(), ""]:
         if line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if set("".join(cells)) <= set("-:"):
-                continue
-            if not in_table:
-                out.append("<table>")
-                in_table = True
-            out.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in cells) + "</tr>")
+            table.append([c.strip() for c in line.strip("|").split("|")])
             continue
-        if in_table:
-            out.append("</table>")
-            in_table = False
+        if table:
+            out.append(_table_html(table))
+            table = []
+        if in_list and not line.startswith("- "):
+            out.append("</ul>")
+            in_list = False
         if line.startswith("#"):
             level = len(line) - len(line.lstrip("#"))
             out.append(f"<h{level}>{_inline(line.lstrip('# '))}</h{level}>")
         elif m := re.match(r"!\[(.*)\]\((.*)\)", line):
-            out.append(f"<p><img src='{html.escape(m.group(2))}' alt='{html.escape(m.group(1))}'></p>")
+            alt, src = html.escape(m.group(1)), html.escape(m.group(2))
+            out.append(f"<figure><img src='{src}' alt='{alt}'><figcaption>{alt}</figcaption></figure>")
         elif line.startswith("- "):
-            out.append(f"<li>{_inline(line[2:])}</li>")
+            out.append(("" if in_list else "<ul>") + f"<li>{_inline(line[2:])}</li>")
+            in_list = True
         elif line.strip():
             out.append(f"<p>{_inline(line)}</p>")
-    if in_table:
-        out.append("</table>")
-    return "\n".join(out)
+    return "\n".join([*out, "</body></html>"])
+
+
+def _table_html(rows: list[list[str]]) -> str:
+    """A Markdown table as HTML: its first row as the header, its alignment row read for right-aligned columns."""
+    head, rest = rows[0], rows[1:]
+    right: set[int] = set()
+    if rest and set("".join(rest[0])) <= set("-:"):
+        right = {i for i, cell in enumerate(rest[0]) if cell.endswith(":")}
+        rest = rest[1:]
+    lines = ["<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr></thead><tbody>"]
+    for row in rest:
+        cells = "".join(f"<td{' class=n' if i in right else ''}>{_inline(c)}</td>" for i, c in enumerate(row))
+        lines.append(f"<tr>{cells}</tr>")
+    return "\n".join([*lines, "</tbody></table>"])
 
 
 def _inline(text: str) -> str:
@@ -516,4 +481,5 @@ def _inline(text: str) -> str:
 
     escaped = html.escape(text)
     escaped = re.sub(r"`([^`]*)`", r"<code>\1</code>", escaped)
+    escaped = re.sub(r"\[([^\]]+)\]\(([^)\s]+)\)", r"<a href='\2'>\1</a>", escaped)
     return re.sub(r"\*\*([^*]*)\*\*", r"<b>\1</b>", escaped)

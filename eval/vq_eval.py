@@ -205,12 +205,14 @@ def cell(value: Any, fmt: str) -> str:
 @torch.no_grad()
 def reconstruction_figure(tokenizers: list[Any], path: Path, image_size: int | None = None, show_px: int = 256) -> None:
     """Original | each tokenizer's reconstruction of every wide held-out photo whole (its centre square at the
-    tokenizer's size, shown at ``show_px`` with nearest-neighbour upsampling), PSNR in each title."""
+    tokenizer's size, shown at ``show_px`` with nearest-neighbour upsampling), PSNR under each tile."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import torch.nn.functional as F
+
+    from mmtok.figures import save_png
 
     originals, names = heldout_photo_centres(show_px)
     columns = [("original", originals, None)]
@@ -221,18 +223,23 @@ def reconstruction_figure(tokenizers: list[Any], path: Path, image_size: int | N
         scores = [psnr(recon[i : i + 1], x[i : i + 1]) for i in range(len(x))]
         shown = F.interpolate(recon, size=(show_px, show_px), mode="nearest")
         columns.append((f"{tok.name}, {size} px, {tok.tokens_per_image(size)} tokens", shown, scores))
-    fig, axes = plt.subplots(len(columns), len(names), figsize=(2.0 * len(names), 2.25 * len(columns)))
-    for row, (title, images, scores) in enumerate(columns):
-        for col, name in enumerate(names):
+    # A row per photo, a column per tokenizer: 3 columns fit the docs' 688-px column at natural size, so the labels
+    # (9 pt, 13.75 px) are read as drawn.
+    fig, axes = plt.subplots(len(names), len(columns), figsize=(0.3 + 1.95 * len(columns), 0.35 + 2.0 * len(names)),
+                             squeeze=False, layout="constrained")  # fmt: skip
+    for col, (title, images, scores) in enumerate(columns):
+        for row, name in enumerate(names):
             ax = axes[row, col]
-            ax.imshow(((images[col].permute(1, 2, 0) + 1) / 2).clamp(0, 1).numpy())
+            ax.imshow(((images[row].permute(1, 2, 0) + 1) / 2).clamp(0, 1).numpy())
             ax.set_xticks([])
             ax.set_yticks([])
-            ax.set_title(name if scores is None else f"{scores[col]:.1f} dB", fontsize=8)
+            if row == 0:
+                ax.set_title(title.replace(", ", "\n", 1), fontsize=9.5)
+            if scores is not None:
+                ax.set_xlabel(f"PSNR {scores[row]:.1f} dB", fontsize=9, labelpad=2)
             if col == 0:
-                ax.set_ylabel(title, fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+                ax.set_ylabel(name, fontsize=9.5)
+    save_png(fig, path)
     plt.close(fig)
 
 

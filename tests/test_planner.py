@@ -618,7 +618,7 @@ def test_plot_tick_labels_do_not_overlap_or_leave_the_figure(tmp_path, cache, mo
     drawn = []
     monkeypatch.setattr(plt, "close", drawn.append)  # keep the figures write_report draws
     write_report(result, tmp_path / "r")
-    assert len(drawn) == 3
+    assert len(drawn) == 2  # the pair of objectives and the hypervolume: no parallel coordinates for two
     for fig in drawn:
         renderer = fig.canvas.get_renderer()
         for ax in fig.axes:
