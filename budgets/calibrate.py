@@ -14,7 +14,13 @@ whose parts are text and images of known size and whose response reported usage,
    the values that reproduce the most bills exactly (ties: the roundest value, then the documented one);
 4. where the documented rule cannot reproduce the bills, tries the other rule families (a flat count per image,
    tiles of other sizes, patches) and keeps the first that does;
-5. reports where the bills disagree with the documented rule and by how much.
+5. changes the rule only when the fit predicts calls it did not see (:func:`judge`): at least
+   :data:`CALLS_PER_PARAMETER` calls per fitted parameter (the overhead counts when it is fitted with the images),
+   images on both sides of the breakpoints of the documented and the fitted rule, and a leave-one-out error (each
+   call predicted by the rule fitted to the others) below the documented rule's; a new rule family must also beat
+   the documented family refitted the same way. Otherwise the documented rule stays and the result names the sizes
+   to send that would settle it (:attr:`ModelCalibration.send_sizes`);
+6. reports where the bills disagree with the documented rule and by how much.
 
 :func:`write_sheet` writes the fitted rules as a dated price sheet of ``[[family]]`` tables, which ``--prices``
 takes: a sheet's families come before the shipped ones, and only the token rule changes (money still comes from
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import math
 import statistics
 from collections import Counter
@@ -34,10 +41,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mmtok.budgets.calibration_checks import (
+    HeldOut,
+    Verdict,
+    held_out_check,
+    leave_one_out,
+    preconditions,
+    sizes_to_send,
+)
 from mmtok.budgets.ledger import Record
 from mmtok.errors import PriceError
 
 ImageSpec = tuple[int, int, str | None]  # width, height, detail / media_resolution as mmtok names it
+MAX_REMEMBERED = 500_000  # image counts kept while one model is fitted (leave-one-out asks the same ones again)
 
 
 @dataclass(frozen=True)
@@ -150,22 +166,42 @@ class RuleCounter:
 
         self.model = model
         self._count = model_image_count
+        self._known: dict[tuple[Any, tuple[ImageSpec, ...]], int | None] = {}  # leave-one-out asks again and again
 
     def bind(self, params: dict[str, Any]) -> Callable[[Sequence[ImageSpec]], int | None]:
         """A counter of images under ``params``: their tokens, or None where the rule refuses one of them."""
-        model = dataclasses.replace(self.model, formulas={**self.model.formulas, "image": params})
-        count = self._count
+        key, known, count = _frozen(params), self._known, self._count
+        model = None
 
         def tokens(images: Sequence[ImageSpec]) -> int | None:
+            nonlocal model
+            images = tuple(images)
+            if (key, images) in known:
+                return known[key, images]
+            if model is None:
+                model = dataclasses.replace(self.model, formulas={**self.model.formulas, "image": params})
             try:
-                return sum(count(model, w, h, detail).tokens for w, h, detail in images)
+                found: int | None = sum(count(model, w, h, detail).tokens for w, h, detail in images)
             except (PriceError, KeyError, ZeroDivisionError, ValueError, TypeError):
-                return None
+                found = None
+            if len(known) >= MAX_REMEMBERED:
+                known.clear()
+            known[key, images] = found
+            return found
 
         return tokens
 
     def count(self, params: dict[str, Any], images: Sequence[ImageSpec]) -> int | None:
         return self.bind(params)(images)
+
+
+def _frozen(value: Any) -> Any:
+    """A rule's parameters as a hashable key."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def score(counter: RuleCounter, params: dict[str, Any], obs: Sequence[Observation], overhead: Overhead | None) -> Fit:
@@ -285,9 +321,12 @@ def _implied_multipliers(base: dict[str, Any], obs: Sequence[Observation], level
     return sorted(found)[:8]
 
 
-def claude_candidates(base: dict[str, Any]) -> Iterable[dict[str, Any]]:
+def claude_candidates(base: dict[str, Any], obs: Sequence[Observation]) -> Iterable[dict[str, Any]]:
+    """Claude: each long edge with each token cap up to the most patches an image here has (a higher cap counts
+    every one of them the same)."""
+    most = max((math.ceil(w / 28) * math.ceil(h / 28) for o in obs for w, h, _ in o.images), default=6000)
     edges = dict.fromkeys((base["max_edge"], *CLAUDE_EDGES))
-    caps = dict.fromkeys((base["max_tokens"], *CLAUDE_CAPS, *range(64, 6001)))
+    caps = dict.fromkeys((base["max_tokens"], *CLAUDE_CAPS, *range(64, min(6000, most) + 1)))
     for edge in edges:
         for cap in caps:
             yield {**base, "max_edge": edge, "max_tokens": cap}
@@ -335,7 +374,7 @@ def own_candidates(
     elif formula == "openai-patch":
         yield from patch_candidates(documented, obs, _patch_level(documented, obs))
     elif formula == "anthropic-patches":
-        yield from claude_candidates(documented)
+        yield from claude_candidates(documented, obs)
     elif formula in ("fixed-level", "gemini-2.5"):
         yield from level_candidates(documented, obs, overhead)
 
@@ -387,7 +426,8 @@ def alternatives() -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------------------------- per model
 @dataclass
 class ModelCalibration:
-    """A model's documented rule against its bills, and the rule fitted to them."""
+    """A model's documented rule against its bills, the best rule fitted to them, and whether it may replace the
+    documented one (:mod:`mmtok.budgets.calibration_checks`)."""
 
     model: str
     family: str  # the documented rule family
@@ -397,9 +437,18 @@ class ModelCalibration:
     plain_calls: int  # calls without images (they measure the overhead)
     overhead: Overhead | None
     documented: Fit | None
-    fitted: Fit | None
+    fitted: Fit | None  # the rule the sheet holds: the candidate where it passed the checks, else the documented one
     notes: list[str] = field(default_factory=list)
     worst: tuple[str, int, int] | None = None  # the documented rule's worst call: images, billed, predicted
+    candidate: Fit | None = None  # the best rule found on all the calls, before the checks
+    verdict: Verdict | None = None  # the checks on the candidate (None where it is the documented rule)
+    send_sizes: list[tuple[int, int]] = field(default_factory=list)  # image sizes that would settle a kept rule
+    send_text_only: int = 0  # text-only calls that would measure the overhead apart
+
+    @property
+    def kept(self) -> bool:
+        """The candidate differs from the documented rule but failed the checks: the sheet keeps the documented."""
+        return self.verdict is not None and not self.verdict.accepted
 
     @property
     def new_family(self) -> bool:
@@ -410,10 +459,12 @@ class ModelCalibration:
     @property
     def changed(self) -> list[tuple[str, Any, Any]]:
         """(parameter, documented value, fitted value) for each parameter the bills moved."""
-        if self.fitted is None or self.documented is None:
-            return []
-        before, after = _flat(self.documented.params), _flat(self.fitted.params)
-        return [(k, before.get(k), after[k]) for k in after if before.get(k) != after[k] and k != "label"]
+        return _changes(self.documented, self.fitted)
+
+    @property
+    def proposed(self) -> list[tuple[str, Any, Any]]:
+        """The changes the candidate would make, accepted or not."""
+        return _changes(self.documented, self.candidate)
 
     def to_dict(self) -> dict[str, Any]:
         def fit_dict(fit: Fit | None) -> dict[str, Any] | None:
@@ -434,14 +485,26 @@ class ModelCalibration:
             "calls_without_images": self.plain_calls,
             "overhead": dataclasses.asdict(self.overhead) if self.overhead else None,
             "documented": fit_dict(self.documented),
+            "candidate": fit_dict(self.candidate),
+            "checks": None if self.verdict is None else self.verdict.to_dict(),
+            "kept_documented": self.kept,
             "fitted": fit_dict(self.fitted),
             "new_family": self.new_family,
             "changed": [{"parameter": k, "documented": a, "fitted": b} for k, a, b in self.changed],
+            "send_sizes": [f"{w}x{h}" for w, h in self.send_sizes],
+            "send_text_only": self.send_text_only,
             "worst": None
             if self.worst is None
             else dict(zip(("images", "billed", "predicted"), self.worst, strict=True)),
             "notes": self.notes,
         }
+
+
+def _changes(before_fit: Fit | None, after_fit: Fit | None) -> list[tuple[str, Any, Any]]:
+    if before_fit is None or after_fit is None:
+        return []
+    before, after = _flat(before_fit.params), _flat(after_fit.params)
+    return [(k, before.get(k), after[k]) for k in after if before.get(k) != after[k] and k != "label"]
 
 
 def _flat(params: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -484,20 +547,90 @@ def calibrate_model(name: str, obs: Sequence[Observation], prices: Sequence[Any]
             "no calls without images: the overhead is fitted with the images (send a few text-only calls to "
             "measure it apart)"
         )
-    counter = RuleCounter(model)
-    documented = {k: v for k, v in documented.items() if k != "label"}
-    result.documented = score(counter, documented, with_images, overhead)
-    result.fitted = search(
-        counter, own_candidates(counter, documented, with_images, overhead), with_images, overhead, documented
-    )
-    if result.fitted is None or not result.fitted.all_exact:
-        other = search(counter, _with_linear(counter, with_images, overhead), with_images, overhead, documented)
-        if other is not None and (result.fitted is None or other.exact > result.fitted.exact):
-            result.fitted = other
-    result.worst = _worst(result.documented, with_images, counter, documented)
+    fitter = _Fitter(RuleCounter(model), {k: v for k, v in documented.items() if k != "label"}, overhead)
+    result.documented = fitter.documented(with_images)
+    result.worst = _worst(result.documented, with_images, fitter.counter, fitter.rule)
+    own = fitter.own(with_images)
+    other = fitter.other(with_images) if own is None or not own.all_exact else None
+    result.candidate = other if other is not None and (own is None or other.exact > own.exact) else own
+    result.fitted = _judged(result, fitter, with_images, own)
     if result.overhead is None and result.fitted is not None:
         result.overhead = result.fitted.overhead  # fitted with the images (not measured apart)
     return result
+
+
+@dataclass
+class _Fitter:
+    """The fitting procedures for one model, each a function of the calls it sees, so that leave-one-out runs the
+    same search on every subset."""
+
+    counter: RuleCounter
+    rule: dict[str, Any]  # the documented image rule
+    overhead: Overhead | None  # measured on calls without images, or None
+
+    def documented(self, obs: Sequence[Observation]) -> Fit:
+        return score(self.counter, self.rule, obs, self.overhead)
+
+    def own(self, obs: Sequence[Observation], first: dict[str, Any] | None = None) -> Fit | None:
+        candidates = own_candidates(self.counter, self.rule, obs, self.overhead)
+        return search(self.counter, _first(first, candidates), obs, self.overhead, self.rule)
+
+    def other(self, obs: Sequence[Observation], first: dict[str, Any] | None = None) -> Fit | None:
+        candidates = _with_linear(self.counter, obs, self.overhead)
+        return search(self.counter, _first(first, candidates), obs, self.overhead, self.rule)
+
+    def error(self, fit: Fit | None, o: Observation) -> int:
+        """Billed minus predicted image tokens of a call the fit did not see (a rule that refuses the call's images
+        predicts none)."""
+        if fit is None:
+            return 10**9
+        target = _target(o, self.overhead or fit.overhead) or 0
+        predicted = self.counter.count(fit.params, o.images)
+        return target - (predicted or 0)
+
+    def held_out(self, procedure: Callable[..., Fit | None], obs: Sequence[Observation], first: Fit | None) -> HeldOut:
+        seed = None if first is None else first.params
+        return leave_one_out(obs, lambda rest: procedure(rest, seed), self.error)
+
+
+def _first(first: dict[str, Any] | None, candidates: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    """The best rule on all calls tried first on a subset: the search then drops most others after a miss or two."""
+    return candidates if first is None else itertools.chain((first,), candidates)
+
+
+def _judged(result: ModelCalibration, fitter: _Fitter, obs: Sequence[Observation], own: Fit | None) -> Fit:
+    """The rule the sheet holds: the candidate if it passes the checks, else the documented rule's own parameters
+    refitted if those pass, else the documented rule (with the sizes that would settle it)."""
+    documented = result.documented
+    assert documented is not None
+    candidate = result.candidate
+    if candidate is None or not _changes(documented, candidate):
+        return documented
+    images = [image for o in obs for image in o.images]
+    joint = fitter.overhead is None and any(o.image_tokens is None for o in obs)
+    baseline = leave_one_out(obs, lambda rest: fitter.documented(rest), fitter.error)
+    tried = [(candidate, candidate is not own)]
+    if candidate is not own and own is not None and _changes(documented, own):
+        tried.append((own, False))
+    verdicts = []
+    for fit, new_family in tried:
+        verdict = preconditions(fit.params, documented.params, images, len(obs), joint)
+        if verdict.accepted:
+            baselines = [("documented rule", baseline)]
+            if new_family:
+                family = fitter.held_out(lambda rest, seed: fitter.own(rest, seed), obs, own)
+                baselines.append(("documented family refitted", family))
+            procedure = fitter.other if new_family else fitter.own
+            held_out_check(verdict, fitter.held_out(procedure, obs, fit), baselines)
+        verdicts.append(verdict)
+        if verdict.accepted:
+            result.verdict = verdict
+            return fit
+    result.verdict = verdicts[0]
+    rules = [documented.params, candidate.params]
+    result.send_sizes = sizes_to_send(rules, images, len(obs), verdicts[0].calls_needed)
+    result.send_text_only = 3 if joint else 0
+    return documented
 
 
 def _with_linear(counter: RuleCounter, obs: Sequence[Observation], overhead: Overhead | None) -> Iterable[dict]:
@@ -578,23 +711,59 @@ def write_sheet(calibration: Calibration, path: str | Path, today: dt.date | Non
 
 
 def describe_fit(m: ModelCalibration) -> str:
-    """One line for people: what the bills showed against the documented rule."""
-    if m.fitted is None or m.documented is None:
+    """A few sentences for people: what the bills showed against the documented rule, what was fitted, and whether
+    the sheet holds it (if not: why, and which sizes to send to settle it)."""
+    if m.candidate is None or m.documented is None:
         return "; ".join(m.notes) or "not fitted"
-    doc, fit = m.documented, m.fitted
+    doc, candidate = m.documented, m.candidate
     parts = [
         f"documented {doc.params['formula']}: {doc.exact}/{doc.total} calls exact, mean error "
         f"{doc.mean_abs_error:.1f} tokens"
     ]
-    if m.new_family:
-        parts.append(f"fitted as a new rule {fit.params['formula']}")
-    changes = ", ".join(f"{k} {a} -> {b}" for k, a, b in m.changed)
-    if changes:
-        parts.append(changes)
-    parts.append(f"fitted: {fit.exact}/{fit.total} exact")
-    if m.overhead is not None and (m.overhead.per_request or m.overhead.per_message):
+    if not m.proposed:
+        parts.append("no other rule reproduces more of the bills")
+    else:
+        if _is_new(doc, candidate):
+            values = ", ".join(f"{k} {v}" for k, v in _flat(candidate.params).items() if k != "formula")
+            rule = f"a new rule, {candidate.params['formula']} ({values})"
+        else:
+            rule = _change_text(m.proposed)
+        parts.append(f"best fit: {rule}, {candidate.exact}/{candidate.total} exact on the calls it saw")
+    verdict = m.verdict
+    if verdict is not None and verdict.held_out is not None and verdict.accepted:
+        held = verdict.held_out
+        parts.append(
+            f"on calls left out of the fit: {held.exact}/{len(held.errors)} exact, mean error "
+            f"{held.mean_abs_error:.1f} tokens"
+        )
+    if m.fitted is not candidate and m.changed:
+        parts.append(f"the sheet holds the documented family refitted: {_change_text(m.changed)}")
+    elif m.kept:
+        parts.append("kept the documented rule: " + "; ".join(verdict.reasons))  # type: ignore[union-attr]
+        parts.append(settle_text(m))
+    elif m.changed:
+        parts.append("the sheet holds it")
+    if m.overhead is not None and (m.overhead.per_request or m.overhead.per_message) and m.changed:
         parts.append(
             f"bills carry {m.overhead.per_request} tokens per request and {m.overhead.per_message} per message "
             "beyond mmtok's prediction (the sheet's overhead)"
         )
     return "; ".join(parts)
+
+
+def _is_new(documented: Fit, fit: Fit) -> bool:
+    return fit.params["formula"] != documented.params["formula"]
+
+
+def _change_text(changes: list[tuple[str, Any, Any]]) -> str:
+    return ", ".join(f"{k} {a} -> {b}" for k, a, b in changes if k != "formula")
+
+
+def settle_text(m: ModelCalibration) -> str:
+    """What to send to settle a kept rule, in words."""
+    sizes = ", ".join(f"{w}x{h}" for w, h in m.send_sizes)
+    needed = m.verdict.calls_needed if m.verdict else 0
+    more = f"send calls with one image each of {sizes}" if sizes else "send more calls with images"
+    plain = f" and {m.send_text_only} text-only calls (they measure the overhead apart)" if m.send_text_only else ""
+    measure = f" (--measure {m.model} --sizes with these sizes counts them for free)" if sizes else ""
+    return f"to settle it, {more}{plain}, {needed} calls with images in all{measure}"
