@@ -17,7 +17,8 @@ What this hook answers: for a Read of an image inside the project (the event's `
 mmtok can make cheaper for the model while meeting the bars, ``allow`` with ``updatedInput`` pointing ``file_path``
 at the shrunk copy (in the cache folder, reused while the image is unchanged) and ``additionalContext`` telling the
 agent what it sees and where the original is. Anything else (another tool, a file that is no image, missing, or
-outside those folders, an image already as cheap as it gets) gets no answer and exit 0; an error (bad settings, an
+outside those folders, anything but a regular file, an image already as cheap as it gets, or one whose copy saves
+fewer tokens than the note about it adds) gets no answer and exit 0; an error (bad settings, an
 image mmtok cannot read) one line on stderr and exit 1, which Claude Code shows as a non-blocking hook error. Either
 way the read goes on as it would without the hook: it never blocks a read and never widens what the agent may read.
 """
@@ -28,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,31 +91,59 @@ def claude_code_answer(event: dict[str, Any], settings: Config) -> dict[str, Any
     if not isinstance(tool_input, dict) or not isinstance(tool_input.get("file_path"), str):
         return None
     path = Path(tool_input["file_path"])
-    if not _is_image(path) or not _inside(path, event.get("cwd"), settings.roots):
-        return None
+    if not _inside(path, event.get("cwd"), settings.roots) or not _is_image(path):
+        return None  # where it is is checked first: nothing outside those folders is ever opened
     result = _shrunk(path, settings)
     if result is None or result["status"] not in REWRITTEN:
         return None
-    return _rewrite(event, tool_input, path, result)
+    answer = _rewrite(event, tool_input, path, result)
+    if result["status"] != "converted" and not _worth_it(result, answer["hookSpecificOutput"]["additionalContext"]):
+        return None  # the note would cost the agent more tokens than the copy saves (a 32x24 icon saves 1)
+    return answer
 
 
 def _is_image(path: Path) -> bool:
-    """By its first bytes, as mmtok.load tells kinds (never by the name); a missing file is not one."""
+    """By its first bytes, as mmtok.load tells kinds (never by the name); a missing file, or anything that is not a
+    regular file (a FIFO, a device, a folder), is not one. Opened without blocking: a FIFO with no writer would
+    otherwise hang the agent's read."""
     from mmtok.headers import image_format
 
     try:
-        with open(path, "rb") as f:
-            return image_format(f.read(HEAD_BYTES)) is not None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError):  # missing, unreadable, a NUL byte in the name
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return image_format(os.read(fd, HEAD_BYTES)) is not None
     except OSError:
         return False
+    finally:
+        os.close(fd)
+
+
+def _worth_it(result: dict[str, Any], note: str) -> bool:
+    """Whether the copy saves more input tokens than the note the agent is given about it adds. A BPE token holds at
+    least one byte, so a saving above the note's length in bytes needs no count; else the note is counted by the
+    model's own text rule."""
+    saved = result["tokens_before"] - result["tokens_after"]
+    if saved > len(note.encode()):
+        return True
+    from mmtok.budgets.pricing import resolve
+    from mmtok.budgets.text import count_text
+
+    return saved > count_text(note, resolve(result["model"]).text_rule).tokens
 
 
 def _inside(path: Path, cwd: object, roots: tuple[Path, ...]) -> bool:
     """Whether ``path`` (links followed) is inside the project folder or a configured root: the hook only rewrites
     reads the agent makes there, so an ``allow`` never opens a file the user would be asked about."""
     folders = [Path(cwd)] if isinstance(cwd, str) and cwd else []
-    real = Path(os.path.realpath(path))
-    return any(real.is_relative_to(os.path.realpath(folder)) for folder in [*folders, *roots])
+    try:
+        real = Path(os.path.realpath(path))
+        return any(real.is_relative_to(os.path.realpath(folder)) for folder in [*folders, *roots])
+    except (OSError, ValueError):  # a NUL byte in a name, a name over the system's limits: no file of ours
+        return False
 
 
 def _shrunk(path: Path, settings: Config) -> dict[str, Any] | None:
@@ -168,11 +198,12 @@ def _rewrite(event: dict[str, Any], tool_input: dict[str, Any], path: Path, resu
         f" (${result['cost_before']} -> ${result['cost_after']})"
     )
     reason = f"mmtok: {path.name} read as a shrunk copy: {saved}"
-    context = (
-        f"The image {path} was shown to you as a copy mmtok made for {result['model']}: {result['action']}; "
-        f"{saved}; measured {measures or 'as exact'} against the original, within the bars "
-        f"{', '.join(result['bars'].values()) or 'none'}. The copy is {result['output']}. If a detail you need is not "
-        f"in it, read the original as it is at {result.get('original_copy') or path} (not shrunk)."
+    tokens = f"{result['tokens_before']:,} -> {result['tokens_after']:,} tokens"
+    bars = ", ".join(result["bars"].values()) or "none"
+    context = (  # what the agent reads on every such read: short, since it costs tokens too (``_worth_it``)
+        f"{path} is shown to you as a copy mmtok made for {result['model']} ({result['action']}; {tokens}; "
+        f"{measures or 'exact'} against the original, bars {bars}). If you need a detail it lost, read the original "
+        f"as it is at {result.get('original_copy') or path} (not shrunk)."
     )
     return {
         "hookSpecificOutput": {

@@ -35,9 +35,13 @@ MAX_ARGUMENT_CHARS = 32 * 1024 * 1024
 MAX_ITEMS = 256  # paths + URLs in one call
 DEFAULT_MODEL = "gpt-4o"  # the CLI's, when neither the call nor the settings name one
 DETAILS = Literal["low", "high", "original", "auto", "medium", "ultra_high"]
-MEDIA_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".webp": "image/webp",
-               ".gif": "image/gif", ".wav": "audio/wav", ".flac": "audio/flac", ".mp3": "audio/mpeg",
-               ".ogg": "audio/ogg", ".m4a": "audio/mp4"}  # fmt: skip
+# The MIME type of a content block, by the format mmtok.load reads from the output's own bytes (never its name: a
+# kept input given as data has none)
+MEDIA_TYPES = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp", "gif": "image/gif",
+               "bmp": "image/bmp", "tiff": "image/tiff", "heif": "image/heif", "avif": "image/avif",
+               "wav": "audio/wav", "flac": "audio/flac", "mp3": "audio/mpeg", "ogg": "audio/ogg",
+               "aiff": "audio/aiff", "m4a": "audio/mp4", "aac": "audio/aac", "mp4": "audio/mp4",
+               "webm": "audio/webm", "matroska": "audio/x-matroska"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,21 @@ class ReadPolicy:
         """``given`` as a file under an allowed root (a relative path is taken under the first), or a
         :class:`MediaError` saying why not. The check is on the real path, so a link out of a root is refused."""
         roots = self.allowed(granted)
+        named = _shown_path(given)
         if not roots:
-            raise MediaError(given, "no folder is open to this server: start it with --root DIR, or grant roots")
+            raise MediaError(named, "no folder is open to this server: start it with --root DIR, or grant roots")
         text = urllib.parse.unquote(given[7:]) if given.startswith("file://") else given
-        candidate = Path(text).expanduser()
-        real = Path(os.path.realpath(candidate if candidate.is_absolute() else roots[0] / candidate))
-        if not any(real == root or real.is_relative_to(root) for root in roots):
-            raise MediaError(given, f"outside the folders open to this server ({', '.join(map(str, roots))})")
-        if not real.is_file():
-            raise MediaError(given, "no such file" if not real.exists() else "not a file")
+        if "\x00" in text:
+            raise MediaError(named, "has a NUL byte: no file can be named so")
+        try:
+            candidate = Path(text).expanduser()
+            real = Path(os.path.realpath(candidate if candidate.is_absolute() else roots[0] / candidate))
+            if not any(real == root or real.is_relative_to(root) for root in roots):
+                raise MediaError(named, f"outside the folders open to this server ({', '.join(map(str, roots))})")
+            if not real.is_file():
+                raise MediaError(named, "no such file" if not real.exists() else "not a file")
+        except OSError as e:  # a name over the system's limits (ENAMETOOLONG), a loop of links
+            raise MediaError(named, f"cannot be read: {e.strerror or e}") from None
         return real
 
     def urls(self) -> Any:
@@ -78,6 +88,12 @@ class ReadPolicy:
         from mmtok.request import Policy
 
         return Policy(urls=UrlPolicy(allow_private=self.allow_private), paths_under=None)
+
+
+def _shown_path(given: str, most: int = 120) -> str:
+    """A path as an error names it: whole when short, else its start and its length (a 5,000-character name)."""
+    shown = given.replace("\x00", "\\0")
+    return shown if len(shown) <= most else f"{shown[:most]}... ({len(given):,} characters)"
 
 
 async def granted_roots(ctx: Context) -> ListRoots | None:
@@ -381,8 +397,10 @@ def _media_block(path: Path, kind: str) -> list[ImageContent | AudioContent]:
     size = path.stat().st_size
     if kind == "video" or size * 4 / 3 > MAX_ARGUMENT_CHARS:
         return []
+    mime = MEDIA_TYPES.get(mmtok.load(path).format)
+    if mime is None:  # a format no MIME type is known for: its path is in the text, as a video's is
+        return []
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    mime = MEDIA_TYPES.get(path.suffix.lower(), f"{kind}/{path.suffix.lstrip('.').lower()}")
     if kind == "audio":
         return [AudioContent(type="audio", data=data, mime_type=mime)]
     return [ImageContent(type="image", data=data, mime_type=mime)]

@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
 import typer
 
 from mmtok.cli.common import (
@@ -34,14 +35,24 @@ if TYPE_CHECKING:
     from mmtok.budgets.shrink import ShrinkResult
 
 DONE_MIN_WIDTH = 30  # narrower than this, what was done is printed under the table, one line per result
+DEFAULT_MODEL = "gpt-4o"  # price's, when neither -m, a body nor the settings name one
 
 
 @flushes_json_lines
 def shrink(
-    paths: list[Path] = typer.Argument(
-        ..., help="Images, recordings, videos, PDFs, API request bodies (JSON) or folders (walked recursively)."
+    paths: list[str] = typer.Argument(
+        ...,
+        click_type=click.Path(),  # a path or a URL, kept as typed (a Path would fold https:// into https:/)
+        metavar="INPUTS...",
+        help="Images, recordings, videos, PDFs, API request bodies (JSON), folders (walked recursively) or http(s) "
+        "URLs.",
     ),
-    model: list[str] = typer.Option(..., "--model", "-m", help="Model to shrink for (repeatable)."),
+    model: list[str] = typer.Option(
+        [],
+        "--model",
+        "-m",
+        help="Model to shrink for (repeatable). Default: a body's own, else the settings' model or gpt-4o.",
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the outputs (never inside an input folder)."),
     keep: list[str] = typer.Option(
         [],
@@ -63,6 +74,11 @@ def shrink(
     no_crop: bool = typer.Option(False, "--no-crop", help="Never cut uniform borders."),
     prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet (TOML)."),
     max_pixels: int | None = max_pixels_option(),
+    allow_private: bool = typer.Option(
+        False,
+        "--allow-private",
+        help="URLs in bodies, and redirects, may reach loopback, private and link-local addresses.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="One JSON object per input and model on stdout."),
 ) -> None:
     """For each input and model, write the cheapest version that meets every bar to --out, with tokens and cost
@@ -72,45 +88,97 @@ def shrink(
     bars = _checked_bars(keep, speed, detail)
     limit = resolve_max_pixels(max_pixels)
     out = out.expanduser()
-    problem = _out_problem(out, paths)
+    local = [Path(p) for p in paths if not _is_url(p)]
+    problem = _out_problem(out, local)
     if problem:
         print_error(problem)
         raise typer.Exit(2)
-    usable = _usable_models(model, prices, json_out)
+    usable = _usable_models(model, prices, json_out) if model else []
+    fallback = None if model else _usable_models([_configured_model()], prices, json_out)[0]  # for files
     options = {
         "lossless": lossless, "detail": detail, "speed": speed, "min_silence_s": min_silence, "crop": not no_crop,
-        "slice": slice_, "prices": prices, "max_pixels": limit,
+        "slice": slice_, "prices": prices, "max_pixels": limit, "allow_private": allow_private, "fallback": fallback,
     }  # fmt: skip
-    results, failures = _shrink_all(paths, usable, bars, out, options, json_out)
+    with _Downloads(allow_private) as downloads:
+        results, failures = _shrink_all(paths, usable, bars, out, options, json_out, downloads)
     if not json_out and results:
-        _print_table(results)
+        _print_table(results, downloads.urls)
     if failures or len(usable) != len(model):
         raise typer.Exit(1)
 
 
+def _is_url(text: str) -> bool:
+    return text[:8].lower().startswith(("http://", "https://"))
+
+
+class _Downloads:
+    """URLs named on the command line, each read whole by bounded reads (as ``mmtok price`` reads them: the size
+    cap, the deadline, redirects to private addresses refused unless allowed) into a private folder removed at the
+    end, under the name its URL ends with; ``urls`` maps each copy back to its URL for what is printed."""
+
+    def __init__(self, allow_private: bool) -> None:
+        self.allow_private = allow_private
+        self.urls: dict[Path, str] = {}
+        self._folder: Any = None
+
+    def __enter__(self) -> _Downloads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._folder is not None:
+            self._folder.cleanup()
+
+    def fetch(self, url: str) -> Path | MediaError:
+        """The URL's bytes in a file of their own, or its error."""
+        import tempfile
+        import urllib.parse
+
+        from mmtok.errors import MmtokError
+        from mmtok.media.remote import RemoteFile, UrlPolicy, shown
+
+        try:
+            with RemoteFile(url, UrlPolicy(allow_private=self.allow_private), asked=True) as remote:
+                data = remote.read_all()
+        except MmtokError as e:
+            return e if isinstance(e, MediaError) else MediaError(shown(url), str(e))
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="mmtok-shrink-urls-")
+        name = Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).name
+        safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in name).strip("._") or "download"
+        folder = Path(self._folder.name) / str(len(self.urls))  # one folder each: two URLs may end alike
+        folder.mkdir()
+        copy = folder / safe
+        copy.write_bytes(data)
+        self.urls[copy] = shown(url)
+        return copy
+
+
 def _shrink_all(
-    paths: list[Path], models: list[str], bars: dict, out: Path, options: dict, json_out: bool
+    paths: list[str], models: list[str], bars: dict, out: Path, options: dict, json_out: bool, downloads: _Downloads
 ) -> tuple[list[ShrinkResult], bool]:
-    """Every input for every model, each outcome said as it comes; (the results, whether any input failed)."""
+    """Every input for every model (none given: a body's own, else the settings'), each outcome said as it comes;
+    (the results, whether any input failed)."""
     from mmtok.media import iter_files
 
-    files = list(iter_files(paths))
-    names = _output_names([f for f in files if not isinstance(f, MediaError)], paths)
-    inputs = frozenset(Path(os.path.realpath(p)) for p in names)
+    files = [item for given in paths for item in ([downloads.fetch(given)] if _is_url(given) else iter_files([given]))]
+    local = [Path(p) for p in paths if not _is_url(p)]
+    names = _output_names([f for f in files if not isinstance(f, MediaError)], local)
+    inputs = frozenset(Path(os.path.realpath(p)) for p in names if p not in downloads.urls)
     results: list[ShrinkResult] = []
     warned: set[str] = set()
     failures = False
-    with _progress(len(files), len(models), min_items=1 if any(p.is_dir() for p in paths) else 2) as now:
+    with _progress(len(files), max(1, len(models)), min_items=1 if any(p.is_dir() for p in local) else 2) as now:
         for n, item in enumerate(files):
             if isinstance(item, MediaError):
                 failures = True
                 _error(item, json_out, {"input": item.source})
                 continue
-            now(n, item, models[0])
+            label = downloads.urls.get(item, str(item))
+            now(n, item, models[0] if models else "")
             made = 0
             for k, result in enumerate(_outcomes(item, models, bars, out / names[item].parent, names[item].name,
                                                  options, inputs)):  # fmt: skip
-                written, failed = _report(item, result, json_out, warned, results)
+                written, failed = _report(item, label, result, json_out, warned, results)
                 made, failures = made + written, failures or failed
                 if k + 1 < len(models):
                     now(n, item, models[k + 1])
@@ -175,25 +243,29 @@ def _usable_models(model: list[str], prices: list[Path], json_out: bool) -> list
     return usable
 
 
-def _report(item: Path, result: object, json_out: bool, warned: set[str], results: list) -> tuple[int, bool]:
-    """Say one model's outcome for ``item`` (a skip, an error, or a result with its warnings); (written, failed)."""
+def _report(
+    item: Path, label: str, result: object, json_out: bool, warned: set[str], results: list
+) -> tuple[int, bool]:
+    """Say one model's outcome for ``item`` (named ``label``: its path, or the URL it was read from; a skip, an
+    error, or a result with its warnings); (written, failed)."""
     from mmtok.budgets.shrink import Skipped
 
     if isinstance(result, Skipped):
-        print_note(f"skipped: {item}: {result}")
+        print_note(f"skipped: {label}: {result}")
         if json_out:
-            print_json_line({"input": str(item), "skipped": str(result)})
+            print_json_line({"input": label, "skipped": str(result)})
         return 0, False
     if isinstance(result, MmtokError):
-        _error(result if isinstance(result, MediaError) else f"{item}: {result}", json_out, {"input": str(item)})
+        said = f"{label}: {result}" if label != str(item) or not isinstance(result, MediaError) else result
+        _error(said, json_out, {"input": label})
         return 0, True
-    said = [f"{item}: {warning}" for warning in result.warnings] + list(result.before.warnings)
+    said = [f"{label}: {warning}" for warning in result.warnings] + list(result.before.warnings)
     for warning in said:  # the input's (an animated GIF) and the price's own (a retired model ...): said once
         if warning not in warned:
             warned.add(warning)
             print_warning(warning)
     if json_out:
-        print_json_line(result.to_dict())
+        print_json_line({**result.to_dict(), "input": label})
     else:
         results.append(result)
     return 1, False
@@ -257,9 +329,23 @@ def _outcomes(
         yield e
         return
     if body is not None:
-        yield from _shrink_body(item, body, models, bars, folder, name, options, inputs)
+        yield from _shrink_body(item, body, models or [None], bars, folder, name, options, inputs)
     else:
-        yield from shrink_models(item, models, bars, folder, name, protect=inputs, **options)
+        fallback = [options["fallback"]] if options["fallback"] else []
+        options = {k: v for k, v in options.items() if k not in ("allow_private", "fallback")}
+        yield from shrink_models(item, models or fallback, bars, folder, name, protect=inputs, **options)
+
+
+def _configured_model() -> str:
+    """The settings' model (``mmtok.config``, as ``price`` and the MCP server read it), else gpt-4o; a settings
+    file that cannot be read is a usage error."""
+    from mmtok.config import load_config
+
+    try:
+        return load_config().model_or(DEFAULT_MODEL)
+    except MmtokError as e:
+        print_error(e)
+        raise typer.Exit(2) from None
 
 
 # ------------------------------------------------------------------------------------------------------ bodies
@@ -284,20 +370,32 @@ def _request_body(item: Path) -> Any:
 
 
 def _shrink_body(
-    item: Path, body: Any, models: list[str], bars: dict, folder: Path, name: str, options: dict, inputs: frozenset
+    item: Path,
+    body: Any,
+    models: list[str | None],
+    bars: dict,
+    folder: Path,
+    name: str,
+    options: dict,
+    inputs: frozenset,
 ) -> Iterator[ShrinkResult | MmtokError]:
-    """Each model's shrunk body (``budgets/shrink/request.py``), written as ``<name>.<model>.json`` beside the
-    renditions it holds (``<name>.<model>.parts/``); local paths it names are read inside its own folder only."""
+    """Each model's shrunk body (``budgets/shrink/request.py``; a model None: the body's own), written as
+    ``<name>.<model>.json`` beside the renditions it holds (``<name>.<model>.parts/``); local paths it names are read
+    inside its own folder only."""
+    from mmtok.budgets.pricing.requests import model_for
     from mmtok.budgets.shrink import model_slug
     from mmtok.budgets.shrink.request import shrink_request
     from mmtok.files import write_atomic
+    from mmtok.media.remote import UrlPolicy
     from mmtok.request import Policy
 
     keep = [str(bar) for bar in bars.values()]
-    policy = Policy(paths_under=item.parent, max_pixels=options["max_pixels"])
-    for model in models:
-        target = folder / f"{name}.{model_slug(model)}.json"
+    urls = UrlPolicy(allow_private=options["allow_private"])
+    policy = Policy(urls=urls, paths_under=item.parent, max_pixels=options["max_pixels"])
+    for asked in models:
         try:
+            model = model_for(body, asked)  # none asked: the body's own
+            target = folder / f"{name}.{model_slug(model)}.json"
             if Path(os.path.realpath(target)) in inputs:
                 raise MediaError(item, f"the output {target} would overwrite an input: choose another --out")
             done = shrink_request(
@@ -334,10 +432,13 @@ def _body_result(source: Path, model: str, path: Path, done: Any) -> ShrinkResul
 # ------------------------------------------------------------------------------------------------------- table
 
 
-def _print_table(results: list[ShrinkResult]) -> None:
+def _print_table(results: list[ShrinkResult], urls: dict[Path, str] | None = None) -> None:
     """One row per input, its models as sub-rows under it (tokens, cost after, saving, what happened); what was done
     and measured in a column where it fits, else on lines under the table; a total for the run."""
     from mmtok.cli.price import money
+
+    def shown(source: Path) -> str:  # a URL's copy is named by its URL
+        return (urls or {}).get(source) or short_path(source)
 
     columns = [
         Column("input · model", fold=True, min_width=24),
@@ -351,7 +452,7 @@ def _print_table(results: list[ShrinkResult]) -> None:
     last = None
     for r in results:
         if r.source != last:
-            rows.append([_escape(short_path(r.source)), "", "", "", "", ""])
+            rows.append([_escape(shown(r.source)), "", "", "", "", ""])
             last = r.source
         cost = money(r.after.total_cost)
         rows.append(["  " + _escape(r.model), _tokens(r), cost, _saving(r), _status(r), _escape(_done(r))])
@@ -367,7 +468,7 @@ def _print_table(results: list[ShrinkResult]) -> None:
         last = None
         for r in results:
             if r.source != last:
-                console().print(f"[dim]{_escape(short_path(r.source))}[/]")
+                console().print(f"[dim]{_escape(shown(r.source))}[/]")
                 last = r.source
             cost = f"USD {money(r.before.total_cost)} -> {money(r.after.total_cost)}; " if "USD" in dropped else ""
             console().print(f"  [dim]{_escape(r.model)}:[/] {cost}{_escape(_done(r))}")
@@ -407,10 +508,13 @@ def _status(r: ShrinkResult) -> str:
 
 def _done(r: ShrinkResult) -> str:
     """What was done, measured, and where it is: one line for people."""
+    from mmtok.budgets.shrink.image import ESTIMATED_VIEW_NOTE
+
     parts = [r.action]
     measures = _measures(r)
     if measures:
-        parts.append(measures)
+        estimated = any(ESTIMATED_VIEW_NOTE in note for note in r.notes)  # Gemini 3: no internal size is published
+        parts.append(f"{measures} at an estimated view" if estimated else measures)
     if r.detail and r.status not in ("kept", "converted"):
         parts.append(f"send with {r.detail_name}={r.detail}")
     if r.status in ("lossless", "re-encoded") or (r.kind == "image" and r.bytes_after != r.bytes_before):

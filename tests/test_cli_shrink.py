@@ -279,3 +279,53 @@ def test_a_body_shrunk_for_another_providers_model_warns_and_saves_on_its_input(
     (row,) = _rows(result)
     before, after = row["tokens_before"], row["tokens_after"]
     assert after < before and row["saving"] == pytest.approx(1 - float(row["cost_after"]) / float(row["cost_before"]))
+
+
+def test_a_url_is_read_as_price_reads_it_and_shrunk_under_its_own_name(tmp_path):
+    from tests.loopback import serving
+
+    _photo(tmp_path / "shot.png")
+    with serving(tmp_path) as (base, seen):
+        out = tmp_path / "o"
+        result = runner.invoke(app, ["shrink", f"{base}/shot.png", "-m", "gpt-4o", "--out", str(out), "--json", *FAST])
+        missing = runner.invoke(app, ["shrink", f"{base}/none.png", f"{base}/shot.png", "-m", "gpt-4o",
+                                      "--out", str(tmp_path / "o2"), *FAST])  # fmt: skip
+        redirected = runner.invoke(app, ["shrink", f"{base}/away/127.0.0.2:1/x.png", "-m", "gpt-4o",
+                                         "--out", str(tmp_path / "o3"), *FAST])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    (row,) = _rows(result)
+    assert row["input"] == f"{base}/shot.png" and row["status"] == "shrunk"
+    assert [p.name for p in out.iterdir()] == ["shot.gpt-4o.png"]
+    assert all("cookie" not in request for request in seen)
+    assert missing.exit_code == 1 and "none.png: HTTP 404" in missing.stderr  # the batch goes on
+    assert "shot.png" in missing.stdout
+    assert redirected.exit_code == 1 and "loopback, private or link-local address" in redirected.stderr
+
+
+def test_a_body_without_model_is_shrunk_for_its_own_and_a_file_for_the_settings_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no settings file: gpt-4o
+    for name in ("MMTOK_CONFIG", "MMTOK_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    body = "mmtok/samples/requests/anthropic-messages.json"
+    photo = _photo(tmp_path / "p.png")
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["shrink", body, str(photo), "--out", str(out), "--json", *FAST])
+    assert result.exit_code == 0, result.output
+    rows = _rows(result)
+    assert [(r["kind"], r["model"]) for r in rows] == [("request", "claude-opus-4-7"), ("image", "gpt-4o")]
+    assert (out / "anthropic-messages.claude-opus-4-7.json").is_file()
+    monkeypatch.setenv("MMTOK_MODEL", "claude-haiku-4-5")
+    again = runner.invoke(app, ["shrink", str(photo), "--out", str(tmp_path / "o2"), "--json", *FAST])
+    assert [r["model"] for r in _rows(again)] == ["claude-haiku-4-5"]
+
+
+def test_a_gemini_3_row_says_its_measures_are_at_an_estimated_view(tmp_path):
+    """Google publishes no internal image size for Gemini 3: the view measured at is mmtok's estimate, said in the
+    row (not only in the JSON's notes); a model whose size is published says nothing of the kind."""
+    photo = _photo(tmp_path / "p.png", 900, 600)
+    args = ["shrink", str(photo), "-m", "gemini-3-flash-preview", "-m", "gpt-4o", "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, [*args, *FAST], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: " ".join(line.split()) for line in result.stdout.splitlines() if line.startswith("  ")}
+    assert "at an estimated view" in rows["gemini-3-flash-preview"]
+    assert "at an estimated view" not in rows["gpt-4o"]

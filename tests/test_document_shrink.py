@@ -84,3 +84,28 @@ def test_pages_as_images_replace_text_plus_page_on_claude_where_the_bars_hold(tm
     assert result.after.input_tokens < pages["tokens"] - 1496
     assert result.before.tokens("text") > 0 and result.before.tokens("image") == 2 * 1496  # the whole PDF
     assert all(result.measures[m] >= bar for m, bar in (("ssim", 0.9), ("ocr", 0.98)))
+
+
+def test_a_pdf_kept_as_it_is_is_copied_once_under_its_own_name(tmp_path):
+    """As docs/shrink.md says of every kept original: OUT/<name>.pdf, once, the other models pointing to it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from mmtok.cli.main import app
+
+    noise = PIL.Image.effect_noise((425, 550), 80).convert("RGB")
+    buffer = io.BytesIO()
+    noise.save(buffer, "JPEG", quality=90)
+    path = tmp_path / "photos.pdf"
+    path.write_bytes(write_pdf([PageSpec(lines=("Page one.",), scan=(buffer.getvalue(), 425, 550))]))
+    out = tmp_path / "out"
+    args = ["shrink", str(path), "-m", "gpt-4o", "-m", "claude-opus-4-7", "--keep", "ssim>=1.0", "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["status"] for r in rows] == ["kept", "kept"]
+    assert [r["output"] for r in rows] == [str(out / "photos.pdf")] * 2
+    assert [r["same_file_as"] for r in rows] == [None, "gpt-4o"]
+    assert sorted(p.name for p in out.iterdir()) == ["photos.pdf"]
+    assert (out / "photos.pdf").read_bytes() == path.read_bytes()

@@ -134,3 +134,51 @@ def test_an_error_is_one_line_on_stderr_and_exit_1_never_2(project, stdin, args,
 def test_an_unknown_agent_is_exit_1(project):
     result = runner.invoke(app, ["hook", "cursor"], input="{}")
     assert result.exit_code == 1 and "unknown agent 'cursor'" in result.stderr
+
+
+def _hook_process(event: dict, env: dict, *args: str, timeout_s: float = 60):
+    """The hook as Claude Code runs it: a process given the event on stdin, bounded in time (a hang fails)."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "mmtok.cli.main", "hook", "claude-code", *args]
+    return subprocess.run(command, input=json.dumps(event), capture_output=True, text=True, env=env, timeout=timeout_s)
+
+
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_a_fifo_is_left_alone_without_blocking(project, tmp_path, where):
+    """A FIFO with no writer blocks an ordinary open; the hook checks the folder first and opens without blocking,
+    so it answers nothing at once (inside the project) or never opens it (outside)."""
+    import os
+
+    fifo = (project / "docs" if where == "inside" else tmp_path) / "pipe.png"
+    os.mkfifo(fifo)
+    event = _event("read-image.json", project)
+    event["tool_input"]["file_path"] = str(fifo)
+    done = _hook_process(event, dict(os.environ), *FAST, timeout_s=60)
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == ""
+
+
+def test_other_non_regular_files_are_left_alone(project):
+    event = _event("read-image.json", project)
+    for path in (project / "docs", project / "docs" / "a\x00b.png"):
+        event["tool_input"]["file_path"] = str(path)
+        result = _run(event, *FAST)
+        assert result.exit_code == 0 and result.stdout == "" and result.stderr == ""
+
+
+def test_an_image_whose_copy_saves_less_than_the_note_costs_is_left_alone(project):
+    """A 32x24 icon: Claude bills it 1 token less when shrunk, and the note telling the agent so is ~130 tokens."""
+    import PIL.Image
+
+    icon = project / "docs" / "icon.png"
+    PIL.Image.effect_noise((32, 24), 60).convert("RGB").save(icon)
+    before = mmtok.price(icon, "claude-opus-4-7").tokens("image")
+    event = _event("read-image.json", project, "docs/icon.png")
+    result = _run(event, "-m", "claude-opus-4-7", "--keep", "ssim>=0.1")
+    assert result.exit_code == 0 and result.stdout == "", result.stdout
+    from mmtok.cli.hook import _shrunk
+    from mmtok.config import load_config
+
+    shrunk = _shrunk(icon, load_config(None).override(model="claude-opus-4-7", keep=["ssim>=0.1"]))
+    assert shrunk["status"] == "shrunk" and 0 < before - shrunk["tokens_after"] < 20  # it would have been rewritten

@@ -361,3 +361,40 @@ def test_bad_start_options_are_usage_errors(args, said, env, monkeypatch):
         monkeypatch.setenv(name, value)
     result = CliRunner().invoke(app, ["mcp", *args])
     assert result.exit_code == 2 and said in result.stderr
+
+
+def test_data_kept_as_it_is_comes_back_with_the_mime_type_of_its_bytes_and_odd_paths_are_one_line(folder, env):
+    """Data has no file name: the block's MIME type comes from its bytes (it was `image/` when the result was the
+    input as is). A path with a NUL byte or a 5,000-character name is a clear refusal, not an unexpected error."""
+    small = base64.b64encode((folder / "astronaut.png").read_bytes()).decode()
+
+    async def scenario() -> None:
+        async with _session(env, "--root", str(folder)) as client:
+            kept = await client.call_tool(
+                "shrink", {"data": small, "model": "claude-opus-4-7", "keep": ["ssim>=0.99999"]}
+            )
+            assert not kept.is_error and kept.structured_content["status"] == "kept"
+            image = kept.content[0]
+            assert image.type == "image" and image.mime_type == "image/png"
+            assert base64.b64decode(image.data) == (folder / "astronaut.png").read_bytes()
+            for path, says in (
+                ("a\x00b.png", "has a NUL byte"),
+                ("x" * 5000 + ".png", "cannot be read: File name too long"),
+            ):
+                for tool, arguments in (("shrink", {"path": path}), ("price", {"paths": [path]})):
+                    said = _error(await client.call_tool(tool, arguments))
+                    assert says in said and "unexpected" not in said and len(said) < 400, said
+
+    _run(scenario)
+
+
+def test_an_audio_block_is_typed_by_its_bytes_not_its_name(samples, tmp_path):
+    from mmtok.cli.mcp_tools import _media_block
+
+    unnamed = tmp_path / "0123abcd"  # as data given to the server is stored: a hash, no suffix
+    shutil.copy(samples / "speech.wav", unnamed)
+    (block,) = _media_block(unnamed, "audio")
+    assert block.type == "audio" and block.mime_type == "audio/wav"
+    shutil.copy(samples / "chelsea.jpg", unnamed)
+    (block,) = _media_block(unnamed, "image")
+    assert block.type == "image" and block.mime_type == "image/jpeg"

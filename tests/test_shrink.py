@@ -68,12 +68,27 @@ def test_bars_parse_and_replace_only_their_modality():
         ("wer>=0.1", "write wer<=0.1"),
         ("ssim<=0.9", "write ssim>=0.9"),
         ("ocr>=1.5", "between 0 and 1"),
+        ("ssim>1.5", "ssim is an agreement; write ssim>=VALUE with VALUE between 0 and 1"),
+        ("wer>=2", "write wer<=VALUE with VALUE between 0 and 1"),
         ("ocr", "write a bar"),
     ],
 )
 def test_bad_bars_are_one_config_error(text, says):
     with pytest.raises(ConfigError, match=re.escape(says)):
         parse_bar(text)
+
+
+@pytest.mark.parametrize("text", ["ssim>1.5", "ssim>0.9", "ocr<=0.98", "wer>=0.1", "wer>=7", "recog=<2"])
+def test_a_bar_suggested_for_a_wrong_direction_is_itself_taken(text):
+    """The fix an error suggests is a bar parse_bar takes, or the message says the range instead of a value."""
+    with pytest.raises(ConfigError) as refused:
+        parse_bar(text)
+    suggested = str(refused.value).split("; write ")[1]
+    if "VALUE" in suggested:
+        assert "between 0 and 1" in suggested
+    else:
+        bar = parse_bar(suggested)  # taken: no error
+        assert text.startswith(bar.metric) and str(bar) == suggested
 
 
 # ------------------------------------------------------------------------------------------------ candidates

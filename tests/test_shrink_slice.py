@@ -71,3 +71,30 @@ def test_slice_cuts_a_tall_page_into_pieces_the_model_sees_whole_each_read_again
     as_sent = next(t for t in result.tried if t["size"].endswith("as sent"))
     assert as_sent["ocr"] < 0.98 and not as_sent["meets"]  # the one image, as the model sees it, fails the bar
     assert result.to_dict()["pieces"] == [str(p) for p in result.pieces]
+
+
+def test_slice_pieces_cover_the_page_inside_its_uniform_margins(tmp_path):
+    """A page whose text is a narrow column in a wide white page: the pieces are cut from the column, so each is
+    as narrow as the text needs (issue 39: they kept the margin, two tiles wide where the text needs one)."""
+    import mmtok
+    from mmtok.budgets.shrink.job import ImageJob
+    from mmtok.budgets.shrink.slices import sliced_region, slicings_for
+
+    page = PIL.Image.new("RGB", (1400, 5000), "white")
+    draw = PIL.ImageDraw.Draw(page)
+    for n, y in enumerate(range(40, 4900, 300)):
+        draw.text((560, y), f"{n:03d} invoice 7781-AB", font=_font(16), fill="black")
+    page.save(tmp_path / "column.png")
+    job = ImageJob(tmp_path / "column.png", mmtok.load(tmp_path / "column.png"))
+    left, top, right, bottom = sliced_region(job, crop=True)
+    assert 500 < left < 560 and right < 900 and top < 40 and bottom > 4700  # the column, with a small margin
+    assert sliced_region(job, crop=False) == (0, 0, 1400, 5000)
+    gpt4o = resolve("gpt-4o")
+    cropped = slicings_for(job, gpt4o, None, (), (left, top, right, bottom))
+    whole = slicings_for(job, gpt4o, None, ())
+    assert cropped and whole
+    for slicing in cropped:
+        assert all(r[0] == left and r[2] == right and top <= r[1] < r[3] <= bottom for r in slicing.regions)
+    full = max(cropped, key=lambda s: s.scale), max(whole, key=lambda s: s.scale)  # each at full resolution
+    assert full[0].width == right - left and full[1].width == 1400
+    assert full[0].tokens < full[1].tokens

@@ -61,13 +61,12 @@ def parse_bar(text: str) -> Bar:
         raise ConfigError(f"--keep {text!r}: unknown metric {metric!r}; use {', '.join(METRICS)}")
     want = METRICS[metric][0]
     op = {"=>": ">=", "=<": "<="}.get(op or want, op or want)
-    if op != want:
-        raise ConfigError(
-            f"--keep {text!r}: {metric} is {'an agreement' if want == '>=' else 'an error rate'}; "
-            f"write {metric}{want}{raw}"
-        )
     value = float(raw)
-    if not 0.0 <= value <= 1.0:
+    in_range = 0.0 <= value <= 1.0
+    if op != want:  # suggest the bar the user meant only where it is one that is taken
+        fix = f"write {metric}{want}{raw}" if in_range else f"write {metric}{want}VALUE with VALUE between 0 and 1"
+        raise ConfigError(f"--keep {text!r}: {metric} is {'an agreement' if want == '>=' else 'an error rate'}; {fix}")
+    if not in_range:
         raise ConfigError(f"--keep {text!r}: {metric} is a fraction between 0 and 1, got {value:g}")
     return Bar(metric, value)
 

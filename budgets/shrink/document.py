@@ -83,8 +83,9 @@ def shrink_documents(
     prices: Sequence[str | os.PathLike[str]] = (),
     protect: frozenset[Path] = frozenset(),
 ) -> Iterator[ShrinkResult | MmtokError]:
-    """One result (or error) per model for the PDF ``source``, written to ``out_dir/<name>.<model>.<pdf|txt|pages>``;
-    ``pages``: the pages to keep (``"1-3,7"``); ``detail``: the PDF detail / media_resolution it would be sent with."""
+    """One result (or error) per model for the PDF ``source``, written to ``out_dir/<name>.<model>.<pdf|txt|pages>``
+    (the document kept as it is: ``out_dir/<name>.pdf``, once); ``pages``: the pages to keep (``"1-3,7"``);
+    ``detail``: the PDF detail / media_resolution it would be sent with."""
     import mmtok
     from mmtok.media.document import parse_pages
 
@@ -119,6 +120,18 @@ class _Work:
     readings: dict[int, float] = field(default_factory=dict)  # page -> agreement of its text layer with OCR
     jobs: dict[str, Any] = field(default_factory=dict)  # the page images' decodings and readings, for every model
     chosen_pdf: Path | None = None
+    kept: tuple[Path, str] | None = None  # the document copied as it is (``<name>.pdf``), and the model that did
+
+    def keep(self, out_dir: Path, name: str, model: str, protect: frozenset[Path]) -> tuple[Path, str | None]:
+        """The document as it is, copied once as ``<name>.pdf`` for every model that keeps it: (its path, the model
+        whose result wrote it, or None when written now)."""
+        if self.kept is not None:
+            return self.kept[0], self.kept[1]
+        target = out_dir / f"{name}.pdf"
+        if Path(os.path.realpath(target)) in protect:
+            raise MediaError(self.source, f"the output {target} would overwrite an input: choose another --out")
+        self.kept = (copy_atomic(self.source, target), model)
+        return target, None
 
     def render(self, number: int) -> Path:
         """Page ``number`` rendered at 150 dpi, as a PNG in the scratch folder."""
@@ -193,10 +206,15 @@ def _shrink_one(
     best = min((o for o in options if o.met and o.quote is not None), key=lambda o: o.quote.total_cost)
     if best.quote.total_cost > before.total_cost:
         best = options[0]
-    target, after = _write(work, best, stem, model, detail, prices, protect)
+    same = None
+    if best.kind == "pages" and not work.chosen.selected:  # the document as it is: one copy, under its own name
+        target, same = work.keep(out_dir, name, model.asked, protect)
+        after = price(target, model.asked, detail=detail, prices=prices)
+    else:
+        target, after = _write(work, best, stem, model, detail, prices, protect)
     if after.total_cost > before.total_cost:  # priced again from what was written: never more than the original
         _remove(target)
-        target = copy_atomic(work.source, stem.with_name(stem.name + ".pdf"))
+        target, same = work.keep(out_dir, name, model.asked, protect)
         after = price(target, model.asked, detail=detail, prices=prices)
         best = _Option("pages", f"kept: {best.action} priced higher when written", after, True, {})
     for option in options:
@@ -220,6 +238,7 @@ def _shrink_one(
         bytes_before=work.document.size_bytes,
         bytes_after=_size(target),
         notes=[o.why for o in options if o.why],
+        same_file_as=same,
     )
 
 

@@ -21,7 +21,8 @@ from mmtok.budgets.shrink.search import LadderSearch, measure
 if TYPE_CHECKING:
     from mmtok.budgets.shrink.search import Measured
 
-__all__ = ["ImageJob", "plan_image"]
+__all__ = ["ESTIMATED_VIEW_NOTE", "ImageJob", "plan_image"]
+ESTIMATED_VIEW_NOTE = "publishes no internal image size: measured at an estimated view"
 
 
 def _size(w: int, h: int) -> str:
@@ -74,8 +75,8 @@ def _plan_cheaper(
     notes = list(job.decoded.notes)
     if not reference.published:
         notes.append(
-            f"{model.asked} publishes no internal image size: measured at an estimated view "
-            f"({C.ESTIMATED_PX_PER_TOKEN:.0f} px per token, {reference.width}x{reference.height} for the original)"
+            f"{model.asked} {ESTIMATED_VIEW_NOTE} ({C.ESTIMATED_PX_PER_TOKEN:.0f} px per token, "
+            f"{reference.width}x{reference.height} for the original)"
         )
     search = LadderSearch(job, ladder, reference, box, border, bars, written[0])
     found = search.cheapest_meeting() if ladder else None
@@ -93,7 +94,7 @@ def _plan_cheaper(
     if slice_ or _small_text(job, model, detail, bars):
         from mmtok.budgets.shrink.slices import plan_slices
 
-        sliced = plan_slices(job, model, bars, detail, prices, written, why, search.tried, notes, slice_)
+        sliced = plan_slices(job, model, bars, detail, prices, written, why, search.tried, notes, slice_, crop)
         if sliced is not None:
             return sliced
     return Plan("kept", f"kept: {why}", tried=search.tried, notes=notes)

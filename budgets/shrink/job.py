@@ -53,9 +53,14 @@ class ImageJob:
         self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}  # (scale of the view, agreement)
 
     @functools.cached_property
-    def crop(self) -> tuple[tuple[int, int, int, int], tuple[int, int, int]] | None:
-        """The uniform border's inner box and colour (None: no border worth cutting)."""
-        return P.content_box(self.decoded.rgb)
+    def bounds(self) -> P.Bounds | None:
+        """The tight box around what differs from a uniform border, and its colour (None: no uniform border)."""
+        return P.content_bounds(self.decoded.rgb)
+
+    @functools.cached_property
+    def crop(self) -> P.Bounds | None:
+        """The uniform border's inner box, with a margin, and colour (None: no border worth cutting)."""
+        return P.content_box(self.decoded.rgb, self.bounds)
 
     # ------------------------------------------------------------------------------------------------- pixels
     def original_view(self, size: tuple[int, int]) -> PIL.Image.Image:

@@ -133,29 +133,44 @@ def over_white(image: PIL.Image.Image) -> PIL.Image.Image:
     return PIL.Image.alpha_composite(background, image).convert("RGB")
 
 
-def content_box(rgb: PIL.Image.Image) -> tuple[tuple[int, int, int, int], tuple[int, int, int]] | None:
-    """The box inside a uniform border (left, top, right, bottom) with a margin of 1% of the long side, and the
-    border colour; None when the image has no uniform border worth cutting (under 2% of the area)."""
-    array = np.asarray(rgb, dtype=np.int16)  # (H, W, 3)
+Bounds = tuple[tuple[int, int, int, int], tuple[int, int, int]]  # (left, top, right, bottom), the border colour
+
+
+def content_bounds(rgb: PIL.Image.Image) -> Bounds | None:
+    """The tight box around what differs from a uniform border (left, top, right, bottom) and the border colour;
+    None when the corners agree on no colour or the image is that colour throughout."""
+    array = np.asarray(rgb)  # (H, W, 3) uint8
     height, width = array.shape[:2]
-    corners = [tuple(array[y, x]) for y, x in ((0, 0), (0, width - 1), (height - 1, 0), (height - 1, width - 1))]
+    corners = [
+        tuple(int(c) for c in array[y, x])
+        for y, x in ((0, 0), (0, width - 1), (height - 1, 0), (height - 1, width - 1))
+    ]
     colour = max(corners, key=corners.count)
     if corners.count(colour) < 2:
         return None
-    differs = (np.abs(array - np.array(colour, dtype=np.int16)) > BORDER_TOLERANCE).any(axis=2)  # (H, W)
+    low = np.array([max(0, c - BORDER_TOLERANCE) for c in colour], np.uint8)
+    high = np.array([min(255, c + BORDER_TOLERANCE) for c in colour], np.uint8)
+    differs = ((array < low) | (array > high)).any(axis=2)  # (H, W): outside the border colour's tolerance
     rows, cols = np.flatnonzero(differs.any(axis=1)), np.flatnonzero(differs.any(axis=0))
     if not len(rows):
         return None  # a uniform image: nothing to keep or to cut
-    margin = max(2, round(0.01 * max(width, height)))
-    box = (
-        max(0, int(cols[0]) - margin),
-        max(0, int(rows[0]) - margin),
-        min(width, int(cols[-1]) + 1 + margin),
-        min(height, int(rows[-1]) + 1 + margin),
-    )
+    return (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1), colour  # type: ignore[return-value]
+
+
+def content_box(rgb: PIL.Image.Image, bounds: Bounds | None = None, margin_px: int | None = None) -> Bounds | None:
+    """The box inside a uniform border with a margin (default 1% of the long side, at least 2 px) and the border
+    colour; None when the image has no uniform border worth cutting (under 2% of the area). ``bounds``: the image's
+    :func:`content_bounds`, when already found."""
+    bounds = bounds if bounds is not None else content_bounds(rgb)
+    if bounds is None:
+        return None
+    (left, top, right, bottom), colour = bounds
+    width, height = rgb.size
+    margin = max(2, round(0.01 * max(width, height))) if margin_px is None else margin_px
+    box = (max(0, left - margin), max(0, top - margin), min(width, right + margin), min(height, bottom + margin))
     if (box[2] - box[0]) * (box[3] - box[1]) > 0.98 * width * height:
         return None
-    return box, (int(colour[0]), int(colour[1]), int(colour[2]))
+    return box, colour
 
 
 def resized(image: PIL.Image.Image, size: tuple[int, int]) -> PIL.Image.Image:

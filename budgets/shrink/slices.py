@@ -80,10 +80,12 @@ def plan_slices(
     tried: list[dict[str, Any]],
     notes: list[str],
     enabled: bool,
+    crop: bool = True,
 ) -> Plan | None:
     """Where no cheaper rendition met the bars: without ``enabled``, a kept plan that says how small the view makes
     the text and points to ``--slice``; with it, the cheapest slicing that meets the bars, when the original as the
-    model sees it does not. None: nothing to add (keep the original as the caller would)."""
+    model sees it does not; ``crop``: the pieces cover the page inside its uniform margins. None: nothing to add
+    (keep the original as the caller would)."""
     shrunk_text = text_shrunk(job, model, detail)
     if not enabled:
         if shrunk_text is None:
@@ -99,7 +101,8 @@ def plan_slices(
                       **as_sent.shown(), "meets": as_sent.ok}]  # fmt: skip
     if as_sent.ok or whole.view.size == (job.width, job.height):
         return None  # the original as sent meets the bars, or the model sees it whole: slicing adds nothing
-    slicings = slicings_for(job, model, detail, prices)
+    region = sliced_region(job, crop)
+    slicings = slicings_for(job, model, detail, prices, region)
     search = _SliceSearch(job, slicings, bars, fmt)
     found = search.cheapest_meeting() if slicings else None
     tried += search.tried
@@ -109,10 +112,12 @@ def plan_slices(
     chosen, measured = slicings[found], search.results[found]
     pieces = [P.encode(job.pixels(region, chosen.size), fmt) for region in chosen.regions]
     shown = ", ".join(f"{k} {v:.3f}" for k, v in as_sent.values.items() if v is not None)
+    cut = region != (0, 0, job.width, job.height)
+    cropped = f"crop {region[2] - region[0]}x{region[3] - region[1]} (uniform margins), " if cut else ""
     action = (
-        f"sliced into {len(pieces)} pieces of {chosen.width}x{chosen.height} ({chosen.scale:.2f}x, overlapping "
-        f"{chosen.overlap_px} px): {chosen.tokens:,} tokens against {whole.tokens:,} for the one image, which "
-        f"{model.asked} sees at {whole.view.width}x{whole.view.height}{' (' + shown + ')' if shown else ''}"
+        f"{cropped}sliced into {len(pieces)} pieces of {chosen.width}x{chosen.height} ({chosen.scale:.2f}x, "
+        f"overlapping {chosen.overlap_px} px): {chosen.tokens:,} tokens against {whole.tokens:,} for the one image, "
+        f"which {model.asked} sees at {whole.view.width}x{whole.view.height}{' (' + shown + ')' if shown else ''}"
     )
     notes = [*notes, shrunk_text] if shrunk_text else notes
     warnings = list(job.decoded.warnings)
@@ -120,28 +125,45 @@ def plan_slices(
     return Plan("sliced", action, None, suffix, detail, values, tried, notes, warnings, reasons, pieces)
 
 
-def slicings_for(job: ImageJob, model: Model, detail: str | None, prices: tuple) -> list[Slicing]:
-    """Slicings at scales from just above the model's view of the whole image up to full resolution, one per
-    token count, cheapest first; a scale at which the image's width (height, if wide) is itself downscaled, or at
-    which one piece holds the whole image (a single rendition), is left out."""
-    tall = job.height >= job.width
-    across, along = (job.width, job.height) if tall else (job.height, job.width)
-    start = C.text_scale(model, job.width, job.height, detail).scale
+def sliced_region(job: ImageJob, crop: bool) -> Region:
+    """The part of the page the pieces cover: inside its uniform margins, with a margin of 1% of its short side
+    kept (so that a page's white column beside its text does not make each piece wider), or the whole page."""
+    if crop and job.bounds is not None:
+        margin = max(2, round(0.01 * min(job.width, job.height)))
+        found = P.content_box(job.decoded.rgb, job.bounds, margin)
+        if found is not None:
+            return found[0]
+    return (0, 0, job.width, job.height)
+
+
+def slicings_for(
+    job: ImageJob, model: Model, detail: str | None, prices: tuple, region: Region | None = None
+) -> list[Slicing]:
+    """Slicings of ``region`` (default: the whole image) at scales from just above the model's view of the region
+    as one image up to full resolution, one per token count, cheapest first; a scale at which the region's width
+    (height, if wide) is itself downscaled, or at which one piece holds the whole region (a single rendition), is
+    left out."""
+    region = region or (0, 0, job.width, job.height)
+    width, height = region[2] - region[0], region[3] - region[1]
+    tall = height >= width
+    start = C.text_scale(model, width, height, detail).scale  # the model's view of the region as one image
     scales, s = [], 1.0
     while s > start * 1.02:
         scales.append(s)
         s /= SCALE_STEP
     best: dict[int, Slicing] = {}
     for scale in scales:
-        slicing = _slicing(job, model, detail, prices, scale, across, along, tall)
+        slicing = _slicing(job, model, detail, prices, scale, region, tall)
         if slicing is not None and (slicing.tokens not in best or slicing.scale > best[slicing.tokens].scale):
             best[slicing.tokens] = slicing
     return sorted(best.values(), key=lambda sl: sl.tokens)
 
 
 def _slicing(
-    job: ImageJob, model: Model, detail: str | None, prices: tuple, scale: float, across: int, along: int, tall: bool
+    job: ImageJob, model: Model, detail: str | None, prices: tuple, scale: float, region: Region, tall: bool
 ) -> Slicing | None:
+    left, top, right, bottom = region
+    across, along = (right - left, bottom - top) if tall else (bottom - top, right - left)
     width_px, length_px = max(1, round(across * scale)), max(1, round(along * scale))
     piece_px = C.largest_unscaled(model, width_px, length_px, detail, tall)
     if piece_px == 0 or piece_px >= length_px:
@@ -154,7 +176,7 @@ def _slicing(
     for i in range(count):
         first = round(i * (length_px - piece_px) / (count - 1))
         low, high = round(first / scale), min(along, round((first + piece_px) / scale))
-        regions.append((0, low, job.width, high) if tall else (low, 0, high, job.height))
+        regions.append((left, top + low, right, top + high) if tall else (left + low, top, left + high, bottom))
     size = (width_px, piece_px) if tall else (piece_px, width_px)
     tokens = image_token_count(*size, model.asked, detail, prices).tokens * count
     return Slicing(scale, tuple(regions), size, overlap, detail, tokens)
