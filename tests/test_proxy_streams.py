@@ -5,6 +5,7 @@ Responses, Anthropic and Gemini streams report usage by themselves, and each is 
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -33,6 +34,14 @@ def proxied(upstream, tmp_path):
         yield proxy, ledger, state, url
 
 
+def rows_when(ledger, count: int) -> list:
+    """The ledger's rows once it holds ``count`` (a stream's record is committed just after its last byte)."""
+    deadline = time.monotonic() + 20
+    while len(found := rows(ledger)) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
 def raw_stream(url: str, body: dict) -> bytes:
     with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers=HEADERS, timeout=30) as answer:
         assert answer.status_code == 200
@@ -45,7 +54,7 @@ def test_a_chat_stream_without_include_usage_is_billed_and_the_sdk_sees_no_usage
     assert all(chunk.usage is None for chunk in chunks) and all(chunk.choices for chunk in chunks)
     assert "".join(c.choices[0].delta.content or "" for c in chunks).startswith("A photo")
     assert state.requests[-1]["stream_options"] == {"include_usage": True}  # asked for upstream
-    record = rows(ledger)[0]
+    record = rows_when(ledger, 1)[0]
     bill = state.requests[-1]["bill"]
     assert record.stream and record.outcome == "ok" and record.billed_input == bill.input
     assert record.billed_output > 0 and record.billed_cost > 0 and "no usage" not in record.message
@@ -60,7 +69,7 @@ def test_the_client_gets_the_bytes_it_would_have_got_from_the_provider(proxied):
     through = raw_stream(proxy, body)
     assert through == direct and b'"usage"' not in through and through.endswith(b"data: [DONE]\n\n")
     assert state.requests[-1]["stream_options"] == {"include_usage": True}
-    assert rows(ledger)[0].billed_input == state.requests[-1]["bill"].input
+    assert rows_when(ledger, 1)[0].billed_input == state.requests[-1]["bill"].input
 
 
 @pytest.mark.parametrize("options", [{"include_usage": False}, None, {}])
@@ -70,7 +79,7 @@ def test_stream_options_that_do_not_ask_for_usage_are_completed_not_replaced(pro
     direct = raw_stream(url, body)
     assert raw_stream(proxy, body) == direct
     assert state.requests[-1]["stream_options"] == {"include_usage": True}
-    assert rows(ledger)[0].billed_input == state.requests[-1]["bill"].input
+    assert rows_when(ledger, 1)[0].billed_input == state.requests[-1]["bill"].input
 
 
 def test_a_client_that_asks_for_usage_gets_the_stream_untouched(proxied):
@@ -84,7 +93,7 @@ def test_a_client_that_asks_for_usage_gets_the_stream_untouched(proxied):
         )
     )
     assert chunks[-1].usage.prompt_tokens == state.requests[-1]["bill"].input
-    assert [r.billed_input for r in rows(ledger)] == [state.requests[-1]["bill"].input] * 2
+    assert [r.billed_input for r in rows_when(ledger, 2)] == [state.requests[-1]["bill"].input] * 2
 
 
 def test_responses_anthropic_and_gemini_streams_report_usage_by_themselves_and_are_billed(proxied):
@@ -95,7 +104,7 @@ def test_responses_anthropic_and_gemini_streams_report_usage_by_themselves_and_a
         message = s.get_final_message()
     google = gemini_client(proxy)
     pieces = list(google.models.generate_content_stream(model="gemini-2.5-pro", contents="Describe a photo."))
-    found = rows(ledger)
+    found = rows_when(ledger, 3)
     assert [r.api for r in found] == ["openai-responses", "anthropic-messages", "gemini-generate"]
     assert all(r.stream and r.outcome == "ok" and r.billed_cost > 0 for r in found)
     assert [r.billed_input for r in found] == [request["bill"].input for request in state.requests]

@@ -86,6 +86,9 @@ async def decoded(response: httpx.Response) -> AsyncIterator[bytes]:
     """The answer's bytes, decoded a bounded piece at a time: httpx would inflate each network read whole (64 KiB of
     gzip can be 64 MiB of zeros), so the proxy reads the raw bytes and inflates at most :data:`PIECE_BYTES` at once.
     Only the encodings httpx asks for (gzip, deflate) are decoded; another is an :class:`UnreadableAnswer`."""
+    if response.is_stream_consumed:  # read already (a mock transport's answer): httpx has decoded it
+        yield response.content
+        return
     encoding = response.headers.get("content-encoding", "").strip().lower()
     if encoding in ("", "identity"):
         async for chunk in response.aiter_raw():
