@@ -81,8 +81,8 @@ class Record:
     @property
     def spend(self) -> Decimal:
         """What the call cost: the billed tokens priced; for a call the provider received but whose bill never came
-        (a stream cut short, a proxy killed mid-call), the prediction, which is the bound it reserved."""
-        if self.billed_cost is not None:
+        (a stream cut short, a proxy killed mid-call) or is no number (NaN), the prediction: the bound it reserved."""
+        if self.billed_cost is not None and self.billed_cost.is_finite():
             return self.billed_cost
         return (self.predicted_cost or Decimal(0)) if self.outcome in REACHED else Decimal(0)
 

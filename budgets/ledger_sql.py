@@ -36,6 +36,7 @@ from typing import Any
 
 from mmtok.budgets.ledger import (
     COLUMNS,
+    INT64_MAX,
     NANO,
     SCHEMA_VERSION,
     BadRow,
@@ -79,9 +80,10 @@ _INSERT = (
     f"INSERT INTO calls ({', '.join(ROW_COLUMNS)}) VALUES ({', '.join(':' + c for c in ROW_COLUMNS)}) "
     "ON CONFLICT (id) DO NOTHING RETURNING id"
 )
-_COUNT = (
+_COUNT = (  # the sum saturates at the largest 64-bit integer (a spend out of range uses the day up; never an error)
     "INSERT INTO spend (day, scope, nusd, calls) VALUES (:day, :scope, :nusd, :calls) ON CONFLICT (day, scope) "
-    "DO UPDATE SET nusd = spend.nusd + excluded.nusd, calls = spend.calls + excluded.calls"
+    f"DO UPDATE SET nusd = CASE WHEN spend.nusd > {INT64_MAX} - excluded.nusd THEN {INT64_MAX} "
+    "ELSE spend.nusd + excluded.nusd END, calls = spend.calls + excluded.calls"
 )
 
 
@@ -298,7 +300,7 @@ def _p(day: str, scope: str) -> dict[str, str]:
 
 
 def _saturated(nusd: int) -> int:
-    return max(-(2**63 - 1), min(2**63 - 1, nusd))
+    return max(-INT64_MAX, min(INT64_MAX, nusd))
 
 
 def _why(error: Exception) -> str:
