@@ -11,6 +11,8 @@ only the media rule and the overheads differ from mmtok's documented counts.
 Behaviour is chosen per request by a header the proxy passes through untouched: ``x-upstream-behaviour`` =
 ``500`` (a provider-shaped server error), ``slow`` (answers after ``x-upstream-delay`` seconds), ``drip`` (a
 stream of ``x-upstream-chunks`` chunks ``x-upstream-delay`` seconds apart), ``cut`` (a stream that breaks off).
+``x-upstream-output-tokens`` and ``x-upstream-input-tokens`` make it bill those counts instead (a long answer to a
+body without an output limit; an absurd usage figure).
 """
 
 from __future__ import annotations
@@ -76,10 +78,12 @@ class Bill:
     image: int = 0
     overhead: int = 0
     images: list[tuple[int, int, str]] = field(default_factory=list)  # (w, h, detail) seen
+    billed_input: int | None = None  # bill this input instead of what was counted
+    billed_output: int | None = None  # bill this output instead of the reply's own tokens
 
     @property
     def input(self) -> int:
-        return self.text + self.image + self.overhead
+        return self.text + self.image + self.overhead if self.billed_input is None else self.billed_input
 
 
 @dataclass
@@ -366,7 +370,7 @@ def make_app(up: Upstream) -> Starlette:
             return _error(provider, 500, "the test upstream failed, as asked")
         if behaviour == "slow":
             await asyncio.sleep(delay)
-        bill = Bill()
+        bill = Bill(billed_input=_number(request, "input"), billed_output=_number(request, "output"))
         whole, events, stream = _answer(path, body, up, bill)
         seen["bill"] = bill
         if whole is None:
@@ -380,9 +384,14 @@ def make_app(up: Upstream) -> Starlette:
     return Starlette(routes=[Route("/{path:path}", handle, methods=["POST"])])
 
 
+def _number(request: Request, which: str) -> int | None:
+    text = request.headers.get(f"x-upstream-{which}-tokens")
+    return None if text is None else int(text)
+
+
 def _answer(path: str, body: dict[str, Any], up: Upstream, bill: Bill) -> tuple[Any, list[bytes], bool]:
     stream = body.get("stream") is True
-    out = output_tokens()
+    out = output_tokens() if bill.billed_output is None else bill.billed_output
     if path == "/v1/chat/completions":
         _walk_openai_chat(body, up, bill)
         return (*openai_chat(body, bill, out), stream)
