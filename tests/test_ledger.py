@@ -437,7 +437,7 @@ def test_the_html_report_has_spend_by_key_and_by_each_tag(attributed, tmp_path):
     assert CliRunner().invoke(app, ["ledger", str(attributed), "--html", str(out)]).exit_code == 0
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["by"]) == {"key", "tag:app", "tag:team"}
-    assert "Spend by tag:team" in (out / "index.html").read_text()
+    assert "Spend by tag team" in (out / "index.html").read_text()
 
 
 WHOLE_AT_80 = {
