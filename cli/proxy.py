@@ -30,8 +30,10 @@ PORT = typer.Option(8787, "--port", min=0, max=65535, help="Port to listen on (0
 HOST = typer.Option("127.0.0.1", "--host", help="Address to listen on (loopback unless you say otherwise).")
 LEDGER = typer.Option(DEFAULT_LEDGER, "--ledger", help="SQLite file, or a SQLAlchemy URL (mmtok[sql]).")
 OPENAI_UPSTREAM = typer.Option("https://api.openai.com/v1", "--openai-upstream", help="OpenAI base URL.")
-ANTHROPIC_UPSTREAM = typer.Option("https://api.anthropic.com", "--anthropic-upstream")
-GEMINI_UPSTREAM = typer.Option("https://generativelanguage.googleapis.com", "--gemini-upstream")
+ANTHROPIC_UPSTREAM = typer.Option("https://api.anthropic.com", "--anthropic-upstream", help="Anthropic base URL.")
+GEMINI_UPSTREAM = typer.Option(
+    "https://generativelanguage.googleapis.com", "--gemini-upstream", help="Gemini API base URL."
+)
 SHRINK = typer.Option(False, "--shrink", help="Replace media by their cheapest renditions that keep the bars.")
 KEEP = typer.Option(
     [], "--keep", help="A quality bar for --shrink, as mmtok shrink takes it (e.g. ssim>=0.95; repeatable)."
@@ -68,6 +70,12 @@ MAX_BODY_MB = typer.Option(64.0, "--max-body-mb", min=0.001, help="Refuse larger
 UPSTREAM_TIMEOUT = typer.Option(600.0, "--upstream-timeout", min=0.01, help="Seconds between reads.")
 DRAIN = typer.Option(30.0, "--drain", min=0, help="On SIGTERM, seconds calls in flight may finish in.")
 WORKERS = typer.Option(1, "--workers", min=1, max=64, help="Processes serving the port (one per core).")
+READ_TIMEOUT = typer.Option(
+    15.0, "--read-timeout", min=0.01, help="Seconds a client may take to send its headers, or pause in its body."
+)
+MAX_CONNECTIONS = typer.Option(
+    4096, "--max-connections", min=1, help="Client connections open at once per worker; more are answered 503."
+)
 
 
 def proxy(
@@ -94,6 +102,8 @@ def proxy(
     upstream_timeout: float = UPSTREAM_TIMEOUT,
     drain: float = DRAIN,
     workers: int = WORKERS,
+    read_timeout: float = READ_TIMEOUT,
+    max_connections: int = MAX_CONNECTIONS,
 ) -> None:
     """Serve a local proxy in front of the OpenAI, Anthropic and Gemini APIs: point an SDK's base URL at it
     (http://HOST:PORT/v1, .../anthropic, .../gemini). Each call is priced before it is sent, refused over a limit
@@ -123,6 +133,8 @@ def proxy(
         read_urls=not offline,
         allow_private=allow_private,
         upstream_timeout_s=upstream_timeout,
+        read_timeout_s=read_timeout,
+        max_connections=max_connections,
     )
     opened = open_ledger(ledger)  # a bad ledger is one line here, before anything listens
     serve(config, opened, host=host, port=port, drain_s=drain, on_ready=_announce(opened.where), workers=workers)

@@ -70,6 +70,10 @@ class BodyTooLarge(Exception):
     pass
 
 
+class BodyTooSlow(Exception):
+    pass
+
+
 class Proxy:
     """The state one proxy process holds: config, upstream client, ledger writer, daily budget."""
 
@@ -129,7 +133,7 @@ class Proxy:
 
     async def _call(self, request: Request, where: Route) -> Response:
         started = time.perf_counter()
-        read = await _read_body(request, where, self.config.max_body_bytes)
+        read = await _read_body(request, where, self.config.max_body_bytes, self.config.read_timeout_s)
         if isinstance(read, Response):
             return read
         content, payload = read
@@ -252,12 +256,18 @@ def _no_usage_reason(record: Record) -> str:
     return "the response reported no usage"
 
 
-async def _read_body(request: Request, where: Route, cap: int) -> tuple[bytes, dict[str, Any]] | Response:
-    """The body and its JSON object, or the provider-shaped answer to a body too large or not JSON."""
+async def _read_body(
+    request: Request, where: Route, cap: int, pause_s: float
+) -> tuple[bytes, dict[str, Any]] | Response:
+    """The body and its JSON object, or the provider-shaped answer to a body too large, too slow or not JSON."""
     try:
-        content = await _read_capped(request, cap)
+        content = await _read_capped(request, cap, pause_s)
     except BodyTooLarge as e:
         return error_response(where.provider, 413, str(e), "body_too_large", retry=False)
+    except BodyTooSlow as e:
+        answer = error_response(where.provider, 408, str(e), "body_timeout")
+        answer.headers["connection"] = "close"  # the rest of the body is not read: the connection cannot go on
+        return answer
     except ClientDisconnect:
         return Response(status_code=400)
     try:
@@ -270,17 +280,24 @@ async def _read_body(request: Request, where: Route, cap: int) -> tuple[bytes, d
     return content, payload
 
 
-async def _read_capped(request: Request, cap: int) -> bytes:
-    """The request body, refused before it is read past ``cap`` bytes (a declared length over it: not read at all)."""
+async def _read_capped(request: Request, cap: int, pause_s: float) -> bytes:
+    """The request body, refused before it is read past ``cap`` bytes (a declared length over it: not read at all),
+    or once the client pauses longer than ``pause_s`` while sending it."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > cap:
         raise BodyTooLarge(f"the request body is {int(declared):,} bytes; the proxy takes at most {cap:,}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise BodyTooLarge(f"the request body is over the proxy's cap of {cap:,} bytes")
-        chunks.append(chunk)
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(pause_s) as deadline:
+            async for chunk in request.stream():
+                deadline.reschedule(loop.time() + pause_s)
+                size += len(chunk)
+                if size > cap:
+                    raise BodyTooLarge(f"the request body is over the proxy's cap of {cap:,} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BodyTooSlow(f"the request body paused for over {pause_s:g} s ({size:,} bytes read)") from None
     return b"".join(chunks)
 
 

@@ -36,6 +36,8 @@ class ProxyConfig:
     allow_private: bool = False  # let URLs in bodies that point at private addresses be read to be priced
     connect_timeout_s: float = 10.0
     upstream_timeout_s: float = 600.0  # between two reads from the upstream (a long generation streams)
+    read_timeout_s: float = 15.0  # for a client to send its headers, and its longest pause while sending a body
+    max_connections: int = 4096  # client connections open at once, per process (more are answered 503)
 
     def __post_init__(self) -> None:
         for provider, url in self.upstreams.items():
@@ -53,6 +55,8 @@ class ProxyConfig:
             raise ConfigError(f"--reservation-ttl must be between 0 and 86400 seconds, got {self.reservation_ttl_s}")
         if self.max_body_bytes <= 0:
             raise ConfigError(f"the body cap must be positive, got {self.max_body_bytes}")
+        if self.read_timeout_s <= 0 or self.max_connections < 1:
+            raise ConfigError("the read timeout and the connection cap must be positive")
 
     def budget_rules(self) -> BudgetRules:
         """The daily budgets in force (global, per key, per tag)."""

@@ -24,6 +24,7 @@ import uvicorn
 from mmtok.budgets.ledger import Ledger, open_ledger
 from mmtok.budgets.proxy.app import create_app
 from mmtok.budgets.proxy.config import ProxyConfig
+from mmtok.budgets.proxy.protocol import Limits, protocol_class
 from mmtok.errors import ConfigError
 
 
@@ -55,6 +56,26 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def raise_file_limit(max_connections: int) -> None:
+    """Raise this process's soft limit on open files towards what ``max_connections`` calls need (a client and an
+    upstream connection each, and some to spare), as far as the hard limit allows; where the hard limit is too low,
+    stderr says which ``--max-connections`` fits."""
+    import resource
+
+    wanted = 2 * max_connections + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= wanted:
+        return
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < wanted:
+        sys.stderr.write(
+            f"warning: open files are limited to {target:,}; --max-connections {max_connections:,} needs {wanted:,} "
+            f"(lower it to {max(1, (target - 256) // 2):,}, or raise the limit: ulimit -n)\n"
+        )
+
+
 def serve(
     config: ProxyConfig,
     ledger: Ledger,
@@ -65,6 +86,7 @@ def serve(
     workers: int = 1,
 ) -> None:
     """Serve until SIGTERM / SIGINT. ``on_ready`` gets the base URL once the proxy takes calls."""
+    raise_file_limit(config.max_connections)
     sock = bind(host, port)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{sock.getsockname()[1]}"
@@ -82,9 +104,12 @@ def serve(
 
 
 def _run(config: ProxyConfig, ledger: Ledger, sock: socket.socket, drain_s: float, ready: Callable[[], Any]) -> None:
+    limits = Limits(read_timeout_s=config.read_timeout_s, max_connections=config.max_connections)
     server = _Server(
         uvicorn.Config(
             create_app(config, ledger=ledger),
+            http=protocol_class(limits),  # httptools with a header deadline, header caps and a connection cap
+            ws="none",
             access_log=False,
             log_level="warning",
             lifespan="on",
