@@ -106,14 +106,20 @@ def test_budget_flags_are_read_as_a_gateway_would():
 
 
 # -------------------------------------------------------------------------------------------------- the race
-async def race(proxy: str, stream: bool, calls: int = CALLS, **body: object) -> dict[str, int]:
-    """``calls`` concurrent gpt-4o calls through the official SDK; how many got each status."""
+async def race(proxies: str | list[str], stream: bool, calls: int = CALLS, **body: object) -> dict[str, int]:
+    """``calls`` concurrent gpt-4o calls through the official SDK, spread over ``proxies``; how many got each
+    status."""
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=calls), timeout=120)
     headers = {"x-upstream-output-tokens": str(BILLED_OUTPUT)}
-    client = openai.AsyncOpenAI(base_url=proxy + "/v1", api_key="sk-race", max_retries=0, http_client=http,
-                                default_headers=headers)  # fmt: skip
+    clients = [
+        openai.AsyncOpenAI(
+            base_url=proxy + "/v1", api_key="sk-race", max_retries=0, http_client=http, default_headers=headers
+        )  # fmt: skip
+        for proxy in ([proxies] if isinstance(proxies, str) else proxies)
+    ]
 
     async def one(n: int) -> int:
+        client = clients[n % len(clients)]
         messages = [{"role": "user", "content": f"write a long essay, number {n}"}]
         try:
             if stream:
