@@ -111,12 +111,9 @@ async def race(proxies: str | list[str], stream: bool, calls: int = CALLS, **bod
     status."""
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=calls), timeout=120)
     headers = {"x-upstream-output-tokens": str(BILLED_OUTPUT)}
-    clients = [
-        openai.AsyncOpenAI(
-            base_url=proxy + "/v1", api_key="sk-race", max_retries=0, http_client=http, default_headers=headers
-        )  # fmt: skip
-        for proxy in ([proxies] if isinstance(proxies, str) else proxies)
-    ]
+    settings = {"api_key": "sk-race", "max_retries": 0, "http_client": http, "default_headers": headers}
+    urls = [proxies] if isinstance(proxies, str) else proxies
+    clients = [openai.AsyncOpenAI(base_url=url + "/v1", **settings) for url in urls]
 
     async def one(n: int) -> int:
         client = clients[n % len(clients)]
