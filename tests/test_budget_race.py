@@ -7,7 +7,6 @@ reservations themselves on SQLite and PostgreSQL: refused at the limit, released
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import time
 from decimal import Decimal
@@ -20,18 +19,14 @@ from mmtok.budgets.ledger import Record, open_ledger
 from mmtok.budgets.ledger_sql import Refused
 from mmtok.budgets.proxy.limits import BudgetRules, budget_rules, parse_budget
 from mmtok.errors import ConfigError
+from mmtok.eval.bench.budget_race import BILLED_OUTPUT, overspend, race, today
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.upstream import Upstream, make_app, running_proxy, serve
 
 CALLS = 200
-BILLED_OUTPUT = 10_000  # what the stand-in provider bills each answer: a long one, as for a body with no limit
 BUDGET = Decimal("1.00")
 # The bodies raced: each call's bound is its output limit (or, without one, the model's maximum output).
 BODIES = {"max_tokens": {"max_tokens": 12_000}}
-
-
-def today() -> str:
-    return dt.datetime.now(dt.UTC).date().isoformat()
 
 
 # ---------------------------------------------------------------------------------------------- the reservations
@@ -106,46 +101,6 @@ def test_budget_flags_are_read_as_a_gateway_would():
 
 
 # -------------------------------------------------------------------------------------------------- the race
-async def race(proxies: str | list[str], stream: bool, calls: int = CALLS, **body: object) -> dict[str, int]:
-    """``calls`` concurrent gpt-4o calls through the official SDK, spread over ``proxies``; how many got each
-    status."""
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=calls), timeout=120)
-    headers = {"x-upstream-output-tokens": str(BILLED_OUTPUT)}
-    settings = {"api_key": "sk-race", "max_retries": 0, "http_client": http, "default_headers": headers}
-    urls = [proxies] if isinstance(proxies, str) else proxies
-    clients = [openai.AsyncOpenAI(base_url=url + "/v1", **settings) for url in urls]
-
-    async def one(n: int) -> int:
-        client = clients[n % len(clients)]
-        messages = [{"role": "user", "content": f"write a long essay, number {n}"}]
-        try:
-            if stream:
-                async for _ in await client.chat.completions.create(
-                    model="gpt-4o", messages=messages, stream=True, **body
-                ):
-                    pass
-            else:
-                await client.chat.completions.create(model="gpt-4o", messages=messages, **body)
-        except openai.APIStatusError as e:
-            return e.status_code
-        return 200
-
-    statuses = await asyncio.gather(*(one(n) for n in range(calls)))
-    await http.aclose()
-    return {status: statuses.count(status) for status in set(statuses)}
-
-
-def overspend(path: object) -> tuple[Decimal, Decimal, list[Record]]:
-    """(the day's spend, what bills exceeded their bounds, the rows) of a ledger after a race."""
-    book = open_ledger(path, read_only=True)
-    rows = list(book.records())
-    spent = book.spend_on(today())
-    book.close()
-    excess = sum((max(Decimal(0), r.spend - (r.predicted_cost or 0)) for r in rows if r.outcome != "refused"),
-                 Decimal(0))  # fmt: skip
-    return spent, excess, rows
-
-
 @pytest.fixture(scope="module")
 def upstream():
     with serve(make_app(Upstream())) as url:

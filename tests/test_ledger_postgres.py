@@ -16,8 +16,9 @@ import openai
 import pytest
 
 from mmtok.budgets.ledger import open_ledger
+from mmtok.eval.bench.budget_race import BILLED_OUTPUT, overspend, race, today
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
-from tests.test_budget_race import BILLED_OUTPUT, BODIES, BUDGET, CALLS, overspend, race, today
+from tests.test_budget_race import BODIES, BUDGET, CALLS
 from tests.test_proxy_reliability import ProxyProcess
 from tests.upstream import Upstream, make_app, serve
 
