@@ -34,6 +34,7 @@ from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.budgets.proxy.limits import Budgets, Refusal, cost_refusal
 from mmtok.budgets.proxy.providers import COUNT_APIS, Route, error_response, forwarded_headers, provider_of, route
 from mmtok.budgets.proxy.recorder import Recorder
+from mmtok.budgets.proxy.warm import warm, warm_loop
 from mmtok.budgets.usage import Usage, billed_cost
 from mmtok.errors import MmtokError
 
@@ -98,6 +99,8 @@ class Proxy:
         rules = self.config.budget_rules()
         if rules:
             self.budgets = Budgets(rules, ledger, self.instance, self.config.reservation_ttl_s)
+        await asyncio.to_thread(warm, self.config)  # what the first call would load, loaded before ready
+        warm_loop()
         if self._given_client is not None:
             self.clients = [self._given_client]
         else:
