@@ -32,6 +32,7 @@ from mmtok.budgets.ledger import Ledger, Record, open_ledger
 from mmtok.budgets.proxy import attribution, forward, quoting, shrinking
 from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.budgets.proxy.limits import Budgets, Refusal, cost_refusal
+from mmtok.budgets.proxy.metrics import Metrics
 from mmtok.budgets.proxy.providers import COUNT_APIS, Route, error_response, forwarded_headers, provider_of, route
 from mmtok.budgets.proxy.recorder import Recorder
 from mmtok.budgets.proxy.warm import warm, warm_loop
@@ -90,6 +91,7 @@ class Proxy:
         self.salt = ""  # the ledger's, for key fingerprints
         self.in_flight = 0
         self._ids = itertools.count()
+        self.metrics = Metrics()
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -122,6 +124,9 @@ class Proxy:
         if path == "/mmtok/health":
             pending = self.recorder.pending if self.recorder else 0
             return JSONResponse({"ok": True, "in_flight": self.in_flight, "ledger_pending": pending})
+        if path == "/mmtok/metrics":
+            content, media_type = self.metrics.exposition()
+            return Response(content, media_type=media_type)
         if where is None:
             what = f"{provider} API path" if provider else "path"
             served = "/v1/..., /anthropic/v1/..., /gemini/v1beta/..."
@@ -129,15 +134,18 @@ class Proxy:
         if request.method != "POST":
             return error_response(provider, 405, f"{request.method} {path}: the proxy takes POST here", "method")
         self.in_flight += 1
+        self.metrics.in_flight.inc()
         try:
             return await self._call(request, where)
         finally:
             self.in_flight -= 1
+            self.metrics.in_flight.dec()
 
     async def _call(self, request: Request, where: Route) -> Response:
         started = time.perf_counter()
         read = await _read_body(request, where, self.config.max_body_bytes, self.config.read_timeout_s)
         if isinstance(read, Response):
+            self.metrics.refused(where.provider, read.headers.get("x-mmtok-error", "bad_request"))
             return read
         content, payload = read
         record = Record(
@@ -153,6 +161,7 @@ class Proxy:
         try:
             record.tags = attribution.call_tags(request.headers, payload)
         except attribution.BadTags as e:
+            self.metrics.refused(where.provider, "bad_tags")
             return error_response(where.provider, 400, str(e), "bad_tags", retry=False)
         key = attribution.key_of(request.headers, request.query_params)
         record.key_fingerprint = attribution.fingerprint(key, self.salt)
@@ -167,10 +176,13 @@ class Proxy:
         url = self.config.upstream(where.provider) + where.upstream_path
         if request.url.query:
             url += "?" + request.url.query
+        before_sending = time.perf_counter() - started
         upstream = await forward.send(self._client(), url, forwarded_headers(request.headers), content, record)
 
         async def finish(done: Record, usage: Usage | None) -> None:
+            ended = time.perf_counter()
             await self._finish(done, usage, started)
+            self.metrics.call(done, before_sending + time.perf_counter() - ended)  # the proxy's own time
 
         if upstream.response is None:
             record.status, record.outcome, record.message = upstream.status, upstream.outcome, upstream.message
@@ -215,6 +227,8 @@ class Proxy:
         record.status, record.outcome, record.message = refusal.status, "refused", refusal.message
         record.latency_ms = (time.perf_counter() - started) * 1000
         await self._commit(record)
+        self.metrics.refused(where.provider, refusal.code)
+        self.metrics.call(record, time.perf_counter() - started)
         return error_response(where.provider, refusal.status, refusal.message, refusal.code, retry=refusal.retry)
 
     async def _finish(self, record: Record, usage: Usage | None, started: float) -> None:

@@ -24,6 +24,7 @@ import uvicorn
 from mmtok.budgets.ledger import Ledger, open_ledger
 from mmtok.budgets.proxy.app import create_app
 from mmtok.budgets.proxy.config import ProxyConfig
+from mmtok.budgets.proxy.metrics import multiprocess_folder, worker_ended
 from mmtok.budgets.proxy.protocol import Limits, protocol_class
 from mmtok.errors import ConfigError
 
@@ -100,7 +101,8 @@ def serve(
         _run(config, ledger, sock, drain_s, ready)
         return
     ledger.close()  # a database connection must not cross a fork: each worker opens its own
-    _supervise(config, sock, drain_s, workers, ready)
+    with multiprocess_folder():  # one metrics folder for the workers: any of them serves /mmtok/metrics for all
+        _supervise(config, sock, drain_s, workers, ready)
 
 
 def _run(config: ProxyConfig, ledger: Ledger, sock: socket.socket, drain_s: float, ready: Callable[[], Any]) -> None:
@@ -168,6 +170,7 @@ def _supervise(
     failed = 0
     for pid in children:
         failed += _wait(pid)
+        worker_ended(pid)
     sock.close()
     if failed:
         raise SystemExit(1)
