@@ -4,8 +4,8 @@ Each provider reports usage in its own fields (read from the official SDKs' resp
 anthropic 2.15, google-genai 3.6, on 2026-12-02):
 
 - OpenAI Chat Completions: ``usage.prompt_tokens`` (cached included), ``completion_tokens`` (reasoning included),
-  ``prompt_tokens_details.cached_tokens`` / ``audio_tokens``; streamed, a last chunk with ``usage`` when the request
-  sets ``stream_options.include_usage``.
+  ``prompt_tokens_details.cached_tokens`` / ``cache_write_tokens`` (models that bill cache writes) /
+  ``audio_tokens``; streamed, a last chunk with ``usage`` when the request sets ``stream_options.include_usage``.
 - OpenAI Responses: ``usage.input_tokens``, ``input_tokens_details.cached_tokens``, ``output_tokens``; streamed, in
   the ``response.completed`` (or ``.incomplete`` / ``.failed``) event's ``response``. ``POST /responses/input_tokens``
   answers ``{"object": "response.input_tokens", "input_tokens": N}``.
@@ -17,6 +17,12 @@ anthropic 2.15, google-genai 3.6, on 2026-12-02):
   ``thoughtsTokenCount`` (both billed as output), ``cachedContentTokenCount``, and per modality in
   ``promptTokensDetails``; streamed (``alt=sse``), every chunk may carry it and the last one is final. countTokens
   answers ``totalTokens`` and ``promptTokensDetails``.
+
+Output by modality: OpenAI's ``completion_tokens_details.audio_tokens`` (audio output, priced at the audio output
+rate), Gemini's ``candidatesTokensDetails``. Anthropic's ``usage.cache_creation`` splits cache writes by lifetime:
+a 1-hour write costs 2x the base input price, a 5-minute one 1.25x (platform.claude.com/en/docs/build-with-claude/
+prompt-caching, "Pricing", read 2026-12-05). The readers are tested against the examples on each provider's API
+reference pages (tests/test_proxy_usage.py names them).
 
 Counts here are what the provider said it billed: exact by definition, or absent (``None``), never guessed.
 """
@@ -56,6 +62,8 @@ class Usage:
     cache_write_tokens: int = 0  # written to a prompt cache (Anthropic)
     reasoning_tokens: int = 0  # part of output_tokens
     input_by_modality: Mapping[str, int] = field(default_factory=dict)
+    output_by_modality: Mapping[str, int] = field(default_factory=dict)  # audio, image: parts of output_tokens
+    cache_write_1h_tokens: int = 0  # the part of cache_write_tokens written for an hour (Anthropic)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,8 +71,10 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cached_tokens": self.cached_tokens,
             "cache_write_tokens": self.cache_write_tokens,
+            "cache_write_1h_tokens": self.cache_write_1h_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "input_by_modality": dict(self.input_by_modality),
+            "output_by_modality": dict(self.output_by_modality),
         }
 
 
@@ -86,13 +96,15 @@ def _openai_chat(usage: Any) -> Usage | None:
     audio = _int(_get(usage, "prompt_tokens_details", "audio_tokens"))
     image = _int(_get(usage, "prompt_tokens_details", "image_tokens"))
     modalities = {k: v for k, v in (("audio", audio), ("image", image)) if v}
+    audio_out = _int(_get(usage, "completion_tokens_details", "audio_tokens"))
     return Usage(
         _int(usage.get("prompt_tokens")),
         _int(usage.get("completion_tokens")),
         _int(_get(usage, "prompt_tokens_details", "cached_tokens")) or 0,
-        0,
+        _int(_get(usage, "prompt_tokens_details", "cache_write_tokens")) or 0,
         _int(_get(usage, "completion_tokens_details", "reasoning_tokens")) or 0,
         modalities,
+        {"audio": audio_out} if audio_out else {},
     )
 
 
@@ -104,7 +116,7 @@ def _openai_responses(usage: Any) -> Usage | None:
         _int(usage.get("input_tokens")),
         _int(usage.get("output_tokens")),
         _int(_get(usage, "input_tokens_details", "cached_tokens")) or 0,
-        0,
+        _int(_get(usage, "input_tokens_details", "cache_write_tokens")) or 0,
         _int(_get(usage, "output_tokens_details", "reasoning_tokens")) or 0,
         {"image": image} if image else {},
     )
@@ -127,18 +139,28 @@ def _anthropic(usage: Any, previous: Usage | None = None) -> Usage | None:
     else:
         total = None
     output = _int(usage.get("output_tokens"))
-    return Usage(total, before.output_tokens if output is None else output, read, written)
+    hour = _int(_get(usage, "cache_creation", "ephemeral_1h_input_tokens"))
+    hour = before.cache_write_1h_tokens if hour is None else min(hour, written)
+    output = before.output_tokens if output is None else output
+    return Usage(total, output, read, written, cache_write_1h_tokens=hour)
+
+
+def _gemini_modalities(details: Any) -> dict[str, int]:
+    """A Gemini ``*TokensDetails`` list (``[{"modality": "IMAGE", "tokenCount": 258}]``) as modality -> tokens."""
+    modalities: dict[str, int] = {}
+    for detail in details if isinstance(details, list) else ():
+        name = GEMINI_MODALITIES.get(_get(detail, "modality") or "")
+        count = _int(_get(detail, "tokenCount"))
+        if name and count:
+            modalities[name] = modalities.get(name, 0) + count
+    return modalities
 
 
 def _gemini(metadata: Any) -> Usage | None:
     if not isinstance(metadata, dict):
         return None
-    modalities: dict[str, int] = {}
-    for detail in metadata.get("promptTokensDetails") or ():
-        name = GEMINI_MODALITIES.get(_get(detail, "modality") or "")
-        count = _int(_get(detail, "tokenCount"))
-        if name and count:
-            modalities[name] = modalities.get(name, 0) + count
+    modalities = _gemini_modalities(metadata.get("promptTokensDetails"))
+    produced = {k: v for k, v in _gemini_modalities(metadata.get("candidatesTokensDetails")).items() if k != "text"}
     prompt = _int(metadata.get("promptTokenCount"))
     if prompt is None:
         prompt = _int(metadata.get("totalTokens"))  # countTokens
@@ -153,6 +175,7 @@ def _gemini(metadata: Any) -> Usage | None:
         0,
         thoughts,
         modalities,
+        produced,
     )
 
 
@@ -299,8 +322,9 @@ class StreamUsage:
 
 def billed_cost(model: str, usage: Usage, prices: tuple[Any, ...] = (), option: str = "standard") -> Any:
     """What ``usage`` costs on ``model`` at today's rates (genai-prices, the catalog, or a sheet), as a Decimal:
-    cache reads and writes at their rates, itemised audio, image and video input at the modality's rate where the
-    model has one (at the input rate otherwise, as providers bill images and video), output at the output rate.
+    cache reads and writes at their rates (a 1-hour Anthropic write at 2x input), itemised audio, image and video input
+    at the modality's rate where the model has one (at the input rate otherwise, as providers bill images and video),
+    audio output at the audio output rate, other output at the output rate.
     A ``PriceError`` where the model or a needed rate is unknown, never a silent zero."""
     from decimal import Decimal
 
@@ -312,15 +336,25 @@ def billed_cost(model: str, usage: Usage, prices: tuple[Any, ...] = (), option: 
         raise PriceError(f"{model}: the response reported no usage")
     card = rate_card(resolve(model, prices), option=option)
     input_tokens = usage.input_tokens or 0
-    rates = card.tier_for(input_tokens).rates
+    rates = dict(card.tier_for(input_tokens).rates)
+    if "input" in rates:
+        rates["cache_write_1h"] = rates["input"] * 2  # Anthropic's 1-hour writes (module docstring)
     fresh = input_tokens - usage.cached_tokens - usage.cache_write_tokens
-    parts = [("cache_read", usage.cached_tokens), ("cache_write", usage.cache_write_tokens)]
+    hour = usage.cache_write_1h_tokens
+    parts = [("cache_read", usage.cached_tokens), ("cache_write", usage.cache_write_tokens - hour)]
+    parts.append(("cache_write_1h", hour))
     for modality in ("audio", "image", "video"):
         tokens = min(usage.input_by_modality.get(modality, 0), fresh)
         if tokens and f"input_{modality}" in rates:
             parts.append((f"input_{modality}", tokens))
             fresh -= tokens
-    parts += [("input", fresh), ("output", usage.output_tokens or 0)]
+    output = usage.output_tokens or 0
+    for modality, tokens in usage.output_by_modality.items():
+        tokens = min(tokens, output)
+        if tokens:  # audio output at its own rate; an image output rate mmtok does not know is said, not guessed
+            parts.append((f"output_{modality}", tokens))
+            output -= tokens
+    parts += [("input", fresh), ("output", output)]
     total = Decimal(0)
     for rate_name, tokens in parts:
         if not tokens:
