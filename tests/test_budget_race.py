@@ -173,3 +173,43 @@ def test_a_budget_that_cannot_be_checked_refuses_an_unpriced_call(upstream, tmp_
     with running_proxy(upstream, tmp_path / "calls.sqlite", budget_usd_per_day=BUDGET) as proxy:
         reply = httpx.post(proxy + "/v1/chat/completions", json={"model": "no-such-model", "messages": []})
     assert reply.status_code == 400 and "daily budgets cannot be checked" in json.dumps(reply.json())
+
+
+def test_a_row_the_database_refuses_still_counts_in_the_budget(ledger, monkeypatch):
+    """Issue 36 item 5: lost rows were also missing from the budget. A row that cannot be written keeps its hold
+    (the bound) until it is written; then the bill takes its place."""
+    limits = {"all": Decimal("1.00")}
+    refused = call(1, outcome="ok", predicted_cost=Decimal("0.40"), billed_cost=Decimal("0.30"))
+    ledger.reserve(refused, Decimal("0.40"), limits, 60)
+    insert = type(ledger)._insert
+
+    def failing(self, run, records):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(type(ledger), "_insert", failing)
+    assert [r.id for r, _ in ledger.write([refused])] == [refused.id]
+    assert ledger.held_on(today()) == Decimal("0.40") and ledger.spend_on(today()) == 0
+    with pytest.raises(Refused):
+        ledger.reserve(call(2), Decimal("0.70"), limits, 60)  # the unwritten call still holds its 0.40
+    monkeypatch.setattr(type(ledger), "_insert", insert)
+    assert ledger.write([refused]) == []
+    assert ledger.held_on(today()) == 0 and ledger.spend_on(today()) == Decimal("0.30")
+
+
+def test_one_absurd_usage_figure_keeps_every_row_through_the_proxy(upstream, tmp_path):
+    """Issue 36 item 5 as reported: 51 concurrent calls, one answer reporting 10^23 prompt tokens: all 51 rows
+    were lost. Now every row is kept, the absurd one flagged, and the day's budget is used up by it."""
+    ledger = tmp_path / "calls.sqlite"
+    absurd = {0: {"x-upstream-input-tokens": str(10**23)}}
+    with running_proxy(upstream, ledger, sync_ledger=False) as proxy:
+        statuses = asyncio.run(race(proxy, False, 51, 20, headers=absurd, max_tokens=50))
+    assert statuses == {200: 51}
+    rows = list(open_ledger(ledger, read_only=True).records())
+    assert len(rows) == 51
+    (flagged,) = [r for r in rows if r.flags]
+    assert flagged.billed["input_tokens"] == 10**23 and flagged.billed_input is None
+    assert any(f.startswith("billed_input: 100000000000000000000000 is out of") for f in flagged.flags)
+    with running_proxy(upstream, ledger, budget_usd_per_day=Decimal(1000)) as proxy:
+        client = openai.OpenAI(base_url=proxy + "/v1", api_key="sk-x", max_retries=0)
+        with pytest.raises(openai.RateLimitError, match="daily budget"):
+            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], max_tokens=5)
