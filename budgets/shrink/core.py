@@ -137,6 +137,23 @@ def shrink_models(
         yield e
         return
     outputs = _Outputs(source, out_dir, name, protect | {Path(os.path.realpath(source))})
+    try:
+        yield from _each_model(source, media, job, models, bars, options, outputs)
+    finally:
+        if hasattr(job, "save"):
+            job.save()  # what was learnt of the original, for the next call (``analysis.py``)
+
+
+def _each_model(
+    source: Path,
+    media: Any,
+    job: Any,
+    models: Sequence[str | Model],
+    bars: Mapping[str, Bar],
+    options: _Options,
+    outputs: _Outputs,
+) -> Iterator[ShrinkResult | MmtokError]:
+    detail = options.detail
     for asked in models:
         try:
             model = asked if isinstance(asked, Model) else resolve(asked, options.prices)

@@ -32,30 +32,43 @@ Box = tuple[int, int, int, int] | None  # a crop (left, top, right, bottom) of t
 SSIM_WINDOW_PX = 11
 MIN_READ_LINE_PX = 7.0  # lines shorter than this in a view are not read at bars of GEOMETRY_BAR and over
 GEOMETRY_BAR = 0.9
+LEGIBLE_LINE_PX = 9.0  # a line this tall in a view is predicted read (the search starts there; see the bench)
 NO_TEXT = f"no text found ({O.DETECTOR}): the ocr bar does not apply"
 
 
 class ImageJob:
-    """One decoded image and the measurements made on it, shared by every model it is shrunk for. ``reference``:
-    OCR as the earlier path did it (whole-image detection and recognition of every rendition), for the benchmark."""
+    """One decoded image and the measurements made on it, shared by every model it is shrunk for; the original's
+    analysis (border, lines, their readings, the network's looks) is kept between calls (``analysis.py``).
+    ``reference``: the path before issue 39 (nothing kept between calls, each detector pass whole, the search from
+    the 10-px rung), for the benchmark's side-by-side."""
 
     def __init__(self, path: Path, media: Image, reference: bool = False) -> None:
+        from mmtok.budgets.shrink import analysis
+
         self.path = Path(path)
         self.media = media
         self.reference = reference
         self.decoded = P.decode(path, media.format)
         self.width, self.height = self.decoded.size
+        kept = not reference and analysis.enabled()
+        self.analysis = analysis.load(self.path) if kept else analysis.Analysis(None)
         self._views: dict[tuple[int, int], PIL.Image.Image] = {}
         self._renders: dict[tuple, PIL.Image.Image] = {}
         self._readings: dict[tuple, float | None] = {}
-        self._truth: dict[int, str | None] = {}
         self._looks: dict[Any, Any] = {}
         self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}  # (scale of the view, agreement)
+
+    def save(self) -> None:
+        """Keep what was learnt of the original for the next call (``analysis.py``)."""
+        self.analysis.save()
 
     @functools.cached_property
     def bounds(self) -> P.Bounds | None:
         """The tight box around what differs from a uniform border, and its colour (None: no uniform border)."""
-        return P.content_bounds(self.decoded.rgb)
+        if self.analysis.bounds is None:
+            found = P.content_bounds(self.decoded.rgb)
+            self.analysis.bounds, self.analysis.changed = (found if found is not None else False), True
+        return self.analysis.bounds or None
 
     @functools.cached_property
     def crop(self) -> P.Bounds | None:
@@ -112,29 +125,44 @@ class ImageJob:
             return 1.0, None
         size = R.eval_size(*original.size)
         if key not in self._looks:
-            self._looks[key] = R.look(original, size)
+            self._looks[key] = self._kept_look(key, original, size)
         return R.similarity(self._looks[key], R.look(seen, size)), None
+
+    def _kept_look(self, key: Any, original: PIL.Image.Image, size: tuple[int, int]) -> Any:
+        """The network's look at the original's view ``key`` (``("view", size)``: kept between calls)."""
+        from mmtok.budgets.shrink import recognition as R
+
+        name = f"{key[1][0]}x{key[1][1]}" if key[0] == "view" else None
+        if name is not None and name in self.analysis.looks:
+            return R.Look(*self.analysis.looks[name])
+        look = R.look(original, size)
+        if name is not None:
+            self.analysis.looks[name], self.analysis.changed = (look.features, look.probabilities), True
+        return look
 
     # ---------------------------------------------------------------------------------------------------- ocr
     @functools.cached_property
     def lines(self) -> list[O.Line]:
         """Where the original's lines of text are (found once, read only when a measure needs them)."""
-        return O.detect(self.decoded.rgb)
+        if self.analysis.lines is None:
+            found = O.detect(self.decoded.rgb, banded=not self.reference)
+            self.analysis.lines = np.array([line.corners for line in found], np.float32).reshape(-1, 4, 2)
+            self.analysis.changed = True
+        return [O.Line(corners) for corners in self.analysis.lines]
 
     def truth(self, indices: list[int]) -> list[str | None]:
         """The original's readings of lines ``indices`` (None: read with a score under ``MIN_SCORE``, not text)."""
-        missing = [i for i in indices if i not in self._truth]
+        known = self.analysis.truth
+        missing = [i for i in indices if i not in known]
         if missing:
             readings = O.recognise(self.decoded.rgb, [self.lines[i].corners for i in missing])
-            for i, (text, score) in zip(missing, readings, strict=True):
-                self._truth[i] = text if score >= O.MIN_SCORE else None
-        return [self._truth[i] for i in indices]
+            known.update(zip(missing, readings, strict=True))
+            self.analysis.changed = True
+        return [known[i][0] if known[i][1] >= O.MIN_SCORE else None for i in indices]
 
     @functools.cached_property
     def truth_text(self) -> str:
-        """The original's text, line by line in reading order (the reference path: its whole-image reading)."""
-        if self.reference:
-            return O.read_text(self.decoded.rgb)
+        """The original's text, line by line in reading order."""
         return "\n".join(t for t in self.truth(list(range(len(self.lines)))) if t)
 
     def truth_within(self, region: tuple[int, int, int, int]) -> str:
@@ -145,10 +173,21 @@ class ImageJob:
     @functools.cached_property
     def text_found(self) -> bool:
         """Some line of the original is read with a score >= ``MIN_SCORE`` (the tallest are tried first)."""
-        if self.reference:
-            return bool(self.truth_text.strip())
         by_height = sorted(range(len(self.lines)), key=lambda i: -self.lines[i].height)
         return any(self.truth([i])[0] for i in by_height)
+
+    @functools.cached_property
+    def text_lines(self) -> list[tuple[float, int]]:
+        """(height in px, characters) of each line of the original read as text."""
+        readings = self.truth(list(range(len(self.lines))))
+        return [(ln.height, len("".join(t.split()))) for ln, t in zip(self.lines, readings, strict=True) if t]
+
+    def legible(self, scale: float, bar: Bar) -> bool:
+        """Whether the original's text is predicted to meet ``bar`` in a view at ``scale``: the share of its
+        characters in lines at least ``LEGIBLE_LINE_PX`` tall there (a prediction only: what is chosen is read)."""
+        total = sum(chars for _, chars in self.text_lines)
+        kept = sum(chars for height, chars in self.text_lines if height * scale >= LEGIBLE_LINE_PX)
+        return not total or kept / total >= bar.value - 1e-12
 
     @property
     def median_line_px(self) -> float:
@@ -162,7 +201,8 @@ class ImageJob:
         key = ("part", region, size, fmt)
         if key not in self._readings:
             truth = self.truth_within(region)
-            self._readings[key] = O.agreement(truth, O.read(self.rendered(region, size, fmt))) if truth else None
+            reading = O.read(self.rendered(region, size, fmt), banded=not self.reference) if truth else ""
+            self._readings[key] = O.agreement(truth, reading) if truth else None
         return self._readings[key]
 
     def ocr(self, box: Box, rendition: C.Rendition, fmt: str, bar: Bar) -> tuple[float | None, str | None]:
@@ -173,7 +213,7 @@ class ImageJob:
         key = (box, rendition.size, rendition.view.size, fmt)
         if key not in self._readings:
             image = P.resized(self.rendered(box, rendition.size, fmt), rendition.view.size)
-            reading = O.read_text(image) if self.reference else O.read(image)
+            reading = O.read(image, banded=not self.reference)
             self._readings[key] = O.agreement(self.truth_text, reading)
             self._ocr_outcomes.setdefault((box, fmt), []).append((self.scale(box, rendition), self._readings[key]))
         return self._readings[key], None
@@ -190,7 +230,7 @@ class ImageJob:
             if s >= scale - 1e-9 and not bar.met(value):
                 return f"not read: ocr {value:.3f} at a larger scale ({s:.2f}x of the original) already missed the bar"
         line_px = self.median_line_px * scale
-        if not self.reference and bar.value >= GEOMETRY_BAR and line_px < MIN_READ_LINE_PX:
+        if bar.value >= GEOMETRY_BAR and line_px < MIN_READ_LINE_PX:
             return (
                 f"not read: the original's lines ({self.median_line_px:.0f} px) would be {line_px:.1f} px tall in "
                 f"this view, under the {MIN_READ_LINE_PX:g} px OCR reads at this bar"

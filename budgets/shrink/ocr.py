@@ -38,6 +38,7 @@ MAX_SIDE_PX = 2000  # RapidOCR detects on images shrunk to this long side (its m
 TILE_LINE_PX = 12  # lines shorter than this once RapidOCR has shrunk the image: searched again in tiles
 TILE_SHRINK = 2.0  # a tall or wide image RapidOCR would shrink more than this is searched in tiles
 TILE_OVERLAP_PX = 200  # tiles overlap by this: a line up to this tall is whole in one tile
+MAX_DETECT_PIXELS = 1_000_000  # one detector pass at most: its feature maps take ~185 bytes a pixel
 MIN_LINE_PX = 2  # a box under this height or width is not read (nothing to cut out)
 TRAILING_BLANK = 1.2  # each line is recognised with this much room: its own width and 20% of blank after it
 DETECTOR = (
@@ -45,6 +46,8 @@ DETECTOR = (
     "images shrunk to that, or searched in 2,000-px tiles where that leaves lines under 12 px or shrinks a tall or "
     "wide image over 2x), lines kept where recognition scores >= 0.75"
 )
+DETECTION_MODEL = "ch_PP-OCRv4_det_infer.onnx"  # in the rapidocr-onnxruntime wheel's models folder
+RECOGNITION_MODEL = "ch_PP-OCRv4_rec_infer.onnx"
 _lock = threading.Lock()
 
 
@@ -65,9 +68,11 @@ class Line:
 
 @functools.cache
 def _engine(reference: bool = False) -> Any:
-    """RapidOCR's engine. Its recogniser runs on one thread: it reads one line at a time, work too small to share,
-    and two threads contending on a busy 2-core machine took 2.6 s for 16 lines where one took 0.9 s. ``reference``:
-    RapidOCR's own settings, as the reference path had them."""
+    """RapidOCR's engine. Its detector runs on every core; its recogniser reads one line per call on one thread,
+    several lines at once on :func:`_pool`'s threads (work too small to share within a call: two intra-op threads
+    contending on a busy 2-core machine took 2.6 s for 16 lines where one took 0.9 s). Neither spins waiting for work
+    (onnxruntime's default), which on a busy machine takes the cores other work needs. ``reference``: RapidOCR's own
+    settings, as the reference path had them."""
     try:
         from rapidocr_onnxruntime import RapidOCR
     except ImportError:
@@ -76,29 +81,71 @@ def _engine(reference: bool = False) -> Any:
     # every image to a 736-px short side, which would read text smaller than any model is shown.
     if reference:
         return RapidOCR(det_limit_type="max")
-    return RapidOCR(det_limit_type="max", rec_intra_op_num_threads=1, rec_inter_op_num_threads=1)
+    engine = RapidOCR(det_limit_type="max", rec_intra_op_num_threads=1, rec_inter_op_num_threads=1)
+    engine.text_det.infer.session = _session(DETECTION_MODEL, _threads())
+    engine.text_rec.session.session = _session(RECOGNITION_MODEL, 1)
+    return engine
+
+
+def _threads() -> int:
+    """The cores this process may run on (its affinity), at most 8."""
+    import os
+
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except AttributeError:  # macOS, Windows
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+def _session(name: str, threads: int) -> Any:
+    """The RapidOCR wheel's model ``name`` in a session of ``threads`` intra-op threads that do not spin between
+    calls, without onnxruntime's memory arena (it would keep the largest input's buffers for the process's life)."""
+    from pathlib import Path
+
+    import onnxruntime as ort
+    import rapidocr_onnxruntime
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.enable_cpu_mem_arena = False
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    path = Path(rapidocr_onnxruntime.__file__).parent / "models" / name
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+@functools.cache
+def _pool() -> Any:
+    """Threads that recognise lines side by side (onnxruntime and OpenCV let go of the GIL while they work)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=_threads(), thread_name_prefix="mmtok-ocr")
 
 
 def _bgr(image: PIL.Image.Image) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])  # RapidOCR takes OpenCV's BGR order
 
 
-def detect(image: PIL.Image.Image) -> list[Line]:
+def detect(image: PIL.Image.Image, banded: bool = True) -> list[Line]:
     """The lines of text RapidOCR's detector finds in an RGB image (corners only, nothing read yet), in reading
     order. RapidOCR shrinks an image to 2,000 px on its long side to look for text: a tall or wide image (one side
     at least twice the other) it would shrink more than ``TILE_SHRINK`` times is searched in overlapping tiles at
     its own resolution instead (a full-page screenshot's text would be shrunk out of sight), and so is any image
-    where the lines it finds are under ``TILE_LINE_PX`` once shrunk (a long view)."""
+    where the lines it finds are under ``TILE_LINE_PX`` once shrunk (a long view). ``banded`` False: each pass
+    whole, however large (the path before issue 39, kept for the benchmark's side-by-side)."""
+    most = MAX_DETECT_PIXELS if banded else None
     width, height = image.size
     shrunk = max(width, height) / MAX_SIDE_PX
     long_and_narrow = max(width, height) >= 2 * min(width, height) and shrunk > TILE_SHRINK
     if not long_and_narrow:
-        lines = _in_reading_order(_detect(_bgr(image)))
+        lines = _in_reading_order(_detect(_bgr(image), most))
         if shrunk <= 1 or not lines or sorted(ln.height for ln in lines)[len(lines) // 2] / shrunk >= TILE_LINE_PX:
             return lines
     tiled = []
     for (left, top, right, bottom), core in _tiles(width, height):
-        for line in _detect(_bgr(image.crop((left, top, right, bottom)))):
+        for line in _detect(_bgr(image.crop((left, top, right, bottom))), most):
             corners = line.moved(left, top)
             cx, cy = corners.mean(axis=0)
             if core[0] <= cx < core[2] and core[1] <= cy < core[3]:  # a line in an overlap is counted once
@@ -106,30 +153,51 @@ def detect(image: PIL.Image.Image) -> list[Line]:
     return _in_reading_order(tiled)
 
 
-def _detect(array: np.ndarray) -> list[Line]:
+def _detect(array: np.ndarray, most: int | None = MAX_DETECT_PIXELS) -> list[Line]:
+    """The lines RapidOCR's detector finds in a BGR array, which it reads shrunk to ``MAX_SIDE_PX`` on its long
+    side; where that is over ``most`` pixels, band by band of rows (overlapping by ``TILE_OVERLAP_PX``, each line
+    kept in the band its centre is closest to), so that one pass's feature maps stay bounded (they take ~185 bytes a
+    pixel: a 2000x1250 pass peaks 460 MB over the process, bands of 1 MP ~290 MB)."""
     engine = _engine()
-    with _lock:  # one engine per process; onnxruntime sessions use all cores already
-        boxes, _ = engine(array, use_cls=False, use_rec=False)
-    return [Line(np.asarray(box, np.float32)) for box in boxes or []]
+    height, width = array.shape[:2]
+    ratio = min(1.0, MAX_SIDE_PX / max(height, width))
+    if most is None or round(height * ratio) * round(width * ratio) <= most:
+        with _lock:  # one engine per process; its detector uses every core already
+            boxes, _ = engine(array, use_cls=False, use_rec=False)
+        return [Line(np.asarray(box, np.float32)) for box in boxes or []]
+    from rapidocr_onnxruntime.utils.process_img import reduce_max_side
+
+    resized, ratio_h, ratio_w = reduce_max_side(array, MAX_SIDE_PX) if ratio < 1 else (array, 1.0, 1.0)
+    rows = max(2 * TILE_OVERLAP_PX, most // resized.shape[1] // 32 * 32)
+    lines = []
+    for top, bottom, core_top, core_bottom in _spans(resized.shape[0], rows, TILE_OVERLAP_PX):
+        with _lock:
+            boxes, _ = engine.text_det(np.ascontiguousarray(resized[top:bottom]))
+        for box in boxes if boxes is not None else ():
+            corners = np.asarray(box, np.float32) + np.array([0, top], np.float32)
+            if core_top <= corners[:, 1].mean() < core_bottom:
+                lines.append(Line(corners * np.array([ratio_w, ratio_h], np.float32)))
+    return lines
+
+
+def _spans(length: int, most: int, overlap: int) -> list[tuple[int, int, float, float]]:
+    """(start, end, core start, core end) of pieces of at most ``most`` covering ``length``, overlapping by
+    ``overlap`` or more; the middle of each overlap splits two cores, so every point is in exactly one core."""
+    if length <= most:
+        return [(0, length, 0.0, float(length))]
+    starts = [*range(0, length - most, most - overlap), length - most]
+    ends = [start + most for start in starts]
+    cuts = [0.0, *((ends[k] + starts[k + 1]) / 2 for k in range(len(starts) - 1)), float(length)]
+    return [(starts[k], ends[k], cuts[k], cuts[k + 1]) for k in range(len(starts))]
 
 
 def _tiles(width: int, height: int) -> list[tuple[tuple[int, int, int, int], tuple[float, float, float, float]]]:
     """Tiles of at most ``MAX_SIDE_PX`` a side overlapping by ``TILE_OVERLAP_PX`` or more, each with its core: the
-    part of it closer to it than to its neighbours (the middle of each overlap splits two cores), so that every
-    point of the image is in exactly one core."""
-
-    def spans(length: int) -> list[tuple[int, int, float, float]]:
-        if length <= MAX_SIDE_PX:
-            return [(0, length, 0.0, float(length))]
-        starts = [*range(0, length - MAX_SIDE_PX, MAX_SIDE_PX - TILE_OVERLAP_PX), length - MAX_SIDE_PX]
-        ends = [start + MAX_SIDE_PX for start in starts]
-        cuts = [0.0, *((ends[k] + starts[k + 1]) / 2 for k in range(len(starts) - 1)), float(length)]
-        return [(starts[k], ends[k], cuts[k], cuts[k + 1]) for k in range(len(starts))]
-
+    part of it closer to it than to its neighbours, so that every point of the image is in exactly one core."""
     return [
         ((x0, y0, x1, y1), (cx0, cy0, cx1, cy1))
-        for y0, y1, cy0, cy1 in spans(height)
-        for x0, x1, cx0, cx1 in spans(width)
+        for y0, y1, cy0, cy1 in _spans(height, MAX_SIDE_PX, TILE_OVERLAP_PX)
+        for x0, x1, cx0, cx1 in _spans(width, MAX_SIDE_PX, TILE_OVERLAP_PX)
     ]
 
 
@@ -144,35 +212,37 @@ def _in_reading_order(lines: list[Line]) -> list[Line]:
 def recognise(image: PIL.Image.Image, boxes: Sequence[np.ndarray]) -> list[tuple[str, float]]:
     """(text, score) of each box (corners in ``image``'s pixels) cut out of ``image`` and recognised alone, with
     ``TRAILING_BLANK`` of blank after it: a batch pads every line to its widest, costing the short ones time, but a
-    line that fills the recogniser's whole input is read worse (a 593x19 line: 0.84 alone, 0.94 with 20% blank)."""
+    line that fills the recogniser's whole input is read worse (a 593x19 line: 0.84 alone, 0.94 with 20% blank).
+    Lines are recognised side by side on :func:`_pool`'s threads; each reading is the same as alone."""
+    if not boxes:
+        return []
     engine = _engine()
+    array = _bgr(image)
+    return list(_pool().map(lambda corners: _recognise_line(engine, array, corners), boxes))
+
+
+def _recognise_line(engine: Any, array: np.ndarray, corners: np.ndarray) -> tuple[str, float]:
     recogniser = engine.text_rec
     width_px = recogniser.rec_image_shape[2]  # 320: the narrowest input, as RapidOCR pads
     height_px = recogniser.rec_image_shape[1]  # 48
-    array = _bgr(image) if boxes else None
-    out: list[tuple[str, float]] = []
-    for corners in boxes:
-        clipped = np.clip(corners, 0, [image.width - 1, image.height - 1]).astype(np.float32)
-        tall = float(np.linalg.norm(clipped[0] - clipped[3]))
-        wide = float(np.linalg.norm(clipped[0] - clipped[1]))
-        if tall < MIN_LINE_PX or wide < MIN_LINE_PX:
-            out.append(("", 0.0))
-            continue
-        (crop,) = engine.get_crop_img_list(array, [clipped])
-        ratio = crop.shape[1] / crop.shape[0]
-        padded = max(ratio * TRAILING_BLANK, width_px / height_px)
-        batch = recogniser.resize_norm_img(crop, padded)[None].astype(np.float32)  # (1, 3, 48, W)
-        with _lock:
-            predictions = recogniser.session(batch)[0]  # (1, W / 8, classes)
-        ((text, score),) = recogniser.postprocess_op(predictions, False, wh_ratio_list=[ratio], max_wh_ratio=padded)
-        out.append((text, float(score)))
-    return out
+    clipped = np.clip(corners, 0, [array.shape[1] - 1, array.shape[0] - 1]).astype(np.float32)
+    tall = float(np.linalg.norm(clipped[0] - clipped[3]))
+    wide = float(np.linalg.norm(clipped[0] - clipped[1]))
+    if tall < MIN_LINE_PX or wide < MIN_LINE_PX:
+        return "", 0.0
+    (crop,) = engine.get_crop_img_list(array, [clipped])
+    ratio = crop.shape[1] / crop.shape[0]
+    padded = max(ratio * TRAILING_BLANK, width_px / height_px)
+    batch = recogniser.resize_norm_img(crop, padded)[None].astype(np.float32)  # (1, 3, 48, W)
+    predictions = recogniser.session(batch)[0]  # (1, W / 8, classes)
+    ((text, score),) = recogniser.postprocess_op(predictions, False, wh_ratio_list=[ratio], max_wh_ratio=padded)
+    return text, float(score)
 
 
-def read(image: PIL.Image.Image) -> str:
+def read(image: PIL.Image.Image, banded: bool = True) -> str:
     """The text in an RGB image as the ``ocr`` bar reads a rendition: the lines the detector finds at this size,
     each recognised alone, those with a score >= ``MIN_SCORE``, top to bottom."""
-    lines = detect(image)
+    lines = detect(image, banded)
     readings = recognise(image, [line.corners for line in lines])
     return "\n".join(text for text, score in readings if score >= MIN_SCORE)
 

@@ -155,8 +155,9 @@ class LadderSearch:
 
     def start(self) -> tuple[int | None, bool]:
         """(the rung expected to be the cheapest that meets the bars, whether that comes from another model's
-        reading): the first above the smallest scale another model's search found the text read at, else the
-        cheapest whose median line of text is ``START_LINE_PX`` tall in its view; None: no guess (no text)."""
+        reading), the path before issue 39's guess: the first above the smallest scale another model's search
+        found the text read at, else the cheapest whose median line of text is ``START_LINE_PX`` tall in its view;
+        None: no guess (no text)."""
         job, bar = self.job, self.ocr_bar
         if bar is None or not self.ladder or not job.text_found:
             return None, False
@@ -167,12 +168,44 @@ class LadderSearch:
         line_px = job.median_line_px
         return next((i for i, s in enumerate(scales) if s * line_px >= START_LINE_PX), len(scales) - 1), False
 
+    def predicted(self) -> int | None:
+        """The cheapest rung at which the original's text is predicted legible (``ImageJob.legible``: each line's
+        height at the rung's scale), or above the smallest scale another model's reading met the bar at, whichever
+        is cheaper; None: no text to predict from."""
+        job, bar = self.job, self.ocr_bar
+        if bar is None or not self.ladder or not job.text_found:
+            return None
+        n = len(self.ladder)
+        guess = next((i for i in range(n) if job.legible(self.scale(i), bar)), n - 1)
+        passed = job.smallest_passing_scale(self.box, bar, self.fmt)
+        if passed is not None:
+            guess = min(guess, next((i for i in range(n) if self.scale(i) >= passed - 1e-9), n - 1))
+        return guess
+
     def cheapest_meeting(self) -> int | None:
-        """The index of the cheapest rung that meets the bars (None: none does). Rungs known to fail are skipped;
-        from another model's passing scale the bracket below it is bisected; from the text's height the search
-        gallops down (or up) from the expected rung, then bisects."""
+        """The index of the cheapest rung that meets the bars (None: none does). Where the original has text, the
+        rung its lines are predicted legible at is measured first: met, it is the answer (the rung below was
+        predicted not to be); missed, the search gallops up (1, 2, 4 ... rungs), then bisects. Without text (the
+        cheap measures alone decide), the ladder is bisected. Rungs known to fail are skipped; the answer has
+        always been measured against every bar."""
         if self.job.reference:
-            return self._bisected()
+            return self._galloped()
+        n = len(self.ladder)
+        low = next((i for i in range(n) if self.known_failure(i) is None), n)
+        guess = self.predicted()
+        if guess is None or low == n:
+            found = self._bisect(low, n)
+        else:
+            guess = max(guess, low)
+            found = guess if self.meets(guess) else self._gallop_up(guess + 1)
+        if found is None and n and (n - 1) not in self.results:
+            self.meets(n - 1)  # the largest rung is said, known to fail or measured
+        return found
+
+    def _galloped(self) -> int | None:
+        """The search before issue 39 (the benchmark's reference): from another model's passing scale the bracket
+        below it is bisected; from the text's median height the search gallops down (or up) from the 10-px rung,
+        then bisects."""
         n = len(self.ladder)
         low = next((i for i in range(n) if self.known_failure(i) is None), n)
         hint, from_others = self.start()
@@ -186,7 +219,7 @@ class LadderSearch:
             hint = max(hint, low)
             found = self._gallop_down(hint, low) if self.meets(hint) else self._gallop_up(hint + 1)
         if found is None and n and (n - 1) not in self.results:
-            self.meets(n - 1)  # the largest rung is said, known to fail or measured
+            self.meets(n - 1)
         return found
 
     def _bisect(self, low: int, high: int) -> int | None:
@@ -221,19 +254,3 @@ class LadderSearch:
                 return self._bisect(low, probe + 1)
             low, step = probe + 1, step * 2
         return None
-
-    def _bisected(self) -> int | None:
-        """The earlier search: bisection, its first probe above another model's smallest passing scale."""
-        low, high = 0, len(self.ladder)
-        bar = self.ocr_bar
-        start = self.job.smallest_passing_scale(self.box, bar, self.fmt) if bar is not None else None
-        while low < high:
-            mid = (low + high) // 2
-            if start is not None:
-                above = [i for i in range(low, high) if self.scale(i) >= start - 1e-9]
-                mid, start = (above[0] if above else mid), None
-            if self.meets(mid):
-                high = mid
-            else:
-                low = mid + 1
-        return None if high == len(self.ladder) else high
