@@ -65,8 +65,9 @@ def chromium() -> str:
 
 
 def artifact(name: str) -> Path:
-    """A path under ``test-output/`` (made if missing) where a test keeps what a person may want to look at."""
-    folder = Path(os.environ.get("MMTOK_TEST_OUTPUT", ARTIFACTS))
+    """A path under ``test-output/`` (made if missing) where a test keeps what a person may want to look at;
+    ``MMTOK_TEST_OUTPUT`` names another folder (relative to the repository, whatever the test's working folder)."""
+    folder = ARTIFACTS.parent / os.environ.get("MMTOK_TEST_OUTPUT", ARTIFACTS)
     folder.mkdir(parents=True, exist_ok=True)
     return folder / name
 

@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from mmtok.budgets.ledger import Ledger, Record, open_ledger
-from mmtok.budgets.proxy import attribution, forward, quoting, shrinking
+from mmtok.budgets.proxy import attribution, dashboard, forward, quoting, shrinking
 from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.budgets.proxy.limits import Budgets, Refusal, cost_refusal
 from mmtok.budgets.proxy.metrics import Metrics
@@ -92,6 +92,7 @@ class Proxy:
         self.in_flight = 0
         self._ids = itertools.count()
         self.metrics = Metrics()
+        self.dashboard: dashboard.Dashboard | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
@@ -99,6 +100,7 @@ class Proxy:
         self.recorder = Recorder(ledger, 0.0 if self.config.sync_ledger else LINGER_S)
         self.salt = getattr(ledger, "salt", "")
         rules = self.config.budget_rules()
+        self.dashboard = dashboard.Dashboard(ledger, rules)
         if rules:
             self.budgets = Budgets(rules, ledger, self.instance, self.config.reservation_ttl_s)
         await asyncio.to_thread(warm, self.config)  # what the first call would load, loaded before ready
@@ -127,6 +129,8 @@ class Proxy:
         if path == "/mmtok/metrics":
             content, media_type = self.metrics.exposition()
             return Response(content, media_type=media_type)
+        if path == "/mmtok" or path.startswith("/mmtok/"):
+            return await self._dashboard(request, path)
         if where is None:
             what = f"{provider} API path" if provider else "path"
             served = "/v1/..., /anthropic/v1/..., /gemini/v1beta/..."
@@ -140,6 +144,19 @@ class Proxy:
         finally:
             self.in_flight -= 1
             self.metrics.in_flight.dec()
+
+    async def _dashboard(self, request: Request, path: str) -> Response:
+        """The live dashboard: its page and files, and the summary it polls."""
+        if request.method not in ("GET", "HEAD"):
+            return error_response(None, 405, f"{request.method} {path}: the dashboard takes GET", "method")
+        if path == "/mmtok/api/summary" and self.dashboard is not None:
+            return JSONResponse(await self.dashboard.summary(), headers=dashboard.SECURITY_HEADERS)
+        name = "dashboard.html" if path in ("/mmtok", "/mmtok/") else path.removeprefix("/mmtok/static/")
+        found = dashboard.static_file(name) if name == "dashboard.html" or path.startswith("/mmtok/static/") else None
+        if found is None:
+            return error_response(None, 404, f"unknown path {path} (the dashboard is at /mmtok/)", "unknown_path")
+        content, media_type = found
+        return Response(content, media_type=media_type, headers=dashboard.SECURITY_HEADERS)
 
     async def _call(self, request: Request, where: Route) -> Response:
         started = time.perf_counter()

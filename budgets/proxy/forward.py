@@ -180,8 +180,6 @@ def streamed(
     """A streamed answer, passed on chunk by chunk as it arrives; the record is committed when it ends. ``first``
     and ``rest``: chunks already read and the iterator to go on with (an answer first meant to be read whole).
     ``strip_usage``: the proxy asked for this Chat Completions stream's usage itself, and takes it out again."""
-    reader = StreamUsage(route.api, sse=sse)
-    remover = AskedUsage() if strip_usage else None
     record.status = response.status_code
     record.stream = True
 
@@ -191,42 +189,57 @@ def streamed(
         async for chunk in rest if rest is not None else decoded(response):
             yield chunk
 
-    async def chunks() -> AsyncIterator[bytes]:
-        finished = False
-        try:
-            async for chunk in upstream_chunks():
-                reader.feed(chunk)
-                if reader.overflow:
-                    record.outcome = "upstream_error"
-                    record.message = f"the upstream answer was ended by the proxy: {reader.overflow}"
-                    raise StreamCut(record.message)
-                passed = remover.feed(chunk) if remover else chunk
-                if passed:
-                    yield passed
-            if remover:
-                yield remover.close()
-            finished = True
-        except httpx.HTTPError as e:
-            record.outcome = "cut"
-            record.message = f"the upstream stream ended early ({type(e).__name__})"
-            raise StreamCut(record.message) from None
-        except UnreadableAnswer as e:
-            record.outcome, record.message = "upstream_error", str(e)
-            raise StreamCut(record.message) from None
-        finally:
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
-            if not finished and not record.outcome:
-                record.outcome, record.message = "cut", "the client left before the stream ended"
-            if finished:
-                record.outcome = "ok" if response.is_success else "upstream_error"
-            with anyio.CancelScope(shield=True):  # a client that left cancels the task: the record is still written
-                await finish(record, reader.close())
-
+    reader = StreamUsage(route.api, sse=sse)
+    chunks = _passed_on(upstream_chunks(), reader, AskedUsage() if strip_usage else None, record)
     headers = returned_headers(response.headers) + list(extra.items())
-    answer = StreamingResponse(chunks(), response.status_code)
+    answer = StreamingResponse(_recorded(chunks, response, record, reader, finish), response.status_code)
     answer.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
     return answer
+
+
+async def _passed_on(
+    chunks: AsyncIterator[bytes], reader: StreamUsage, remover: AskedUsage | None, record: Record
+) -> AsyncIterator[bytes]:
+    """The chunks for the client, their usage read on the way; an answer the reader cannot go on with is cut."""
+    try:
+        async for chunk in chunks:
+            reader.feed(chunk)
+            if reader.overflow:
+                record.outcome = "upstream_error"
+                record.message = f"the upstream answer was ended by the proxy: {reader.overflow}"
+                raise StreamCut(record.message)
+            passed = remover.feed(chunk) if remover else chunk
+            if passed:
+                yield passed
+        if remover:
+            yield remover.close()
+    except httpx.HTTPError as e:
+        record.outcome = "cut"
+        record.message = f"the upstream stream ended early ({type(e).__name__})"
+        raise StreamCut(record.message) from None
+    except UnreadableAnswer as e:
+        record.outcome, record.message = "upstream_error", str(e)
+        raise StreamCut(record.message) from None
+
+
+async def _recorded(
+    chunks: AsyncIterator[bytes], response: httpx.Response, record: Record, reader: StreamUsage, finish: Finish
+) -> AsyncIterator[bytes]:
+    """``chunks``, and once they end (or the client leaves) the upstream closed and the record committed."""
+    finished = False
+    try:
+        async for chunk in chunks:
+            yield chunk
+        finished = True
+    finally:
+        with anyio.CancelScope(shield=True):
+            await response.aclose()
+        if not finished and not record.outcome:
+            record.outcome, record.message = "cut", "the client left before the stream ended"
+        if finished:
+            record.outcome = "ok" if response.is_success else "upstream_error"
+        with anyio.CancelScope(shield=True):  # a client that left cancels the task: the record is still written
+            await finish(record, reader.close())
 
 
 async def answer(
