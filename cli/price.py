@@ -20,7 +20,7 @@ from mmtok.cli.common import (
     progress,
     resolve_max_pixels,
 )
-from mmtok.cli.price_inputs import Body, Files, Inputs, Reader
+from mmtok.cli.price_inputs import Batch, Body, Files, Inputs, Reader
 from mmtok.cli.quotes import Output, money
 from mmtok.errors import MmtokError, PriceError
 from mmtok.request.measure import Copies
@@ -71,6 +71,9 @@ def price(
     prices: list[Path] = typer.Option([], "--prices", help="Your own price sheet (TOML); its rows override."),
     max_cost: str | None = typer.Option(None, "--max-cost", help="Fail (exit 1) for a request over this many USD."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Fail for a request over N tokens."),
+    per_line: bool = typer.Option(
+        False, "--per-line", help="Batch files: the gates apply to each request, not the file."
+    ),
     text_files: bool = typer.Option(False, "--text-files", help="Price text files found in folders as prompts."),
     pages: str | None = PAGES,
     offline: bool = typer.Option(False, "--offline", help="Read no URL (its part is left out, said)."),
@@ -81,7 +84,8 @@ def price(
 ) -> None:
     """What each request costs on each model: tokens per part and modality, the rate applied and why, the working,
     and the price source with its date. A request is a media file (folders are walked), an API request body
-    (OpenAI, Anthropic, Gemini: each part counted by its own rule, with the body's settings), or a URL. Token files
+    (OpenAI, Anthropic, Gemini: each part counted by its own rule, with the body's settings), a batch file (OpenAI,
+    Anthropic or Gemini batch input: one quote at batch rates, a line per request), or a URL. Token files
     (.safetensors) are priced as their sequences."""
     one_output_format(json_out, csv_out)
     if not paths and text is None and not attach:
@@ -96,6 +100,7 @@ def price(
     limit = resolve_max_pixels(max_pixels)
     reader = Reader(limit, _policy(offline, allow_private, limit), Copies(), text_files, pages)
     run = _Run(out, models, asked, options, prices, output_tokens is not None, reader)
+    run.per_line = per_line
     try:
         bare = "<text>" if text or not attach else str(attach[0])  # the label of a request of --text / -a alone
         run.requests(paths or [], run.attachments(attach), text, one_request, bare)
@@ -136,6 +141,7 @@ class _Run:
         self.output_given = output_given
         self.reader = reader
         self.found = Inputs()
+        self.per_line = False  # batch files: --max-cost / --max-tokens on each request instead of the whole file
 
     def attachments(self, attach: list[Path]) -> list[Any]:
         """-a files, read once; one that cannot be read fails every request: one line, then stop."""
@@ -150,7 +156,9 @@ class _Run:
 
         files: list[Any] = []
         for job in self._jobs(raw, bare):
-            if isinstance(job, Body):
+            if isinstance(job, Batch):
+                self._batch(job)
+            elif isinstance(job, Body):
                 self.out.results(job.label, *self._body(job))
             elif one_request:
                 files += job.items
@@ -164,7 +172,16 @@ class _Run:
                 self.out.results(item, self.models, results)
         _say_skipped(self.found)
 
-    def _jobs(self, raw: list[str], bare_label: str) -> Iterator[Files | Body]:
+    def _batch(self, job: Batch) -> None:
+        """A batch file: its own quote and output (``cli/price_batch.py``)."""
+        from mmtok.cli.price_batch import Gates, price_batch_file
+
+        gates = Gates(self.out.max_cost, self.out.max_tokens, self.per_line)
+        ok = price_batch_file(job.label, job.path, self.asked, gates, self.out.json_out, self.out.writer,
+                              prices=self.prices, at=self.options.at, policy=self.reader.policy)  # fmt: skip
+        self.out.failures += not ok
+
+    def _jobs(self, raw: list[str], bare_label: str) -> Iterator[Files | Body | Batch]:
         """The requests the inputs make, read one by one under a progress bar; what cannot be read is one line."""
         entries = list(self.reader.entries(raw))  # walked first, so the bar has a total
         for label, item, walked in progress(entries, "pricing"):

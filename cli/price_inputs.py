@@ -32,6 +32,15 @@ class Body:
 
 
 @dataclass
+class Batch:
+    """A batch file (OpenAI, Anthropic or Gemini batch input): its requests are priced together
+    (``cli/price_batch.py``)."""
+
+    label: str
+    path: Path
+
+
+@dataclass
 class Inputs:
     """Everything the command line named, sorted."""
 
@@ -74,6 +83,8 @@ class Reader:
         path = Path(item)
         if path.name.endswith(".safetensors"):
             return Files(label, [path])  # a token file: its sequences are the request's parts
+        if not walked and _is_batch(path):
+            return Batch(label, path)
         import mmtok
 
         media = mmtok.load(path, max_pixels=self.max_pixels)
@@ -141,6 +152,21 @@ def _read_regular(path: Path, limit: int, whole_if: Any) -> bytes:
     if len(data) > limit:
         raise MediaError(path, f"over {limit:,} bytes: a request body is read up to that")
     return data
+
+
+def _is_batch(path: Path) -> bool:
+    """A batch file named on the command line (JSON that starts as a batch's first request, or a batch document)."""
+    from mmtok.request.batch import looks_like_batch
+    from mmtok.request.detect import looks_like_body
+
+    try:
+        if not path.is_file():  # a FIFO or a device is never opened here (it could block): load says what it is
+            return False
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False  # load says why
+    return looks_like_body(head) and looks_like_batch(path)
 
 
 def _is_url(text: str) -> bool:

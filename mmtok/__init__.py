@@ -46,6 +46,7 @@ _LAZY = {
     "add_config_dir": "mmtok.registry",
     "price": "mmtok.budgets.pricing",
     "price_request": "mmtok.budgets.pricing",
+    "price_batch": "mmtok.budgets.pricing.batch",
     "parse_body": "mmtok.request",
     "image_tokens": "mmtok.budgets.pricing",
     "Quote": "mmtok.budgets.pricing",
