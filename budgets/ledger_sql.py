@@ -198,6 +198,8 @@ class Store:
 
     def _insert(self, run: Run, records: Sequence[Record]) -> None:
         """Rows for ``records`` (those not already written), their spend counted, their holds released."""
+        for record in records:  # first: a hold's row lock is never taken after a spend row's (no deadlock with a
+            run("DELETE FROM holds WHERE call_id = :id", {"id": record.id})  # refresh that expires holds)
         counts: dict[tuple[str, str], list[int]] = {}
         for record in records:
             values = row_values(record)
@@ -208,8 +210,6 @@ class Store:
                     count[1] += 1
         for (day, scope), (nusd, calls) in sorted(counts.items()):  # one order: no deadlock between writers
             run(_COUNT, {"day": day, "scope": scope, "nusd": _saturated(nusd), "calls": calls})
-        for record in records:
-            run("DELETE FROM holds WHERE call_id = :id", {"id": record.id})
 
     # ------------------------------------------------------------------------------------------------ reading
     def records(self, since: str | None = None) -> Iterator[Record]:
@@ -278,21 +278,26 @@ class Store:
             self._expire(run)
 
     def _expire(self, run: Run) -> None:
-        """The calls whose holds expired (their proxy stopped) written as ``lost``, counted at their bound."""
-        for call_id, text, nusd in run(
-            f"SELECT call_id, record, nusd FROM holds WHERE scope = 'all' AND expires < {self.now_sql}"
-        ):
-            found = read_row(json.loads(text)) if text else BadRow(call_id, "record", "missing")
-            if isinstance(found, BadRow):
-                run("DELETE FROM holds WHERE call_id = :id", {"id": call_id})
-                continue
-            found.outcome, found.status = "lost", 0
-            found.predicted_cost, found.billed_cost = Decimal(nusd) / NANO, None
-            found.message = (
-                f"proxy instance {found.instance} stopped while this call was in flight; no bill was read, so it "
-                "counts at the bound it reserved"
-            )
-            self._insert(run, [found])
+        """The calls whose holds expired (their proxy stopped) written as ``lost``, counted at their bound (all in
+        one ``_insert``: every hold is released before any spend row is touched)."""
+        expired = run(f"SELECT call_id, record, nusd FROM holds WHERE scope = 'all' AND expires < {self.now_sql}")
+        lost = [_lost(call_id, text, nusd) for call_id, text, nusd in expired]
+        if lost:
+            self._insert(run, lost)
+
+
+def _lost(call_id: str, text: str | None, nusd: int) -> Record:
+    """The record a hold kept of its call, as a ``lost`` call counted at the hold's amount."""
+    found = read_row(json.loads(text)) if text else BadRow(call_id, "record", "missing")
+    if isinstance(found, BadRow):  # a hold whose record cannot be read still counts, as a bare call
+        found = Record(id=call_id)
+    found.outcome, found.status = "lost", 0
+    found.predicted_cost, found.billed_cost = Decimal(nusd) / NANO, None
+    found.message = (
+        f"proxy instance {found.instance or '?'} stopped while this call was in flight; no bill was read, so it "
+        "counts at the bound it reserved"
+    )
+    return found
 
 
 def _p(day: str, scope: str) -> dict[str, str]:
