@@ -213,3 +213,24 @@ def test_one_absurd_usage_figure_keeps_every_row_through_the_proxy(upstream, tmp
         client = openai.OpenAI(base_url=proxy + "/v1", api_key="sk-x", max_retries=0)
         with pytest.raises(openai.RateLimitError, match="daily budget"):
             client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], max_tokens=5)
+
+
+def test_a_4000_digit_max_tokens_is_recorded_and_drops_no_other_row(upstream, tmp_path):
+    """Issue 36 item 5: a client could lose other people's rows with a 4,000-digit max_tokens."""
+    ledger = tmp_path / "calls.sqlite"
+    huge = int("9" * 4000)
+    body = json.dumps({"model": "gpt-4o", "max_tokens": huge, "messages": [{"role": "user", "content": "hi"}]})
+
+    async def send() -> list[int]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            url = proxy + "/v1/chat/completions"
+            plain = {"model": "gpt-4o", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+            calls = [client.post(url, content=body.encode())] + [client.post(url, json=plain) for _ in range(10)]
+            return [answer.status_code for answer in await asyncio.gather(*calls)]
+
+    with running_proxy(upstream, ledger, sync_ledger=False) as proxy:
+        statuses = asyncio.run(send())
+    assert statuses[0] in (200, 400) and statuses[1:] == [200] * 10
+    book = open_ledger(ledger, read_only=True)
+    rows = list(book.records())
+    assert len(rows) == 11 and not book.skipped

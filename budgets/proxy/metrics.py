@@ -121,7 +121,7 @@ class Metrics:
         model = self.model_label(record)
         self.requests.labels(provider, model, record.outcome or "unknown").inc()
         for modality, tokens in (record.predicted or {}).items():
-            if isinstance(tokens, int) and tokens > 0:
+            if isinstance(tokens, int) and 0 < tokens < 2**63:  # a 4,000-digit max_tokens is no float
                 self.predicted_tokens.labels(provider, model, modality).inc(tokens)
         for modality, tokens in billed_by_modality(record).items():
             self.billed_tokens.labels(provider, model, modality).inc(tokens)
