@@ -7,6 +7,7 @@ between them under 200 concurrent calls; SIGKILL of one loses nothing committed 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,8 +15,10 @@ from decimal import Decimal
 
 import openai
 import pytest
+from typer.testing import CliRunner
 
 from mmtok.budgets.ledger import open_ledger
+from mmtok.cli.main import app
 from mmtok.eval.bench.budget_race import BILLED_OUTPUT, overspend, race, today
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.test_budget_race import BODIES, BUDGET, CALLS
@@ -74,6 +77,9 @@ def test_two_proxies_one_with_two_workers_record_every_call_once_within_one_budg
     assert len(ok) == statuses[200] == len(stand_in.requests) - sent_before >= 4
     assert all(r.billed_output == BILLED_OUTPUT for r in ok)
     assert spent <= BUDGET + excess and excess == 0
+    report = CliRunner().invoke(app, ["ledger", shared_ledger, "--by", "key", "--json"])
+    (key,) = json.loads(report.stdout)["by"]["key"]
+    assert key["calls"] == CALLS and Decimal(key["spend"]) == spent and key["group"].startswith("...race-")
 
 
 def test_sigkill_of_one_proxy_loses_nothing_committed_and_its_reservations_expire(upstream, postgres_url):  # noqa: F811

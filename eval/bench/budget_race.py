@@ -35,6 +35,7 @@ from typing import Any
 from mmtok.eval.bench import machine, write_json
 
 BILLED_OUTPUT = 10_000
+RACE_KEY = "sk-proj-budget-race-0000000000race"  # the ledger names it ...race-<hash>
 
 
 def today() -> str:
@@ -56,7 +57,7 @@ async def race(
 
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=calls), timeout=120)
     billed = {"x-upstream-output-tokens": str(output_tokens)}
-    settings = {"api_key": "sk-race", "max_retries": 0, "http_client": http, "default_headers": billed}
+    settings = {"api_key": RACE_KEY, "max_retries": 0, "http_client": http, "default_headers": billed}
     urls = [proxies] if isinstance(proxies, str) else proxies
     clients = [openai.AsyncOpenAI(base_url=url + "/v1", **settings) for url in urls]
 
