@@ -110,7 +110,7 @@ def price_batch_file(
 ) -> bool:
     """Price one batch file on its requests' own models and ``models``; True where all went well (no bad line,
     no limit broken, no gate passed)."""
-    from mmtok.budgets.pricing.batch import BatchQuote, LineQuoter, add_result, iter_batch
+    from mmtok.budgets.pricing.batch import BatchQuote, LineQuoter, add_result, default_workers, finish, iter_batch
     from mmtok.request.batch import open_batch
 
     batch = open_batch(path)
@@ -121,15 +121,14 @@ def price_batch_file(
     quoter = LineQuoter(**pricing)
     shown = _Shown(label, json_out, writer, gates)
     with progress_bar(survey.requests, f"pricing {path.name}") as advance:
-        for result in iter_batch(batch, models, quoter):
+        for result in iter_batch(batch, models, quoter, workers=default_workers(survey.requests)):
             before = quote.requests
-            add_result(quote, batch, result, quoter, keep=False)
+            add_result(quote, batch, result, keep=False)
             shown.result(result)
             advance(quote.requests - before)
     for problem in quote.limits[len(survey.problems) :]:
         print_error(f"{label}: {problem}")
-    quote.warnings += [f"{name}: no batch rates are known: priced at standard rates"
-                       for name in sorted(quoter.no_batch_rates)]  # fmt: skip
+    finish(quote)
     gates.file(label, quote)
     for failure in gates.failures:
         print_error(failure)

@@ -212,3 +212,19 @@ def test_a_document_cut_short_names_where_reading_stopped(tmp_path, files):
     path.write_bytes(data[: len(data) * 2 // 3])
     lines = list(open_batch(path).lines())
     assert isinstance(lines[-1], BadLine) and "not valid JSON from here on" in lines[-1].problem
+
+
+def test_worker_processes_give_the_same_quote_in_the_same_order(files, tmp_path, monkeypatch):
+    from mmtok.budgets.pricing import batch_workers
+
+    monkeypatch.setattr(batch_workers, "CHUNK_REQUESTS", 2)  # several chunks in flight
+    rows = [json.loads(line) for line in files["openai"].read_text().splitlines()]
+    path = tmp_path / "many.jsonl"
+    lines = [json.dumps({**row, "custom_id": f"{row['custom_id']}-{i}"}) for i in range(3) for row in rows]
+    lines[5] = "{broken"
+    lines.append(json.dumps({**rows[0], "custom_id": "photo-1-0"}))  # a repeated id
+    path.write_text("\n".join(lines) + "\n")
+    alone, pooled = price_batch(path, workers=1), price_batch(path, workers=2)
+    assert pooled.lines == alone.lines and pooled.errors == alone.errors and len(alone.lines) == 11
+    assert pooled.totals == alone.totals and pooled.requests == alone.requests == 13
+    assert [e.split(":")[0] for e in pooled.errors] == ["line 6", "line 13 (photo-1-0)"]

@@ -6,10 +6,11 @@
 Each request of the file (:mod:`mmtok.request.batch`) is read by the one body parser and quoted by
 :func:`mmtok.budgets.pricing.quote_request` with the body's own settings and output bound, on its own model (and on
 each model asked), at the batch rates genai-prices gives (``Options(option="batch")``) and at the standard rates
-beside them, so the discount is the two quotes' difference, not an assumed 50%. A model with no batch rates in the
+beside them (each line's tokens at the standard card's rate of the same name, or a second quote where the cards
+differ in shape), so the discount is what the rates say, not an assumed 50%. A model with no batch rates in the
 price data is priced at its standard rates and says so. A request that cannot be read or priced is named by its
-line; the rest are priced. Memory holds one request at a time (and, to quote requests of the same shape once, a
-bounded cache of their quotes); the per-line results are kept only when asked (``keep_lines``).
+line; the rest are priced. Memory holds one request at a time (a few chunks of them with worker processes); the
+per-line results are kept only when asked (``keep_lines``).
 """
 
 from __future__ import annotations
@@ -17,23 +18,23 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from mmtok.budgets import formulas as F
-from mmtok.budgets.pricing.models import Model, PriceSheets, rate_card, resolve
+from mmtok.budgets.money import MILLION, RateCard
+from mmtok.budgets.pricing.models import INPUT_RATES, Model, PriceSheets, rate_card, resolve
 from mmtok.budgets.pricing.options import Options
-from mmtok.budgets.pricing.quote import Quote
+from mmtok.budgets.pricing.quote import OUTPUT_KINDS, Quote
 from mmtok.budgets.pricing.requests import quote_request
 from mmtok.errors import MmtokError, PriceError
 from mmtok.request import Policy, Request, measuring, parse_body
 from mmtok.request.batch import BadLine, BatchFile, BatchLine, open_batch
 
-MEMO_QUOTES = 4096  # quotes kept for requests of the same shape (a template filled with the same media and text)
 OPTIONS = ("batch", "standard")
+POOL_FROM_REQUESTS = 2000  # a file of fewer requests is priced in this process (workers cost more to start)
 
 
 @dataclass(frozen=True)
@@ -183,27 +184,32 @@ class BatchQuote:
 
 # ------------------------------------------------------------------------------------------------------ quoting
 class LineQuoter:
-    """Quotes requests on models at batch and standard rates; models resolved once, and the quotes of requests of
-    one shape (the same parts, settings, text and measured media) computed once (:data:`MEMO_QUOTES`)."""
+    """Quotes requests on models at batch rates, with the standard cost beside; models and their rate cards resolved
+    once per file."""
 
     def __init__(self, prices: PriceSheets = (), at: dt.date | str | None = None, policy: Policy | None = None):
         self.prices = prices
         self.options = {option: Options.of(at=at, batch=option == "batch") for option in OPTIONS}
         self.policy = policy or Policy()
-        self.models: dict[str, Model | PriceError] = {}
-        self.no_batch_rates: set[str] = set()  # models priced at standard rates for want of batch ones
-        self.memo: OrderedDict[Any, tuple[Quote, Quote]] = OrderedDict()
+        self.models: dict[str, tuple[Model, RateCard | None, RateCard] | PriceError] = {}
 
-    def model(self, name: str) -> Model:
+    @property
+    def config(self) -> dict[str, Any]:
+        """What a worker process needs to make the same quoter."""
+        return {"prices": self.prices, "at": self.options["batch"].at, "policy": self.policy}
+
+    def model(self, name: str) -> tuple[Model, RateCard | None, RateCard]:
+        """The model, its batch rate card (None where the price data has no batch rates) and its standard one."""
         found = self.models.get(name)
         if found is None:
             try:
-                found = resolve(name, self.prices)
-                rate_card(found, self.options["standard"].at, "standard")
+                model = resolve(name, self.prices)
+                standard = rate_card(model, self.options["standard"].at, "standard")
                 try:
-                    rate_card(found, self.options["batch"].at, "batch")
+                    batch: RateCard | None = rate_card(model, self.options["batch"].at, "batch")
                 except PriceError:
-                    self.no_batch_rates.add(name)
+                    batch = None
+                found = (model, batch, standard)
             except PriceError as e:
                 found = e
             self.models[name] = found
@@ -212,96 +218,124 @@ class LineQuoter:
         return found
 
     def quote(self, line: BatchLine, names: Sequence[str]) -> list[LinePrice | LineError]:
-        """The line on each model named (the first is the one it goes to), or why it cannot be priced there."""
+        """The line on each model named (the first is the one it goes to), or why it cannot be priced there; never
+        raises (a fault in mmtok is that line's error, and the batch goes on)."""
+        try:
+            return self._quote(line, names)
+        except Exception as e:  # one line must not stop the file
+            problem = f"mmtok failed to price this line ({type(e).__name__}: {e}): please report it"
+            return [LineError(line.number, line.custom_id, names[0] if names else "", problem)]
+
+    def _quote(self, line: BatchLine, names: Sequence[str]) -> list[LinePrice | LineError]:
         try:
             request = parse_body(line.body, api=line.api, source=f"line {line.number}")
         except MmtokError as e:
             return [LineError(line.number, line.custom_id, "", str(e).removeprefix(f"line {line.number}: "))]
         found: list[LinePrice | LineError] = []
         with measuring(request.parts, self.policy) as measured:
-            shape = _shape(request, measured)
             for name in names:
                 try:
-                    found.append(self._priced(line, request, measured, name, shape, name == names[0]))
+                    found.append(self._priced(line, request, measured, name, name == names[0]))
                 except MmtokError as e:
                     found.append(LineError(line.number, line.custom_id, name, str(e)))
         return found
 
-    def _priced(self, line: BatchLine, request: Request, measured: Any, name: str, shape: Any, own: bool) -> LinePrice:
-        model = self.model(name)
-        key = None if shape is None else (name, shape)
-        quotes = self.memo.get(key) if key is not None else None
-        if quotes is None:
-            batch_option = "standard" if name in self.no_batch_rates else "batch"
-            quotes = (quote_request(request, measured, model, self.options[batch_option]),
-                      quote_request(request, measured, model, self.options["standard"]))  # fmt: skip
-            if key is not None:
-                self.memo[key] = quotes
-                if len(self.memo) > MEMO_QUOTES:
-                    self.memo.popitem(last=False)
-        return _line_price(line, name, own, *quotes)
+    def _priced(self, line: BatchLine, request: Request, measured: Any, name: str, own: bool) -> LinePrice:
+        model, batch_card, standard_card = self.model(name)
+        option = "batch" if batch_card is not None else "standard"
+        quote = quote_request(request, measured, model, self.options[option])
+        standard = None if batch_card is None else standard_cost(quote, batch_card, standard_card)
+        if standard is None:
+            standard = quote_request(request, measured, model, self.options["standard"]).total_cost
+        return _line_price(line, name, own, quote, standard)
 
 
-def _line_price(line: BatchLine, name: str, own: bool, batch: Quote, standard: Quote) -> LinePrice:
+def standard_cost(quote: Quote, batch: RateCard, standard: RateCard) -> Decimal | None:
+    """What a batch quote's lines cost at the standard card's rates: each line's tokens at the rate of the same name
+    in the same tier, as the quote priced them at the batch card's. None where the two cards are not alike enough
+    to say so (other tiers, per-item rates, a part left out): the caller quotes the request again."""
+    tiers = [t.above_input_tokens for t in batch.tiers]
+    if quote.missing or batch.per_item or standard.per_item or tiers != [t.above_input_tokens for t in standard.tiers]:
+        return None
+    index = batch.tiers.index(batch.tier_for(quote.input_tokens))
+    rates = standard.tiers[index].rates
+    total = Decimal(0)
+    for line in quote.lines:
+        if line.modality == "request":
+            total += standard.request_fee
+            continue
+        rate = rates.get(
+            line.modality if line.modality in OUTPUT_KINDS else INPUT_RATES.get(line.modality, line.modality)
+        )
+        if rate is None:
+            return None
+        total += line.tokens * rate / MILLION
+    return total
+
+
+def _line_price(line: BatchLine, name: str, own: bool, batch: Quote, standard: Decimal) -> LinePrice:
+    """A line's price from its quote, in one pass over the quote's lines (a per-request fee counts as input)."""
     tokens: dict[str, int] = {}
+    input_tokens = output_tokens = 0
+    input_cost = output_cost = Decimal(0)
     for part in batch.lines:
         tokens[part.modality] = tokens.get(part.modality, 0) + part.tokens
-    other = batch.total_cost - batch.input_cost - batch.output_cost  # a per-request fee
-    return LinePrice(line.number, line.custom_id, name, tokens, batch.input_tokens, batch.output_tokens,
-                     batch.input_cost + other, batch.output_cost, standard.total_cost, batch.label, batch.option,
-                     own, batch.model_ref, batch.source, batch.as_of.isoformat(), batch.missing,
-                     batch.warnings)  # fmt: skip
+        if part.modality in OUTPUT_KINDS:
+            output_tokens += part.tokens
+            output_cost += part.cost
+        else:
+            input_tokens += part.tokens
+            input_cost += part.cost
+    return LinePrice(line.number, line.custom_id, name, tokens, input_tokens, output_tokens, input_cost, output_cost,
+                     standard, batch.label, batch.option, own, batch.model_ref, batch.source,
+                     batch.as_of.isoformat(), batch.missing, batch.warnings)  # fmt: skip
 
 
-REQUEST_FIELDS = tuple(f.name for f in dataclasses.fields(Request) if f.compare and f.name not in ("parts", "source"))
+def line_results(line: BatchLine | BadLine, asked: Sequence[str], quoter: LineQuoter, provider: str) -> list[Any]:
+    """A request's results: its :class:`BadLine`, or its price (or error) on its own model and each asked."""
+    if isinstance(line, BadLine):
+        return [line]
+    if line.unpriced:
+        return [LineError(line.number, line.custom_id, line.model or "", line.unpriced)]
+    names = list(dict.fromkeys([line.model, *asked] if line.model else asked))
+    if not names:
+        return [LineError(line.number, line.custom_id, "", _no_model(provider))]
+    return quoter.quote(line, names)
 
 
-def _shape(request: Request, measured: Sequence[Any]) -> Any:
-    """What a request's quote depends on, hashable: its settings, each part without its bytes, and what measuring
-    found (an image's size, format and bytes; a text's words). None where a part is media of another kind (its
-    quote is not kept)."""
-    found = []
-    for m in measured:
-        media = m.media
-        if media is not None and media.kind not in ("image", "text"):
-            return None
-        part = m.part
-        found.append((part.kind, part.where, part.role, part.text, part.detail, part.uncountable, part.clip,
-                      media, m.error, m.notes))  # fmt: skip
-    try:
-        key = (tuple(getattr(request, name) for name in REQUEST_FIELDS), tuple(found))
-        hash(key)
-    except TypeError:
-        return None
-    return key
+def _no_model(provider: str) -> str:
+    if provider.startswith("gemini"):
+        return "a Gemini batch request names no model (the batch's model is in its URL): give one with -m"
+    return "the request names no model: give one with -m"
 
 
 # ------------------------------------------------------------------------------------------------------ the file
 def iter_batch(
-    batch: BatchFile, models: Sequence[str] = (), quoter: LineQuoter | None = None, start: int = 0
+    batch: BatchFile,
+    models: Sequence[str] = (),
+    quoter: LineQuoter | None = None,
+    start: int = 0,
+    workers: int = 1,
 ) -> Iterator[LinePrice | LineError | BadLine]:
     """Each request of ``batch`` priced on its own model and each of ``models``, in file order: one result per
-    request and model, or the request's :class:`BadLine`."""
+    request and model, or the request's :class:`BadLine`. ``workers`` > 1 prices on that many processes
+    (:mod:`mmtok.budgets.pricing.batch_workers`), in the same order."""
     quoter = quoter or LineQuoter()
     asked = list(dict.fromkeys(models))
+    if workers > 1:
+        from mmtok.budgets.pricing.batch_workers import pooled
+
+        yield from pooled(batch, asked, quoter.config, workers, start)
+        return
     for line in batch.lines(start):
-        if isinstance(line, BadLine):
-            yield line
-            continue
-        if line.unpriced:
-            yield LineError(line.number, line.custom_id, line.model or "", line.unpriced)
-            continue
-        names = list(dict.fromkeys([line.model, *asked] if line.model else asked))
-        if not names:
-            yield LineError(line.number, line.custom_id, "", _no_model(batch))
-            continue
-        yield from quoter.quote(line, names)
+        yield from line_results(line, asked, quoter, batch.provider)
 
 
-def _no_model(batch: BatchFile) -> str:
-    if batch.provider.startswith("gemini"):
-        return "a Gemini batch request names no model (the batch's model is in its URL): give one with -m"
-    return "the request names no model: give one with -m"
+def default_workers(requests: int | None) -> int:
+    """Processes for a file of ``requests``: one for a small file, else one per CPU (at most 8)."""
+    if requests is None or requests < POOL_FROM_REQUESTS:
+        return 1
+    return max(1, min(8, os.cpu_count() or 1))
 
 
 def price_batch(
@@ -312,30 +346,28 @@ def price_batch(
     at: dt.date | str | None = None,
     policy: Policy | None = None,
     keep_lines: bool = True,
+    workers: int = 0,
     on_result: Callable[[LinePrice | LineError | BadLine], None] | None = None,
 ) -> BatchQuote:
     """Price a batch file (OpenAI Batch input, Anthropic Message Batches, Gemini batch input or inline requests):
     per-model totals at the provider's batch rates and at standard rates, each bad line named, the provider's file
     limits checked first. ``model``: price each request on this model (or these) as well as its own (Gemini batch
     requests name none: give one). ``keep_lines``: keep each line's price in ``.lines``; ``on_result`` sees each
-    result as it comes (what the CLI streams)."""
+    result as it comes (what the CLI streams); ``workers``: pricing processes (0: one per CPU for a large file)."""
     batch = open_batch(path)
     survey = batch.survey()
     quote = BatchQuote(str(path), batch.format, batch.provider, survey.size_bytes, limits=list(survey.problems))
     names = [model] if isinstance(model, str) else list(model or ())
     quoter = LineQuoter(prices, at, policy)
-    for result in iter_batch(batch, names, quoter):
-        add_result(quote, batch, result, quoter, keep_lines)
+    for result in iter_batch(batch, names, quoter, workers=workers or default_workers(survey.requests)):
+        add_result(quote, batch, result, keep_lines)
         if on_result is not None:
             on_result(result)
-    quote.warnings += [f"{name}: no batch rates are known (genai-prices, LiteLLM's map): priced at standard rates"
-                       for name in sorted(quoter.no_batch_rates)]  # fmt: skip
+    finish(quote)
     return quote
 
 
-def add_result(
-    quote: BatchQuote, batch: BatchFile, result: LinePrice | LineError | BadLine, quoter: LineQuoter, keep: bool
-) -> None:
+def add_result(quote: BatchQuote, batch: BatchFile, result: LinePrice | LineError | BadLine, keep: bool) -> None:
     """One result into the file's quote: a request counted once (whatever the models), a price added to its
     model's total, a failure named."""
     if result.number != quote.last_line:
@@ -346,10 +378,14 @@ def add_result(
             quote.limits.append(f"over {limit:,} requests: the {batch.limits.provider} batch API takes at most "
                                 f"{limit:,} per batch ({batch.limits.source}); split it")  # fmt: skip
     if isinstance(result, LinePrice):
-        model = quoter.models.get(result.model)
-        ref = model.name if isinstance(model, Model) else result.model
-        quote.totals.setdefault(result.model, ModelTotal(result.model)).add(result, ref)
+        quote.totals.setdefault(result.model, ModelTotal(result.model)).add(result, result.model_ref)
         if keep:
             quote.lines.append(result)
     else:
         quote.errors.append(str(result))
+
+
+def finish(quote: BatchQuote) -> None:
+    """The file quote's closing warnings: the models priced at standard rates for want of batch ones."""
+    quote.warnings += [f"{t.model}: no batch rates are known (genai-prices, LiteLLM's map): priced at standard rates"
+                       for t in quote.totals.values() if t.option != "batch"]  # fmt: skip

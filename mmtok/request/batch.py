@@ -160,27 +160,23 @@ class BatchFile:
         return self.format in DOCUMENT_ITEMS
 
     def lines(self, start: int = 0) -> Iterator[BatchLine | BadLine]:
-        """Each request in order (those numbered ``start`` or less are passed over unread), duplicate custom_ids
-        each a :class:`BadLine` naming the line that used the id first."""
-        first_use: dict[str, int] = {}
-        for item in self._items(start):
-            if isinstance(item, BatchLine):
-                seen = first_use.setdefault(item.custom_id, item.number)
-                if seen != item.number:
-                    item = BadLine(item.number, f"custom_id {item.custom_id!r} is used on line {seen} too: the "
-                                   f"{self.limits.provider} batch API refuses a file with a repeated id",
-                                   item.custom_id, item.size_bytes)  # fmt: skip
-            yield item
+        """Each request in order (those numbered ``start`` or less are passed over unread), a repeated custom_id
+        a :class:`BadLine` naming the line that used it first."""
+        ids = FirstUse(self.limits.provider)
+        for item in self.raw(start):
+            line = item if isinstance(item, BadLine) else read_item(item[1], item[0], self.format)
+            yield ids.check(line)
 
-    def _items(self, start: int) -> Iterator[BatchLine | BadLine]:
+    def raw(self, start: int = 0) -> Iterator[tuple[int, bytes | dict[str, Any]] | BadLine]:
+        """Each request as it stands in the file, not yet read as a request: (number, a JSON line's bytes or a
+        document's request), or a :class:`BadLine` for one too long to read."""
         with self.path.open("rb") as f:
             if self.is_document:
                 yield from _document_items(f, self.format, self.path, start)
-            else:
-                for number, raw in jsonl_lines(f):
-                    if number <= start:
-                        continue
-                    yield BadLine(number, raw) if isinstance(raw, str) else read_line(raw, number, self.format)
+                return
+            for number, raw in jsonl_lines(f):
+                if number > start:
+                    yield BadLine(number, raw) if isinstance(raw, str) else (number, raw)
 
     def survey(self) -> Survey:
         """Size, request count and longest line, against the provider's limits (:data:`LIMITS`)."""
@@ -305,8 +301,32 @@ def _count_lines(path: Path) -> tuple[int, int]:
     return count, longest
 
 
-def read_line(raw: bytes, number: int, format: str) -> BatchLine | BadLine:
-    """One JSON Lines request of ``format``."""
+class FirstUse:
+    """The line each custom_id was first used on: a later use is a :class:`BadLine` (the providers refuse a batch
+    that repeats an id). Holds one entry per request, which the provider's request count bounds."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.first: dict[str, int] = {}
+
+    def check(self, line: BatchLine | BadLine) -> BatchLine | BadLine:
+        if isinstance(line, BadLine):
+            return line
+        return self.repeated(line.custom_id, line.number, line.size_bytes) or line
+
+    def repeated(self, custom_id: str, number: int, size_bytes: int = 0) -> BadLine | None:
+        """The :class:`BadLine` of a request whose id an earlier one used, else None (the id is noted)."""
+        seen = self.first.setdefault(custom_id, number)
+        if seen == number:
+            return None
+        return BadLine(number, f"custom_id {custom_id!r} is used on line {seen} too: the {self.provider} batch API "
+                       "refuses a file with a repeated id", custom_id, size_bytes)  # fmt: skip
+
+
+def read_item(raw: bytes | dict[str, Any], number: int, format: str) -> BatchLine | BadLine:
+    """One request of ``format``: a JSON line's bytes, or a request a JSON document held."""
+    if isinstance(raw, dict):
+        return ENVELOPES[format](raw, number, _size_of(raw))
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError) as e:
@@ -385,7 +405,9 @@ ENVELOPES = {"openai": _openai, "anthropic": _anthropic, "anthropic-jsonl": _ant
 
 
 # ---------------------------------------------------------------------------------------------- JSON documents
-def _document_items(f: IO[bytes], format: str, path: Path, start: int) -> Iterator[BatchLine | BadLine]:
+def _document_items(
+    f: IO[bytes], format: str, path: Path, start: int
+) -> Iterator[tuple[int, dict[str, Any]] | BadLine]:
     """The requests of a JSON document, one at a time (ijson, its C parser); a syntax error ends the reading with
     a :class:`BadLine` after the last request read, as nothing past it can be told apart."""
     import ijson
@@ -398,7 +420,7 @@ def _document_items(f: IO[bytes], format: str, path: Path, start: int) -> Iterat
             if not isinstance(item, dict):
                 yield BadLine(number, f"a JSON {type(item).__name__}, not a request object")
                 continue
-            yield ENVELOPES[format](item, number, _size_of(item))
+            yield number, item
     except ijson.JSONError as e:
         yield BadLine(
             number + 1, f"{path.name} is not valid JSON from here on ({e}): the requests after it are not read"
