@@ -233,7 +233,8 @@ class Store:
     def held_on(self, day: str, scope: str = "all") -> Decimal:
         """What calls in flight hold against ``scope``'s budget on ``day``."""
         sql = "SELECT COALESCE(SUM(nusd), 0) AS nusd FROM holds WHERE day = :day AND scope = :scope"
-        return Decimal(next(iter(self._read(sql, _p(day, scope))))["nusd"]) / NANO
+        (row,) = list(self._read(sql, _p(day, scope)))  # read whole: the reader's connection is given back
+        return Decimal(row["nusd"]) / NANO
 
     # ------------------------------------------------------------------------------------------------ budgets
     def reserve(self, record: Record, amount: Decimal, limits: dict[str, Decimal], ttl_s: float) -> None:
