@@ -1,8 +1,11 @@
-"""MkDocs hook: the result files, figures and example reports the pages link to are served from where they live in
-the repository (``eval/results/``, ``budgets/examples/``), not copied into ``docs/``, so there is one copy of each."""
+"""MkDocs hooks. The result files, figures and example reports the pages link to are served from where they live in
+the repository (``eval/results/``, ``budgets/examples/``), not copied into ``docs/``, so there is one copy of each.
+In running text, a flag or name in inline code (``--one-request``, ``gemini-2.5-flash-lite``) is kept on one line:
+the browser would otherwise break it at a hyphen (docs/stylesheets/extra.css styles the ``nobr`` spans)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File, Files
@@ -23,3 +26,22 @@ def on_files(files: Files, config) -> Files:
                     File(uri, src_dir=str(root), dest_dir=config.site_dir, use_directory_urls=config.use_directory_urls)
                 )
     return files
+
+
+PRE = re.compile(r"(<pre\b.*?</pre>)", re.S)  # code blocks: left as they are
+INLINE_CODE = re.compile(r"<code>([^<]*)</code>")
+HYPHENATED = re.compile(r"\S*-\S*")
+LONGEST_UNBROKEN = 40  # characters: a longer token may break rather than run past the column
+
+
+def _unbroken(match: re.Match[str]) -> str:
+    def keep(token: re.Match[str]) -> str:
+        text = token.group(0)
+        return f'<span class="nobr">{text}</span>' if len(text) <= LONGEST_UNBROKEN else text
+
+    return f"<code>{HYPHENATED.sub(keep, match.group(1))}</code>"
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    parts = PRE.split(html)
+    return "".join(part if i % 2 else INLINE_CODE.sub(_unbroken, part) for i, part in enumerate(parts))

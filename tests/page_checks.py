@@ -40,8 +40,29 @@ MEASURE_JS = r"""
   const images = [...column.querySelectorAll('img')].map((img) => ({
     src: img.currentSrc || img.src, natural: img.naturalWidth, shown: Math.round(img.getBoundingClientRect().width),
   }));
+  // Words between headings, and what comes before the first section heading (h2): its words, a code block, a table.
+  const sections = [];
+  let words_here = 0, seen_h2 = false;
+  const intro = {words: 0, code: false, table: false, words_before_code: null};
+  for (const el of column.children) {
+    if (/^H[1-4]$/.test(el.tagName)) {
+      if (el.tagName !== 'H1') { sections.push(words_here); words_here = 0; }
+      if (el.tagName === 'H2') seen_h2 = true;
+      continue;
+    }
+    const n = words(el.innerText || '');
+    words_here += n;
+    if (!seen_h2) {
+      const code = el.matches('pre, div.highlight') || !!el.querySelector('pre');
+      if (code && !intro.code) intro.words_before_code = intro.words;
+      intro.words += n;
+      intro.code = intro.code || code;
+      intro.table = intro.table || el.matches('table') || !!el.querySelector('table');
+    }
+  }
+  sections.push(words_here);
   return {
-    title: document.title, height: document.documentElement.scrollHeight, column: Math.round(columnWidth),
+    title: document.title, sections, intro, height: document.documentElement.scrollHeight, column: Math.round(columnWidth),
     words: words(column.innerText), headings: column.querySelectorAll('h2, h3, h4').length,
     longest_paragraph: Math.max(0, ...paragraphs.map((p) => words(p.innerText))),
     tables, code, folded_lists: folded, images,
