@@ -1,7 +1,8 @@
 """MkDocs hooks. The result files, figures and example reports the pages link to are served from where they live in
 the repository (``eval/results/``, ``budgets/examples/``), not copied into ``docs/``, so there is one copy of each.
 In running text, a flag or name in inline code (``--one-request``, ``gemini-2.5-flash-lite``) is kept on one line:
-the browser would otherwise break it at a hyphen (docs/stylesheets/extra.css styles the ``nobr`` spans)."""
+the browser would otherwise break it at a hyphen; so is a table's first cell when it is short enough to be a name
+(docs/stylesheets/extra.css styles the ``nobr`` spans and ``name`` cells)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ PRE = re.compile(r"(<pre\b.*?</pre>)", re.S)  # code blocks: left as they are
 INLINE_CODE = re.compile(r"<code>([^<]*)</code>")
 HYPHENATED = re.compile(r"\S*-\S*")
 LONGEST_UNBROKEN = 40  # characters: a longer token may break rather than run past the column
+FIRST_CELL = re.compile(r"(<tr>\s*<t[dh])((?: [^>]*)?)>(.*?)(</t[dh]>)", re.S)
+LONGEST_NAME = 32  # characters of a first cell's text kept on one line; longer is a description that may wrap
+TAG = re.compile(r"<[^>]+>")
 
 
 def _unbroken(match: re.Match[str]) -> str:
@@ -42,6 +46,14 @@ def _unbroken(match: re.Match[str]) -> str:
     return f"<code>{HYPHENATED.sub(keep, match.group(1))}</code>"
 
 
+def _named(match: re.Match[str]) -> str:
+    start, attributes, content, end = match.groups()
+    if len(TAG.sub("", content).strip()) > LONGEST_NAME or "class=" in attributes:
+        return match.group(0)
+    return f'{start}{attributes} class="name">{content}{end}'
+
+
 def on_page_content(html: str, page, config, files) -> str:
     parts = PRE.split(html)
-    return "".join(part if i % 2 else INLINE_CODE.sub(_unbroken, part) for i, part in enumerate(parts))
+    parts = [part if i % 2 else INLINE_CODE.sub(_unbroken, part) for i, part in enumerate(parts)]
+    return FIRST_CELL.sub(_named, "".join(parts))

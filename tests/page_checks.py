@@ -42,11 +42,12 @@ MEASURE_JS = r"""
   }));
   // Words between headings, and what comes before the first section heading (h2): its words, a code block, a table.
   const sections = [];
-  let words_here = 0, seen_h2 = false;
+  let words_here = 0, seen_h2 = false, heading = document.title;
   const intro = {words: 0, code: false, table: false, words_before_code: null};
   for (const el of column.children) {
     if (/^H[1-4]$/.test(el.tagName)) {
-      if (el.tagName !== 'H1') { sections.push(words_here); words_here = 0; }
+      if (el.tagName !== 'H1') { sections.push({heading, words: words_here}); words_here = 0; }
+      heading = label(el);
       if (el.tagName === 'H2') seen_h2 = true;
       continue;
     }
@@ -60,11 +61,12 @@ MEASURE_JS = r"""
       intro.table = intro.table || el.matches('table') || !!el.querySelector('table');
     }
   }
-  sections.push(words_here);
+  sections.push({heading, words: words_here});
   return {
     title: document.title, sections, intro, height: document.documentElement.scrollHeight, column: Math.round(columnWidth),
     words: words(column.innerText), headings: column.querySelectorAll('h2, h3, h4').length,
     longest_paragraph: Math.max(0, ...paragraphs.map((p) => words(p.innerText))),
+    long_paragraphs: paragraphs.filter((p) => words(p.innerText) > 100).map((p) => [words(p.innerText), label(p)]),
     tables, code, folded_lists: folded, images,
   };
 })()

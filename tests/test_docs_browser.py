@@ -109,10 +109,8 @@ def test_docs_pages_have_a_heading_every_400_words_and_short_paragraphs(looked):
     def problem(m: dict[str, Any]) -> list[str]:
         if not m["docs_page"]:
             return []
-        long = [f"section of {n} words" for n in m["sections"] if n > SECTION_WORDS]
-        if m["longest_paragraph"] > PARAGRAPH_WORDS:
-            long.append(f"paragraph of {m['longest_paragraph']} words")
-        return long
+        long = [f"{s['words']} words under '{s['heading']}'" for s in m["sections"] if s["words"] > SECTION_WORDS]
+        return long + [f"paragraph of {n} words: {text}" for n, text in m["long_paragraphs"] if n > PARAGRAPH_WORDS]
 
     no_failures(looked, problem)
 
