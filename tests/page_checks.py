@@ -63,7 +63,9 @@ MEASURE_JS = r"""
   }
   sections.push({heading, words: words_here});
   return {
-    title: document.title, sections, intro, height: document.documentElement.scrollHeight, column: Math.round(columnWidth),
+    title: document.title, sections, intro,
+    first_table_top: tables.length ? tables[0].top : null,
+    height: document.documentElement.scrollHeight, column: Math.round(columnWidth),
     words: words(column.innerText), headings: column.querySelectorAll('h2, h3, h4').length,
     longest_paragraph: Math.max(0, ...paragraphs.map((p) => words(p.innerText))),
     long_paragraphs: paragraphs.filter((p) => words(p.innerText) > 100).map((p) => [words(p.innerText), label(p)]),

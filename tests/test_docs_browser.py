@@ -101,8 +101,10 @@ def test_docs_pages_open_with_a_how_to_and_a_command(looked):
     no_failures(looked, problem)
 
 
-def test_results_open_with_a_summary_table(looked):
-    assert looked["results"]["intro"]["table"]
+def test_results_open_with_a_summary_table_on_the_first_screen(looked):
+    results = looked["results"]
+    assert results["first_table_top"] < 900 and results["tables"][0]["rows"] >= 20
+    assert results["tables"][0]["head"].startswith("measure result target")
 
 
 def test_docs_pages_have_a_heading_every_400_words_and_short_paragraphs(looked):
