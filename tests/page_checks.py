@@ -24,7 +24,8 @@ MEASURE_JS = r"""
   };
   const label = (el) => (el.innerText || '').trim().replace(/\s+/g, ' ').slice(0, 80);
   const tables = [...column.querySelectorAll('table')].map((t) => ({
-    width: Math.round(t.getBoundingClientRect().width), top: Math.round(t.getBoundingClientRect().top + scrollY),
+    width: Math.round(Math.max(t.getBoundingClientRect().width, t.scrollWidth)),
+    top: Math.round(t.getBoundingClientRect().top + scrollY),
     height: Math.round(t.getBoundingClientRect().height), columns: t.rows[0] ? t.rows[0].cells.length : 0,
     rows: t.rows.length, head: label(t.rows[0] || t),
     wrapped_first_cells: [...t.rows].slice(1).filter((r) => r.cells[0] && !/\s/.test(r.cells[0].innerText.trim()) &&
@@ -32,7 +33,9 @@ MEASURE_JS = r"""
   }));
   const code = [...column.querySelectorAll('pre')].map((pre) => {
     const inner = pre.querySelector('code') || pre;
-    return {scroll: inner.scrollWidth, box: inner.clientWidth, width: Math.round(pre.getBoundingClientRect().width),
+    // Material scrolls inside pre > code (a block); a plain page scrolls the pre itself: either hides the line's end.
+    const overflow = Math.max(pre.scrollWidth - pre.clientWidth, inner.scrollWidth - inner.clientWidth);
+    return {overflow, width: Math.round(pre.getBoundingClientRect().width),
             first: (inner.innerText.split('\n')[0] || '').slice(0, 80)};
   });
   const paragraphs = [...column.querySelectorAll('p')];
@@ -80,7 +83,7 @@ def wide_tables(measure: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def wide_code(measure: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in measure["code"] if c["scroll"] > c["box"] + 1 or c["width"] > measure["column"] + 1]
+    return [c for c in measure["code"] if c["overflow"] > 1 or c["width"] > measure["column"] + 1]
 
 
 def widest_table(measure: dict[str, Any]) -> dict[str, Any] | None:

@@ -120,3 +120,39 @@ def test_docs_pages_have_a_heading_every_400_words_and_short_paragraphs(looked):
 def test_screenshots_are_kept(looked):
     shots = [artifact(f"docs-{name}.png") for name in looked]
     assert all(Path(s).stat().st_size > 10_000 for s in shots)
+
+
+BAD_PAGE = """<!doctype html><html><head><meta charset="utf-8"><link rel="icon" href="data:,"><style>
+body{margin:0}article{width:400px;padding:0 10px}td{white-space:nowrap}pre{overflow:auto}</style></head><body><article>
+<p>Defaults: one, two.
+- <code>--lossless</code>: the same tokens
+- <code>--slice</code>: pieces</p>
+<table><tr><th>model</th><th>a long heading</th><th>another long heading</th></tr>
+<tr><td>gemini-3-flash-preview</td><td>a cell that will not wrap at all here</td><td>1</td></tr></table>
+<pre><code>mmtok price a-very-long-line-of-arguments --that --runs --past --the --edge --of --its -m gpt-4o</code></pre>
+<img src="small.png">
+</article></body></html>"""
+
+
+def test_the_checks_catch_a_folded_list_a_wide_table_wide_code_and_small_figure_text(tmp_path):
+    """The checks above are only as good as what they detect: a page with one of each problem fails each of them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mmtok.figures import save_png
+
+    (tmp_path / "page.html").write_text(BAD_PAGE)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set_title("tiny", fontsize=5)
+    ax.tick_params(labelsize=5)
+    save_png(fig, tmp_path / "small.png")  # 5 pt at 110 dpi: 7.6 px at natural size
+    plt.close(fig)
+    with serve({"bad": tmp_path}) as base, Browser() as browser:
+        page = browser.open(base + "bad/page.html")
+        measure = page.evaluate(MEASURE_JS)
+        small = small_figure_text(measure, lambda url: urllib.request.urlopen(url).read())
+    assert measure["folded_lists"] and "Defaults" in measure["folded_lists"][0]
+    assert wide_tables(measure) and wide_code(measure)
+    assert small and "small.png: text" in small[0]
