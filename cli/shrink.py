@@ -93,6 +93,15 @@ def shrink(
     if problem:
         print_error(problem)
         raise typer.Exit(2)
+    batches, batched = [p for p in local if _is_batch(p)], True
+    if batches:  # batch files: each a new batch file of the same format (cli/shrink_batch.py)
+        from mmtok.cli.shrink_batch import shrink_batches
+
+        batched = shrink_batches(batches, model, out, json_out, keep=[str(b) for b in bars.values()],
+                                 lossless=lossless, slice=slice_, prices=prices)  # fmt: skip
+        paths = [p for p in paths if _is_url(p) or Path(p) not in batches]
+        if not paths:
+            raise typer.Exit(0 if batched else 1)
     usable = _usable_models(model, prices, json_out) if model else []
     fallback = None if model else _usable_models([_configured_model()], prices, json_out)[0]  # for files
     options = {
@@ -103,8 +112,14 @@ def shrink(
         results, failures = _shrink_all(paths, usable, bars, out, options, json_out, downloads)
     if not json_out and results:
         _print_table(results, downloads.urls)
-    if failures or len(usable) != len(model):
+    if failures or len(usable) != len(model) or not batched:
         raise typer.Exit(1)
+
+
+def _is_batch(path: Path) -> bool:
+    from mmtok.cli.shrink_batch import is_batch_file
+
+    return is_batch_file(path)
 
 
 def _is_url(text: str) -> bool:

@@ -251,22 +251,26 @@ class LineQuoter:
 
 
 def standard_cost(quote: Quote, batch: RateCard, standard: RateCard) -> Decimal | None:
-    """What a batch quote's lines cost at the standard card's rates: each line's tokens at the rate of the same name
-    in the same tier, as the quote priced them at the batch card's. None where the two cards are not alike enough
-    to say so (other tiers, per-item rates, a part left out): the caller quotes the request again."""
-    tiers = [t.above_input_tokens for t in batch.tiers]
-    if quote.missing or batch.per_item or standard.per_item or tiers != [t.above_input_tokens for t in standard.tiers]:
+    """What a batch quote's lines cost at the standard rates (:func:`cost_at`)."""
+    return cost_at(quote, batch, standard)
+
+
+def cost_at(quote: Quote, priced: RateCard, other: RateCard) -> Decimal | None:
+    """What a quote priced on card ``priced`` costs on card ``other`` (a model's batch and standard rates): each
+    line's tokens at the rate of the same name in the same tier. None where the two cards are not alike enough to
+    say so (other tiers, per-item rates, a part left out): quote the request again instead."""
+    tiers = [t.above_input_tokens for t in priced.tiers]
+    if quote.missing or priced.per_item or other.per_item or tiers != [t.above_input_tokens for t in other.tiers]:
         return None
-    index = batch.tiers.index(batch.tier_for(quote.input_tokens))
-    rates = standard.tiers[index].rates
+    index = priced.tiers.index(priced.tier_for(quote.input_tokens))
+    rates = other.tiers[index].rates
     total = Decimal(0)
     for line in quote.lines:
         if line.modality == "request":
-            total += standard.request_fee
+            total += other.request_fee
             continue
-        rate = rates.get(
-            line.modality if line.modality in OUTPUT_KINDS else INPUT_RATES.get(line.modality, line.modality)
-        )
+        name = line.modality if line.modality in OUTPUT_KINDS else INPUT_RATES.get(line.modality, line.modality)
+        rate = rates.get(name)
         if rate is None:
             return None
         total += line.tokens * rate / MILLION
