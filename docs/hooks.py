@@ -1,8 +1,8 @@
 """MkDocs hooks. The result files, figures and example reports the pages link to are served from where they live in
 the repository (``eval/results/``, ``budgets/examples/``), not copied into ``docs/``, so there is one copy of each.
-In running text, a flag or name in inline code (``--one-request``, ``gemini-2.5-flash-lite``) is kept on one line:
-the browser would otherwise break it at a hyphen; so is a table's first cell when it is short enough to be a name
-(docs/stylesheets/extra.css styles the ``nobr`` spans and ``name`` cells)."""
+A flag or name with a hyphen (``--one-request``, ``gemini-2.5-flash-lite``), in running text or in a code block that
+wraps, is kept on one line: the browser would otherwise break it at the hyphen. So is a table's first cell when it is
+short enough to be a name (docs/stylesheets/extra.css styles the ``nobr`` spans and ``name`` cells)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ LONGEST_UNBROKEN = 40  # characters: a longer token may break rather than run pa
 FIRST_CELL = re.compile(r"(<tr>\s*<t[dh])((?: [^>]*)?)>(.*?)(</t[dh]>)", re.S)
 LONGEST_NAME = 32  # characters of a first cell's text kept on one line; longer is a description that may wrap
 TAG = re.compile(r"<[^>]+>")
+TAG_SPLIT = re.compile(r"(<[^>]+>)")
 
 
 def _unbroken(match: re.Match[str]) -> str:
@@ -53,7 +54,19 @@ def _named(match: re.Match[str]) -> str:
     return f'{start}{attributes} class="name">{content}{end}'
 
 
+def _unbroken_block(block: str) -> str:
+    """A code block whose hyphenated words (``--lossless``, ``/tmp/mmtok-readme-shrink``) wrap whole: only the text
+    between its tags is touched, so the highlighter's spans stay as they are."""
+
+    def keep(token: re.Match[str]) -> str:
+        text = token.group(0)
+        return f'<span class="nobr">{text}</span>' if len(text) <= LONGEST_UNBROKEN else text
+
+    parts = TAG_SPLIT.split(block)
+    return "".join(part if i % 2 else HYPHENATED.sub(keep, part) for i, part in enumerate(parts))
+
+
 def on_page_content(html: str, page, config, files) -> str:
     parts = PRE.split(html)
-    parts = [part if i % 2 else INLINE_CODE.sub(_unbroken, part) for i, part in enumerate(parts)]
+    parts = [_unbroken_block(part) if i % 2 else INLINE_CODE.sub(_unbroken, part) for i, part in enumerate(parts)]
     return FIRST_CELL.sub(_named, "".join(parts))

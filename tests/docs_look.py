@@ -28,6 +28,11 @@ PAGES = {
     "ledger-report": "ledger/index.html",
     "plan-report": "site/budgets/examples/reports/voice-and-photos/report.html",
 }
+# Sections shot on their own, by their heading: the ones the issue named (What shrink saves: 9 columns x 29 rows;
+# the VQ tables and figure).
+SECTIONS = {"results": ("What shrink saves", "Image tokenizers on held-out photos")}
+HEADING_TOP_JS = """(text) => { const h = [...document.querySelectorAll('h2, h3')].find((e) => e.innerText.trim()
+  .replace(/¶$/, '').trim() === text); return h ? Math.round(h.getBoundingClientRect().top + scrollY) : null; }"""
 SHOT_HEIGHT_PX = 1600  # the first screens of a page; the whole length is in the JSON
 TABLE_MARGIN_PX = 120  # above the widest table in its own shot: the heading or sentence that leads into it
 
@@ -59,11 +64,13 @@ def summary(measure: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def look(label: str, out: Path, work: Path) -> dict[str, Any]:
+def look(label: str, out: Path, work: Path, pages: list[str]) -> dict[str, Any]:
     roots = {"site": build_site(work / "site"), "ledger": write_ledger_report(work / "ledger")}
     results = {}
     with serve(roots) as base, Browser() as browser:
         for name, path in PAGES.items():
+            if name not in pages:
+                continue
             page = browser.open(base + path)
             measure = page.evaluate(MEASURE_JS)
             results[name] = summary(measure)
@@ -71,6 +78,11 @@ def look(label: str, out: Path, work: Path) -> dict[str, Any]:
             widest = widest_table(measure)
             if widest and widest["top"] > SHOT_HEIGHT_PX - widest["height"]:  # not in the first screens: its own shot
                 shot(page, out / f"{label}-{name}-widest-table.png", widest["top"] - TABLE_MARGIN_PX)
+            for heading in SECTIONS.get(name, ()):
+                top = page.evaluate(f"({HEADING_TOP_JS})({json.dumps(heading)})")
+                if top is not None:
+                    slug = heading.lower().replace(" ", "-")
+                    shot(page, out / f"{label}-{name}-{slug}.png", top - TABLE_MARGIN_PX // 2)
             page.close()
     return results
 
@@ -81,10 +93,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--label", required=True, help="before or after: the prefix of the screenshots")
     parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results" / "docs_look")
+    parser.add_argument("--pages", nargs="+", default=list(PAGES), choices=list(PAGES), help="default: all five")
+    parser.add_argument("--shots-only", action="store_true", help="take the screenshots, leave looks.json as it is")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mmtok-docs-look-") as work:
-        measured = look(args.label, args.out, Path(work))
+        measured = look(args.label, args.out, Path(work), args.pages)
+    if args.shots_only:
+        return
     path = args.out / "looks.json"
     looks = json.loads(path.read_text()) if path.is_file() else {}
     looks[args.label] = measured
