@@ -16,6 +16,7 @@ import typer.core
 from mmtok.cli.common import input_folders, print_error, stdin_inputs
 from mmtok.cli.examples import epilog
 from mmtok.errors import MmtokError
+from mmtok.extras import as_missing_extra
 
 # name -> (module, attribute): the commands, then the command groups, in the order help lists them. The names are
 # this package's own; nothing a user passes chooses a module.
@@ -121,15 +122,16 @@ class MmtokApp(typer.Typer):
             missing = set(self._registered)
         for name, (module, attribute) in COMMANDS.items():
             if name in missing:
-                command = _guarded(getattr(importlib.import_module(module), attribute))
+                command = _guarded(getattr(importlib.import_module(module), attribute), f"mmtok {name}")
                 self.command(name=name, cls=HelpfulCommand, epilog=epilog(name))(command)
         for name, (module, attribute) in GROUPS.items():
             if name in missing:
                 group = getattr(importlib.import_module(module), attribute)
                 for info in group.registered_commands:
-                    info.callback = _guarded(info.callback)
+                    full_name = f"{name} {info.name or typer.main.get_command_name(info.callback.__name__)}"
+                    info.callback = _guarded(info.callback, f"mmtok {full_name}")
                     info.cls = HelpfulCommand
-                    info.epilog = epilog(f"{name} {info.name or typer.main.get_command_name(info.callback.__name__)}")
+                    info.epilog = epilog(full_name)
                 self.add_typer(group, name=name, cls=HelpfulGroup, epilog=epilog(name))
 
 
@@ -179,11 +181,12 @@ def version() -> None:
     typer.echo(mmtok.__version__)
 
 
-def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``command`` that ends in one ``error:`` line and exit 1 on anything it did not handle: never a traceback.
-    Usage errors and exits pass through as they are; Ctrl-C is one line and exit 130. While it runs, the folders
-    among its inputs (the argument ``paths`` or ``inputs``) name the files found in them in its tables
-    (:func:`mmtok.cli.common.input_folders`), and an input named ``-`` is what was piped into stdin
+def _guarded(command: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``command`` (``name``: ``mmtok price``) that ends in one ``error:`` line and exit 1 on anything it did not
+    handle: never a traceback. Usage errors and exits pass through as they are; Ctrl-C is one line and exit 130; a
+    module of an extra that is not installed is one line naming the extra (:mod:`mmtok.extras`) and exit 2. While
+    it runs, the folders among its inputs (the argument ``paths`` or ``inputs``) name the files found in them in its
+    tables (:func:`mmtok.cli.common.input_folders`), and an input named ``-`` is what was piped into stdin
     (:func:`mmtok.cli.common.stdin_inputs`): one that cannot be read is one error line, and exit 1 after the other
     inputs."""
     if getattr(command, "_mmtok_guarded", False):
@@ -204,6 +207,13 @@ def _guarded(command: Callable[..., Any]) -> Callable[..., Any]:
         except (KeyboardInterrupt, click.exceptions.Abort):  # Ctrl-C: one line and 130, the shell's convention
             print_error("interrupted (Ctrl-C): what was finished is kept; what was under way is not")
             raise typer.Exit(130) from None
+        except ImportError as e:
+            missing = as_missing_extra(e, name)
+            if missing is None:
+                print_error(f"unexpected {type(e).__name__}: {e} (a bug in mmtok: please report it)")
+                raise typer.Exit(1) from None
+            print_error(missing)
+            raise typer.Exit(2) from None
         except MmtokError as e:
             print_error(e)
             raise typer.Exit(1) from None

