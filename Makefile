@@ -1,12 +1,19 @@
 # The two commands a new user runs (see README):
 #   make demo   — install into .venv and run the main job on the shipped defaults
 #   make test   — install into .venv and run lint + the test suite (this is what .ci/run calls)
+# make test also builds .venv-core, mmtok with no extras (what `pip install mmtok` gives) plus the test tools, and
+# runs the tests marked `core` there first: an import of torch (or any extra) on a core command's path fails there.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmtok-installed
+CORE_VENV := .venv-core
+CORE_PY := $(CORE_VENV)/bin/python
+CORE_STAMP := $(CORE_VENV)/.mmtok-installed
+# Both cores: independent test files run side by side (pytest-xdist, one file per worker: --dist loadfile).
+PYTEST_WORKERS ?= 2
 
-.PHONY: demo test test-all lint clean-venv
+.PHONY: demo test test-all test-core lint clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +27,14 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m compileall -q mmtok models budgets cli eval
 	touch $(STAMP)
 
+# The core: no extras, only what the tests themselves need (pytest, the provider SDKs; no torch). Editable, so the
+# core tests see the checkout as it is.
+$(CORE_STAMP): pyproject.toml Makefile
+	test -x $(CORE_PY) || $(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_PY) -m pip install --quiet --upgrade pip
+	PYTHONWARNINGS='ignore:Editable installation.:UserWarning' $(CORE_PY) -m pip install --quiet -e '.[test]'
+	touch $(CORE_STAMP)
+
 demo: $(STAMP)
 	$(VENV)/bin/mmtok demo
 
@@ -27,12 +42,16 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: $(STAMP)
+test-core: $(CORE_STAMP)
+	$(CORE_PY) -m pytest -m core -n $(PYTEST_WORKERS) --dist loadfile
+
+test: $(STAMP) $(CORE_STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest
+	$(CORE_PY) -m pytest -m core -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -m 'not core or everywhere' -n $(PYTEST_WORKERS) --dist loadfile
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m '' -o timeout=0
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(CORE_VENV)

@@ -30,10 +30,12 @@ from mmtok.cli.common import (
     stderr_is_terminal,
 )
 from mmtok.errors import MediaError, MmtokError
+from mmtok.extras import MissingExtra
 
 if TYPE_CHECKING:
     from mmtok.budgets.shrink import ShrinkResult
 
+MISSING_EXTRA = 2  # an input needed an extra that is not installed (mmtok.extras): the run ends in exit 2
 DONE_MIN_WIDTH = 30  # narrower than this, what was done is printed under the table, one line per result
 DEFAULT_MODEL = "gpt-4o"  # price's, when neither -m, a body nor the settings name one
 
@@ -113,7 +115,7 @@ def shrink(
     if not json_out and results:
         _print_table(results, downloads.urls)
     if failures or len(usable) != len(model) or not batched:
-        raise typer.Exit(1)
+        raise typer.Exit(2 if failures == MISSING_EXTRA else 1)
 
 
 def _is_batch(path: Path) -> bool:
@@ -195,6 +197,7 @@ def _shrink_all(
                                                  options, inputs)):  # fmt: skip
                 written, failed = _report(item, label, result, json_out, warned, results)
                 made, failures = made + written, failures or failed
+                failures = MISSING_EXTRA if isinstance(result, MissingExtra) else failures
                 if k + 1 < len(models):
                     now(n, item, models[k + 1])
             failures = failures or made == 0
@@ -237,7 +240,20 @@ def _checked_bars(keep: list[str], speed: float, detail: str | None) -> list:
     except MmtokError as e:
         print_error(e)
         raise typer.Exit(2) from None
+    _say_unmeasured_defaults(keep)
     return bars
+
+
+def _say_unmeasured_defaults(keep: list[str]) -> None:
+    """On an install without the shrink extra, one note that the default bars it cannot measure are not held."""
+    from mmtok.budgets.shrink.bars import DEFAULT_BARS, measurable
+
+    if keep:
+        return
+    missing = [metric for metric in DEFAULT_BARS if not measurable(metric)]
+    if missing:
+        print_note(f"the {', '.join(missing)} bars need mmtok's shrink extra (pip install 'mmtok[shrink]'); "
+                   "images are held to ssim alone, and recordings are not shrunk")  # fmt: skip
 
 
 def _usable_models(model: list[str], prices: list[Path], json_out: bool) -> list[str]:
