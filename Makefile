@@ -10,8 +10,9 @@ STAMP := $(VENV)/.mmtok-installed
 CORE_VENV := .venv-core
 CORE_PY := $(CORE_VENV)/bin/python
 CORE_STAMP := $(CORE_VENV)/.mmtok-installed
-# Both cores: independent test files run side by side (pytest-xdist, one file per worker: --dist loadfile).
-PYTEST_WORKERS ?= 2
+# Test files run side by side on this many workers (pytest-xdist, a whole file per worker: --dist loadfile); 0: in
+# this process.
+PYTEST_WORKERS ?= 0
 
 .PHONY: demo test test-all test-core lint clean-venv
 
@@ -43,12 +44,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 
 test-core: $(CORE_STAMP)
-	$(CORE_PY) -m pytest -m core -n $(PYTEST_WORKERS) --dist loadfile
+	$(CORE_PY) -m pytest -m 'core and not slow' -n $(PYTEST_WORKERS) --dist loadfile
 
 test: $(STAMP) $(CORE_STAMP)
 	$(VENV)/bin/ruff check .
-	$(CORE_PY) -m pytest -m core -n $(PYTEST_WORKERS) --dist loadfile
-	$(PY) -m pytest -m 'not core or everywhere' -n $(PYTEST_WORKERS) --dist loadfile
+	$(CORE_PY) -m pytest -m 'core and not slow' -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -m '(not core or everywhere) and not slow' -n $(PYTEST_WORKERS) --dist loadfile
 
 test-all: $(STAMP)
 	$(PY) -m pytest -m '' -o timeout=0
