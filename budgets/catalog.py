@@ -61,6 +61,7 @@ COST_FIELDS = {
     "input_audio": "input_cost_per_audio_token",
     "output_audio": "output_cost_per_audio_token",
     "input_image": "input_cost_per_image_token",
+    "output_image": "output_cost_per_image_token",
 }
 COST_VARIANTS = {"": "", "batch": "_batches", "flex": "_flex", "priority": "_priority"}
 _COMPACT_DATE = re.compile(r"-(20\d\d)(\d\d)(\d\d)$")
@@ -97,6 +98,8 @@ class CatalogEntry:
     retired: dt.date | None  # LiteLLM's deprecation_date
     costs: dict[str, str]  # LiteLLM cost fields (USD per token, as decimal strings)
     source_url: str
+    max_output_tokens: int | None = None  # the most one reply may hold (LiteLLM's max_output_tokens)
+    reasoning: bool = False  # LiteLLM's supports_reasoning: the model may think before it answers
 
     def takes(self, modality: str) -> bool:
         return modality in self.modalities
@@ -134,6 +137,8 @@ class Catalog:
                 retired=dt.date.fromisoformat(row["retired"]) if row["retired"] else None,
                 costs=dict(row["costs"]),
                 source_url=row["source_url"],
+                max_output_tokens=_count(row.get("max_output_tokens")),
+                reasoning=row.get("reasoning") is True,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise PriceError(f"{self.path}: malformed catalog entry {name!r} ({type(e).__name__}: {e})") from None
@@ -176,8 +181,11 @@ def _modalities(entry: dict[str, Any]) -> tuple[list[str], list[str]]:
             inputs.discard(modality)
     outputs = entry.get("supported_output_modalities")
     out = sorted(m for m in outputs if isinstance(m, str)) if isinstance(outputs, list) else ["text"]
-    if entry.get("supports_audio_output") is True and "audio" not in out:
-        out.append("audio")
+    priced = {"audio": "output_cost_per_audio_token", "image": "output_cost_per_image_token"}
+    for modality, cost in priced.items():  # a model with a price for audio (image) output produces it
+        said = entry.get(f"supports_{modality}_output")
+        if modality not in out and (said is True or (said is None and isinstance(entry.get(cost), (int, float)))):
+            out.append(modality)
     order = ("text", "image", "audio", "video", "pdf")
     return sorted(inputs, key=lambda m: order.index(m) if m in order else len(order)), out
 
@@ -201,7 +209,6 @@ def _entry_row(key: str, entry: dict[str, Any]) -> dict[str, Any] | None:
     _, bare = split_name(key)
     inputs, outputs = _modalities(entry)
     retired = entry.get("deprecation_date")
-    max_input = entry.get("max_input_tokens")
     return {
         "name": bare,
         "provider": provider,
@@ -209,11 +216,18 @@ def _entry_row(key: str, entry: dict[str, Any]) -> dict[str, Any] | None:
         "mode": str(entry.get("mode") or ""),
         "modalities": inputs,
         "output_modalities": outputs,
-        "max_input_tokens": max_input if isinstance(max_input, int) and not isinstance(max_input, bool) else None,
+        "max_input_tokens": _count(entry.get("max_input_tokens")),
+        "max_output_tokens": _count(entry.get("max_output_tokens")),
+        "reasoning": entry.get("supports_reasoning") is True,
         "retired": retired if isinstance(retired, str) and _is_date(retired) else None,
         "costs": _costs(entry),
         "source_url": str(entry.get("source") or ""),
     }
+
+
+def _count(value: Any) -> int | None:
+    """A positive token count from the map, or None (a string, a float, a bool or a negative is not one)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _is_date(text: str) -> bool:

@@ -23,7 +23,8 @@ read on 2026-12-02 (the search tool's stored copies of each page):
 - **Gemini 2.5** (the media-resolution page's Gemini 2.5 table): a page is 256 tokens at the default, medium and
   high levels, 64 at low, "+ Native Text" (the text layer, billed: no exemption is stated for 2.5; counted at Google's
   4 characters a token, an estimate) or "+ OCR" for a scanned page (Google's own OCR text, which mmtok cannot count:
-  said in the quote). **documented** for the pages. 50 MB or 1,000 pages.
+  a PDF with scanned pages is then a **lower bound**, and says why). **documented** for the pages. 50 MB or 1,000
+  pages.
 - **Gemini 2.0 and earlier** (https://ai.google.dev/gemini-api/docs/document-processing): "Each document page is
   equivalent to 258 tokens"; pages are scaled to fit 3072 x 3072 (larger) or up to 768 x 768 (smaller) with "no cost
   reduction for pages at lower sizes": **documented**. 50 MB or 1,000 pages.
@@ -300,7 +301,12 @@ def document_parts(
     parts.append(("image", image, float(document.page_count)))
     notes = list(document.notes)
     if rule is GEMINI_25 and any(not p.has_text for p in document.pages):
-        notes.append("scanned pages: the text Gemini 2.5 reads from them by OCR is billed too, and not counted here")
+        notes.append(
+            "scanned pages: the text Gemini 2.5 reads from them by OCR is billed too, and not counted here: the "
+            "count is a lower bound"
+        )
+        unread = image.but(f"{image.working}; + the OCR text of scanned pages, not counted", "lower bound")
+        parts[-1] = ("image", unread, parts[-1][2])
     if rule is GEMINI_2 and detail not in (None, "auto"):
         notes.append(f"media_resolution={detail} is not applied to PDF pages on this model (258 tokens a page)")
     if document.selected:

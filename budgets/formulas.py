@@ -6,7 +6,9 @@ how many tiles or patches), and a label saying how far the number can be trusted
 - ``exact``: the provider's published rule, which reproduces every worked example it publishes;
 - ``documented``: the published rule, where counts measured elsewhere disagree (both are cited in ``families.toml``);
 - ``upper bound``: the provider publishes a maximum (Gemini 3 ``media_resolution`` budgets, OpenAI ``auto``);
-- ``estimate``: no exact rule is published.
+- ``estimate``: no exact rule is published;
+- ``lower bound``: the count leaves out something the provider bills (the OCR text Gemini 2.5 reads from a scanned
+  PDF page), so the bill is at least this.
 
 No torch, no I/O.
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 from mmtok.errors import PriceError
 
-LABELS = ("exact", "documented", "upper bound", "estimate")  # best to worst
+LABELS = ("exact", "documented", "upper bound", "estimate", "lower bound")  # best to worst
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,18 +170,48 @@ def anthropic_patches(width: int, height: int, max_edge: int = 1568, max_tokens:
 
 
 # ------------------------------------------------------------------------------------------------------ Google
+GEMINI_MAX_PX = 3072  # "larger images are scaled down and padded to fit a maximum resolution of 3072 x 3072"
+
+
 def gemini_tiles(width: int, height: int, tokens_per_tile: int = 258, small_px: int = 384) -> TokenCount:
-    """Gemini 2.x (ai.google.dev tokens guide): 258 tokens when both sides are at most 384 px; larger images are
-    "tiled into 768x768 pixel tiles, each counting as 258 tokens". Vertex AI's wording (tiles of min(w, h) / 1.5,
-    clamped to 256-768 px) gives more tiles for some sizes, so the count is labelled documented."""
+    """Gemini 2.0 and earlier (ai.google.dev tokens guide): 258 tokens when both sides are at most 384 px; larger
+    images are "tiled into 768x768 pixel tiles, each counting as 258 tokens", after being "scaled down and padded to
+    fit a maximum resolution of 3072 x 3072" (firebase.google.com/docs/vertex-ai/input-file-requirements, read
+    2026-12-05): at most 16 tiles. Vertex AI's wording (tiles of min(w, h) / 1.5, clamped to 256-768 px) gives more
+    tiles for some sizes, and one 1980x1380 image was billed ~1,950 tokens on 2.0 Flash where countTokens said 258
+    (discuss.ai.google.dev/t/70143), so the count is labelled documented."""
     _check_size(width, height)
     if width <= small_px and height <= small_px:
         working = f"{width}x{height} <= {small_px} px: {tokens_per_tile}"
         return TokenCount(tokens_per_tile, working, "documented", (width, height))
-    tiles_w, tiles_h = math.ceil(width / 768), math.ceil(height / 768)
+    w, h = _fit(width, height, GEMINI_MAX_PX)
+    fitted = f" -> fit {GEMINI_MAX_PX}: {w}x{h}" if (w, h) != (width, height) else ""
+    tiles_w, tiles_h = math.ceil(w / 768), math.ceil(h / 768)
     tokens = tiles_w * tiles_h * tokens_per_tile
-    working = f"{width}x{height} -> {tiles_w}x{tiles_h} tiles of 768 px x {tokens_per_tile} = {tokens}"
-    return TokenCount(tokens, working, "documented", (width, height))
+    working = f"{width}x{height}{fitted} -> {tiles_w}x{tiles_h} tiles of 768 px x {tokens_per_tile} = {tokens}"
+    return TokenCount(tokens, working, "documented", (w, h))
+
+
+GEMINI_25_READ = "2026-12-05"
+
+
+def gemini_25_default(width: int, height: int, level: str, billed: int = 258, bound: int = 2304) -> TokenCount:
+    """Gemini 2.5 at the default (and ``high``) ``media_resolution``, where the pages and the bills disagree.
+
+    ai.google.dev's media-resolution page (read 2026-12-05) gives images "256 + Pan & Scan" at these levels, with pan
+    & scan "~2,048" at most: at most ``bound`` = 256 + 2,048 = 2,304 tokens. Its tokens page's 768-px tile
+    rule gives 258 per tile (24 tiles, 6,192 tokens, for a 4000x3000 photo), and Vertex AI's reference calls ``high``
+    "zoomed reframing with 256 tokens". Bills show 258 an image at every size tried (docs/proxy.md, the calibration
+    run): the count is the bills' 258, labelled an estimate, with the page's bound in the working, never a count
+    many times above every known bill."""
+    _check_size(width, height)
+    tiles = math.ceil(width / 768) * math.ceil(height / 768) * billed
+    working = (
+        f"media_resolution={level}: {billed} an image, as bills show at every size (the page's bound: 256 + pan & "
+        f"scan up to ~2,048 = {bound:,}; the tokens page's 768-px tiles would give "
+        f"{tiles:,}, which no bill shows; ai.google.dev/gemini-api/docs/media-resolution, read {GEMINI_25_READ})"
+    )
+    return TokenCount(billed, working, "estimate", (width, height))
 
 
 def fixed_level(level: str, table: dict[str, int], label: str, what: str = "media_resolution") -> TokenCount:

@@ -339,7 +339,8 @@ def litellm_card(entry: CatalogEntry, at: dt.date, option: str, version: str) ->
 
     def rates(above_200k: bool) -> dict[str, Decimal]:
         out = {}
-        for rate in ("input", "cache_read", "cache_write", "input_audio", "input_image", "output", "output_audio"):
+        for rate in ("input", "cache_read", "cache_write", "input_audio", "input_image", "output", "output_audio",
+                     "output_image"):  # fmt: skip
             value = entry.cost_per_mtok(rate, variant, above_200k)
             if value is None and above_200k:
                 value = entry.cost_per_mtok(rate, variant)
@@ -351,6 +352,7 @@ def litellm_card(entry: CatalogEntry, at: dt.date, option: str, version: str) ->
     if "input" not in base:
         what = f"{option} prices" if variant else "prices"
         raise PriceError(f"LiteLLM's map has no {what} for {entry.litellm_key}, and genai-prices does not know it")
+    inherited = tuple(rate for rate in DOUBTFUL_INHERITED if rate not in base)  # the text rate, flagged
     for child, parent in (
         ("cache_read", "input"),
         ("cache_write", "input"),
@@ -366,5 +368,5 @@ def litellm_card(entry: CatalogEntry, at: dt.date, option: str, version: str) ->
         tiers.append(Tier(200_000, {**base, **rates(True)}))
     return RateCard(
         f"LiteLLM map {version}", entry.litellm_key, entry.source_url, at, option, tuple(tiers),
-        context_window=entry.max_input_tokens,
+        context_window=entry.max_input_tokens, inherited=inherited,
     )  # fmt: skip

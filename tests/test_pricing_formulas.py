@@ -146,10 +146,11 @@ def test_gemini_2_small_image_costs_258_tokens():
     assert image_tokens(100, 300, "gemini-2.0-flash") == 258
 
 
-def test_gemini_2_large_images_are_tiled_at_258_per_768_px_tile():
+def test_gemini_2_large_images_are_tiled_at_258_per_768_px_tile_within_3072_px():
     assert image_tokens(1024, 1024, "gemini-2.0-flash") == 4 * 258
-    assert image_tokens(3840, 2160, "gemini-2.0-flash") == 258 * 5 * 3
+    assert image_tokens(3840, 2160, "gemini-2.0-flash") == 258 * 4 * 3  # fitted to 3072x1728 first
     assert image_token_count(3840, 2160, "gemini-2.0-flash").label == "documented"
+    assert image_tokens(20000, 20000, "gemini-2.0-flash") == 16 * 258  # 3072 px, 4x4 tiles at most
 
 
 @pytest.mark.parametrize(("level", "tokens", "label"), [("low", 64, "documented"), ("medium", 256, "documented")])

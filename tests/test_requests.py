@@ -205,7 +205,14 @@ def test_gemini_interactions_body_from_the_sdk(photo_1024):
     request = parse_body(body)
     assert request.api == "gemini-interactions" and request.model == "gemini-3-flash-preview"
     quote = price_request(request, at=AT)
-    assert _line(quote, "input[0].content[1]").tokens == 280 and quote.output_tokens == 100
+    assert _line(quote, "input[0].content[1]").tokens == 280
+    # Gemini 3 thinks by default, and Google's thinking page does not count thoughts within max_output_tokens: the
+    # reply is bounded by the model's output limit, and the working says why
+    output = _line(quote, "output")
+    assert quote.output_tokens == 65_536 and "max_output_tokens: 100 + thinking on by default" in output.working
+    thinking_off = {**json.loads(body), "generation_config": {"max_output_tokens": 100, "thinking_config": {
+        "thinking_budget": 0}}}  # fmt: skip
+    assert price_request(thinking_off, at=AT).output_tokens == 100
 
 
 def test_a_provider_file_id_makes_the_quote_incomplete_not_zero():

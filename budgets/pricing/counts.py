@@ -44,9 +44,7 @@ def _image_count(model: Model, width: int, height: int, detail: str | None) -> F
             F._check_size(width, height)
             count = F.fixed_level(level, params["levels"], "documented")
         elif level in ("unspecified", "high", "auto"):
-            tiles = F.gemini_tiles(width, height)
-            working = f"media_resolution={level} (pan & scan): {tiles.working}"
-            count = tiles.but(working, "estimate")
+            count = F.gemini_25_default(width, height, level, params.get("tokens", 258), params.get("max_tokens", 2304))
         else:
             raise PriceError(f"media_resolution must be low, medium or high on {model.asked}, got {level!r}")
     elif formula == "fixed-level":
@@ -141,12 +139,14 @@ def _video_counts(
 
 class Attachment(NamedTuple):
     """One part of a request as pricing takes it: a name for people, the item, its own detail (an image's
-    ``detail`` or a part's Gemini ``media_resolution``; None: the request's), and for a video the clip sent."""
+    ``detail`` or a part's Gemini ``media_resolution``; None: the request's), for a video the clip sent, and whether
+    a body's cache mark writes it to the prompt cache."""
 
     name: str
     item: Any  # Image | Audio | Video | Text | TokenSequence | Given
     detail: str | None = None
     clip: Any = None  # mmtok.request.VideoClip
+    cache: str = ""  # written to the prompt cache by a body's cache_control, for this long ("5m", "1h")
 
 
 class Given(NamedTuple):

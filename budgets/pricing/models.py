@@ -130,13 +130,18 @@ def _rate_card(model: Model, at: dt.date, option: str) -> RateCard:
     raise PriceError(f"unknown model {model.asked!r}{closest_names(model.name, model.prices)} (see `mmtok models`)")
 
 
+LITELLM_ONLY_RATES = ("output_image",)  # rates genai-prices has no field for: LiteLLM's map gives them
+
+
 def _explicit_rates(card: RateCard, entry: CatalogEntry | None, option: str) -> RateCard:
     """``card`` with each rate it only has from the text rate (``card.inherited``: an audio rate genai-prices does
-    not give) taken from LiteLLM's map where that gives the model an explicit one."""
-    if not card.inherited or entry is None:
+    not give), and each it lacks that genai-prices has no field for (image output), taken from LiteLLM's map where
+    that gives the model an explicit one."""
+    wanted = (*card.inherited, *(r for r in LITELLM_ONLY_RATES if r not in card.tiers[0].rates))
+    if not wanted or entry is None:
         return card
     variant = "" if option == "standard" else option
-    found = {rate: entry.cost_per_mtok(rate, variant) for rate in card.inherited}
+    found = {rate: entry.cost_per_mtok(rate, variant) for rate in wanted}
     found = {rate: plain(value) for rate, value in found.items() if value is not None}
     if not found:
         return card
@@ -171,3 +176,11 @@ def _sheet_card(row: ModelRow, option: str) -> RateCard:
     return RateCard(
         str(row.sheet), row.name, row.provider_page, row.as_of, option, (Tier(0, rates),), per_item=per_item
     )
+
+
+def provider_of(model: Model) -> str:
+    """The provider whose settings and limits a model has: the catalog's, else its rule family's."""
+    if model.provider:
+        return model.provider
+    family = model.family.name if model.family else ""
+    return family.split("-")[0] if family.split("-")[0] in ("openai", "anthropic", "google", "xai") else ""

@@ -26,7 +26,9 @@ class Options:
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
     text_tokens: int = 0  # more text input tokens, counted by the caller (a prompt of known size)
-    output_bound: str = ""  # where output_tokens is a budget, not a count: what set it ("the body's max_tokens")
+    output_bound: str = ""  # where output_tokens is a bound, not a count: its working ("at most 3 x 100 ...")
+    output_label: str = ""  # the bound's label where it is not an upper bound ("estimate")
+    output_modalities: tuple[str, ...] = ()  # what the body asks the reply to hold: text | audio | image
 
     def __post_init__(self) -> None:
         for name in ("output_tokens", "cached_input_tokens", "cache_write_tokens", "text_tokens"):

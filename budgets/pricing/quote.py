@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing.caching import CachePlan
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,8 @@ class Line:
     cost: Decimal
     working: str  # how the tokens were counted
     rate: str  # the rate applied, and why
-    label: str = "exact"  # of the token count: exact | documented | upper bound | estimate
+    label: str = "exact"  # of the token count: exact | documented | upper bound | estimate | lower bound
+    cache: str = ""  # written to the prompt cache at the write rate, for this long ("5m", "1h"); "" otherwise
 
     @property
     def exact(self) -> bool:
@@ -35,10 +37,11 @@ class Line:
             "working": self.working,
             "rate": self.rate,
             "label": self.label,
+            **({"cache": self.cache} if self.cache else {}),
         }
 
 
-OUTPUT_KINDS = ("output", "output_audio")
+OUTPUT_KINDS = ("output", "output_audio", "output_image")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class Quote:
     missing: tuple[str, ...] = ()  # attachments left out, with the reason
     warnings: tuple[str, ...] = ()
     currency: str = "USD"
+    limits: tuple[str, ...] = ()  # provider limits the request breaks (it would be refused), each with its source
+    cache: CachePlan | None = None  # the prompt cache: tokens written (or readable by a repeat) and their read price
 
     @property
     def input_lines(self) -> tuple[Line, ...]:
@@ -134,6 +139,8 @@ class Quote:
             "warnings": list(self.warnings),
             "option": self.option,
             "tier": self.tier,
+            "limits": list(self.limits),
+            "cache": self.cache.to_dict() if self.cache else None,
             "lines": [ln.to_dict() for ln in self.lines],
             "money_source": self.money_source,
             "source_url": self.source_url,

@@ -13,8 +13,10 @@ from typing import Any
 from mmtok.budgets import formulas as F
 from mmtok.budgets.formats import format_warning
 from mmtok.budgets.money import MILLION, RateCard, plain
+from mmtok.budgets.pricing import caching as C
 from mmtok.budgets.pricing.counts import Attachment, count_parts
-from mmtok.budgets.pricing.models import INPUT_RATES, Model, rate_card
+from mmtok.budgets.pricing.limits import broken_limits, pictures_of, sent_bytes
+from mmtok.budgets.pricing.models import INPUT_RATES, Model, provider_of, rate_card
 from mmtok.budgets.pricing.options import Options
 from mmtok.budgets.pricing.quote import Line, Quote
 from mmtok.errors import PriceError
@@ -72,7 +74,13 @@ def _line_cost(
     quantity: float,
     tier: str,
     same_rate: dict[str, str],
+    cache: str = "",
 ) -> tuple[Decimal, str]:
+    if cache and "input" in rates:  # written to the prompt cache: every modality at the write rate
+        rate, where = C.write_rate(rates, cache)
+        option = "" if card.option == "standard" else f", {card.option}"
+        words = f"cache-write tokens ({C.TTL_WORDS[cache]}: {where}, {card.source} {card.model_ref}{option})"
+        return tokens * rate / MILLION, f"${plain(rate)}/1M {words}"
     item_rate = card.per_item.get(
         {"image": "image_input_per_image", "audio": "audio_input_per_second", "video": "video_input_per_second"}.get(
             modality, ""
@@ -93,22 +101,27 @@ def _line_cost(
     return tokens * rate / MILLION, _rate_text(card, rate, words, tier, rate_name, same_rate)
 
 
-def make_quote(model: Model, attachments: Sequence[Attachment], options: Options, label: str) -> Quote:
+def make_quote(
+    model: Model, attachments: Sequence[Attachment], options: Options, label: str, request_bytes: int | None = None
+) -> Quote:
+    """The quote of ``attachments`` on ``model``. ``request_bytes``: the body's length as sent, for the provider's
+    request-size limit (file requests: their media as base64)."""
     at = options.at or dt.date.today()
     card = rate_card(model, at, options.option)
     counted, missing, warnings = _counted_parts(model, attachments, options, "audio_input_per_second" in card.per_item)
-    input_tokens = sum(c.tokens for _, _, c, _ in counted)
+    input_tokens = sum(c.tokens for _, _, c, _, _ in counted)
     tier = card.tier_for(input_tokens)
     tier_text = f"tier > {tier.above_input_tokens:,} input tokens" if tier.above_input_tokens else ""
+    counted, plan = _cache_plan(model, counted, tier.rates)
     lines = []
     same_rate = same_input_rates(model) if card.inherited else {}
-    for name, modality, count, quantity in counted:
+    for name, modality, count, quantity, cache in counted:
         try:
-            cost, rate = _line_cost(card, tier.rates, modality, count.tokens, quantity, tier_text, same_rate)
+            cost, rate = _line_cost(card, tier.rates, modality, count.tokens, quantity, tier_text, same_rate, cache)
         except PriceError as e:
             missing.append(f"{name}: {e}")
             continue
-        lines.append(Line(name, modality, count.tokens, cost, count.working, rate, count.label))
+        lines.append(Line(name, modality, count.tokens, cost, count.working, rate, count.label, cache))
     if missing and not lines:
         raise PriceError("; ".join(missing))  # nothing in the request can be priced: an error, not a zero
     if options.output_tokens:
@@ -116,6 +129,11 @@ def make_quote(model: Model, attachments: Sequence[Attachment], options: Options
             lines.append(_output_line(model, card, tier.rates, options, tier_text, same_rate))
         except UnknownRate as e:
             missing.append(f"output: {e}")
+    if plan is None and "input" in tier.rates and provider_of(model) in ("openai", "google"):
+        plan = C.automatic_plan(provider_of(model), input_tokens, tier.rates)
+    limits = broken_limits(provider_of(model), model.asked, pictures_of(attachments),
+                           request_bytes if request_bytes is not None else sent_bytes(attachments))  # fmt: skip
+    warnings += limits
     if card.request_fee:
         lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
     warnings += _model_warnings(model, card, at, input_tokens, tier.above_input_tokens)
@@ -138,31 +156,49 @@ def make_quote(model: Model, attachments: Sequence[Attachment], options: Options
         tier_text,
         tuple(missing),
         tuple(warnings),
+        limits=tuple(limits),
+        cache=plan,
     )
+
+
+def _cache_plan(
+    model: Model, counted: list[tuple[str, str, F.TokenCount, float, str]], rates: dict[str, Decimal]
+) -> tuple[list[tuple[str, str, F.TokenCount, float, str]], C.CachePlan | None]:
+    """The parts a body's cache marks write to the prompt cache, and the plan: a prefix under the model's minimum
+    is not cached (its marks are dropped, and the plan says so)."""
+    by_ttl: dict[str, int] = {}
+    for _, _, count, _, cache in counted:
+        if cache:
+            by_ttl[cache] = by_ttl.get(cache, 0) + count.tokens
+    if not by_ttl or "input" not in rates:
+        return counted, None
+    minimum, total = C.anthropic_minimum(model.name), sum(by_ttl.values())
+    if total < minimum:
+        return [(n, m, c, q, "") for n, m, c, q, _ in counted], C.below_minimum(total, minimum, model.asked)
+    return counted, C.written_plan(by_ttl, rates)
 
 
 def _counted_parts(
     model: Model, attachments: Sequence[Attachment], options: Options, by_duration: bool = False
-) -> tuple[list[tuple[str, str, F.TokenCount, float]], list[str], list[str]]:
+) -> tuple[list[tuple[str, str, F.TokenCount, float, str]], list[str], list[str]]:
     """(name, modality, count, quantity) of each part of the request (media by the model's rules, then the token
     counts given), the parts that cannot be counted, and the counting notes."""
-    counted: list[tuple[str, str, F.TokenCount, float]] = []
+    counted: list[tuple[str, str, F.TokenCount, float, str]] = []
     missing: list[str] = []
     warnings: list[str] = []
-    for name, item, detail, clip in attachments:
+    for name, item, detail, clip, cache in attachments:
         try:
             parts, note = count_parts(model, item, detail or options.detail, by_duration, clip)
         except PriceError as e:
             missing.append(f"{name}: {e}")
             continue
-        counted += [(name, m, c, q) for m, c, q in parts]
+        counted += [(name, m, c, q, cache) for m, c, q in parts]
         warnings += [f"{name}: {n}" for n in (note, format_warning(model, item)) if n]
     given = (("text", options.text_tokens), ("cache_read", options.cached_input_tokens))
     for kind, tokens in (*given, ("cache_write", options.cache_write_tokens)):
         if tokens:
-            counted.append(
-                ("cache", kind, F.TokenCount(tokens, f"{tokens} {kind.replace('_', ' ')} tokens, as given"), 0)
-            )
+            count = F.TokenCount(tokens, f"{tokens} {kind.replace('_', ' ')} tokens, as given")
+            counted.append(("cache", kind, count, 0, ""))
     return counted, missing, warnings
 
 
@@ -180,27 +216,44 @@ def _model_warnings(model: Model, card: RateCard, at: dt.date, input_tokens: int
     return warnings
 
 
+OUTPUT_RATES = {"text": "output", "audio": "output_audio", "image": "output_image"}
+OUTPUT_WORDS = {"output": "output tokens", "output_audio": "audio output tokens", "output_image": "image output tokens"}
+
+
+def _output_modalities(model: Model, options: Options) -> tuple[str, ...]:
+    """What the reply holds: the body's modalities, else audio where asked (--output-audio) or where the model
+    produces nothing else, else text."""
+    if options.output_modalities:
+        return options.output_modalities
+    if options.output_audio or model.output_modalities == ("audio",):
+        return ("audio",)
+    return ("text",)
+
+
 def _output_line(
     model: Model, card: RateCard, rates: dict[str, Decimal], options: Options, tier: str, same_rate: dict[str, str]
 ) -> Line:
-    audio = options.output_audio or model.output_modalities == ("audio",)
-    if audio and "audio" not in model.output_modalities and model.entry is not None:
-        raise PriceError(f"{model.asked} does not produce audio")
-    rate_name = "output_audio" if audio else "output"
-    rate = rates.get(rate_name)
-    if rate is None:
-        raise PriceError(f"{card.source}: {card.model_ref} has no {rate_name.replace('_', ' ')} rate")
+    """The output's line: every token at the highest rate among the modalities the reply may hold (the body's
+    ``modalities`` / ``responseModalities``), so that a bound is never priced at the text rate in silence."""
+    priced = []
+    for modality in _output_modalities(model, options):
+        if modality != "text" and modality not in model.output_modalities and model.entry is not None:
+            made = ", ".join(model.output_modalities)
+            raise PriceError(f"{model.asked} does not produce {modality} (LiteLLM map: {made})")
+        rate_name = OUTPUT_RATES[modality]
+        rate = rates.get(rate_name)
+        if rate is None:
+            raise UnknownRate(f"no {rate_name.replace('_', ' ')} rate is known for {card.model_ref} ({card.source})")
+        text = _rate_text(card, rate, OUTPUT_WORDS[rate_name], tier, rate_name, same_rate)
+        priced.append((rate, rate_name, text))
+    rate, rate_name, rate_text = max(priced, key=lambda p: p[0])
     tokens = options.output_tokens
-    what = "audio output tokens" if audio else "output tokens"
-    working = f"{tokens} {what}, as given"
+    what = OUTPUT_WORDS[rate_name]
+    working = f"{tokens:,} {what}, as given"
     if options.output_bound:
-        working = f"at most {tokens:,} {what} ({options.output_bound})"
-    return Line(
-        "output",
-        rate_name,
-        tokens,
-        tokens * rate / MILLION,
-        working,
-        _rate_text(card, rate, what, tier, rate_name, same_rate),
-        "upper bound" if options.output_bound else "exact",
-    )
+        working = options.output_bound
+        if len(priced) > 1:
+            asked = " and ".join(p[1].removeprefix("output_") if p[1] != "output" else "text" for p in priced)
+            working += f"; the reply may hold {asked}: every token at the highest of their rates"
+    label = (options.output_label or "upper bound") if options.output_bound else "exact"
+    return Line("output", rate_name, tokens, tokens * rate / MILLION, working, rate_text, label)

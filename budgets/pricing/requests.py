@@ -19,13 +19,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from mmtok.budgets.pricing.counts import Attachment, Given, Uncountable
-from mmtok.budgets.pricing.models import Model, PriceSheets, rate_card, resolve
+from mmtok.budgets.pricing.models import Model, PriceSheets, provider_of, rate_card, resolve
 from mmtok.budgets.pricing.options import Options
+from mmtok.budgets.pricing.output import PROVIDER_NAMES, UnboundedOutput, output_bound
 from mmtok.budgets.pricing.overheads import overheads
 from mmtok.budgets.pricing.quote import Quote
 from mmtok.budgets.pricing.quoting import make_quote
 from mmtok.errors import PriceError
-from mmtok.request import Measured, Policy, Request, measuring, parse_body
+from mmtok.request import InvalidBody, Measured, Policy, Request, measuring, parse_body
 
 # service_tier values as bodies write them -> mmtok's price option (OpenAI renamed priority "fast" on 2026-07-30;
 # Gemini's older pages spell SERVICE_TIER_PRIORITY). auto, default, standard_only and scale bill standard rates.
@@ -81,18 +82,28 @@ def model_for(request: Request, model: str | None) -> str:
 def quote_request(
     request: Request, measured: Sequence[Measured], model: Model, options: Options, *, output_given: bool = False
 ) -> Quote:
-    """The quote of a request whose parts are measured, on one model, with the body's own settings applied."""
-    options, warnings = body_options(request, model, options, output_given)
-    same_provider = provider_of(model) == API_PROVIDERS[request.api.split("-")[0]]
+    """The quote of a request whose parts are measured, on one model, with the body's own settings applied. A body
+    with a value the provider refuses raises :class:`mmtok.request.InvalidBody` (one line naming each field); an
+    output nothing bounds is left out of the total, which is then incomplete."""
+    api = request.api.split("-")[0]
+    if request.invalid:
+        raise InvalidBody(request.source, request.invalid, PROVIDER_NAMES.get(api, "the provider"))
+    same_provider = provider_of(model) == API_PROVIDERS[api]
+    options, warnings, missing = body_options(request, model, options, output_given, same_provider)
     attachments = [_attachment(m, request, model, same_provider) for m in measured]
-    quote = make_quote(model, [*attachments, *overheads(request, model)], options, request.source)
+    quote = make_quote(model, [*attachments, *overheads(request, model)], options, request.source, request.size_bytes)
     notes = [f"{m.name}: {note}" for m in measured for note in m.notes]
-    return dataclasses.replace(quote, warnings=(*quote.warnings, *warnings, *notes))
+    return dataclasses.replace(quote, warnings=(*quote.warnings, *warnings, *notes), missing=(*quote.missing, *missing))
 
 
-def body_options(request: Request, model: Model, options: Options, output_given: bool) -> tuple[Options, list[str]]:
-    """``options`` with what the body sets and the user did not: the service tier and the output budget."""
-    warnings = []
+def body_options(
+    request: Request, model: Model, options: Options, output_given: bool, same_provider: bool = True
+) -> tuple[Options, list[str], list[str]]:
+    """``options`` with what the body sets and the user did not: the service tier and the output's bound (the
+    body's limit or the model's maximum, times the replies asked, at the rate of the modalities asked); the
+    warnings, and what is left out of the quote (an output nothing bounds)."""
+    warnings: list[str] = []
+    missing: list[str] = []
     changes: dict[str, Any] = {}
     option = SERVICE_TIERS.get((request.service_tier or "").lower())
     if option and options.option == "standard":
@@ -104,10 +115,19 @@ def body_options(request: Request, model: Model, options: Options, output_given:
                 f"the body asks service_tier={request.service_tier}, but no {option} rates are known for "
                 f"{model.asked}: priced at standard rates"
             )
-    if not output_given and request.max_output_tokens:
-        changes["output_tokens"] = request.max_output_tokens
-        changes["output_bound"] = "the body's output budget"
-    return (dataclasses.replace(options, **changes) if changes else options), warnings
+    if not output_given:
+        bound = None
+        try:
+            bound = output_bound(request, model, same_provider)
+        except UnboundedOutput as e:
+            missing.append(f"output: {e}")
+        if bound is not None:
+            changes |= {"output_tokens": bound.tokens, "output_bound": bound.working, "output_label": bound.label}
+            if same_provider:  # the body's own modalities; another provider's model replies in text
+                changes["output_modalities"] = bound.modalities
+    elif same_provider and request.output.modalities:
+        changes["output_modalities"] = request.output.modalities
+    return (dataclasses.replace(options, **changes) if changes else options), warnings, missing
 
 
 def _attachment(measured: Measured, request: Request, model: Model, same_provider: bool) -> Attachment:
@@ -118,14 +138,8 @@ def _attachment(measured: Measured, request: Request, model: Model, same_provide
 
         count = count_text(measured.media.text, model.text_rule)
         working = f"{count.working} (the definitions as JSON; the provider renders them its own way)"
-        return Attachment(measured.name, Given("text", count.but(working, "estimate")))
+        cache = measured.part.cache if same_provider else ""
+        return Attachment(measured.name, Given("text", count.but(working, "estimate")), cache=cache)
     detail = (measured.part.detail or request.media_resolution) if same_provider else None
-    return Attachment(measured.name, measured.media, detail, measured.part.clip if same_provider else None)
-
-
-def provider_of(model: Model) -> str:
-    """The provider whose settings a model reads: the catalog's, else its rule family's."""
-    if model.provider:
-        return model.provider
-    family = model.family.name if model.family else ""
-    return family.split("-")[0] if family.split("-")[0] in ("openai", "anthropic", "google", "xai") else ""
+    cache = measured.part.cache if same_provider else ""  # cache marks are Anthropic's
+    return Attachment(measured.name, measured.media, detail, measured.part.clip if same_provider else None, cache)

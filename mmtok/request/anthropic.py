@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, int_setting, items, request, str_setting
+from mmtok.request import settings
+from mmtok.request.collect import Parts, items, request, str_setting
 from mmtok.request.refs import MediaRef, ref_from_base64, ref_from_url, text_of
-from mmtok.request.types import Pointer, Request
+from mmtok.request.types import Invalid, Pointer, Request
 
 
 def read_messages(body: dict[str, Any], source: str) -> Request:
+    output, invalid = settings.anthropic_messages(body)
     parts = Parts()
     system = body.get("system")
     if isinstance(system, str):
@@ -25,6 +27,8 @@ def read_messages(body: dict[str, Any], source: str) -> Request:
         _block(parts, block, f"system[{j}]", "system", ("system", j))
     for i, message, role in parts.messages(body.get("messages")):
         parts.content(message, i, role, _block)
+    parts.cache_mark(body.get("cache_control"))  # automatic caching: the mark on the last cacheable block
+    invalid = (*invalid, *_cache_problems(parts.cache_marks, body))
     return request(
         parts,
         "anthropic-messages",
@@ -32,7 +36,8 @@ def read_messages(body: dict[str, Any], source: str) -> Request:
         source,
         model=str_setting(body, "model"),
         messages=len(items(body.get("messages"))),
-        max_output_tokens=int_setting(body, "max_tokens"),
+        output=output,
+        invalid=invalid,
         service_tier=str_setting(body, "service_tier"),
         tool_choice=_tool_choice(body.get("tool_choice")),
     )
@@ -42,6 +47,11 @@ def _block(parts: Parts, block: Any, where: str, role: str, pointer: Pointer) ->
     kind = parts.object_type(block, where, role, "a content block")
     if kind is None:
         return
+    _read_block(parts, block, kind, where, role, pointer)
+    parts.cache_mark(block.get("cache_control"))  # the prefix up to and with this block is cached
+
+
+def _read_block(parts: Parts, block: dict[str, Any], kind: str, where: str, role: str, pointer: Pointer) -> None:
     message = where.rsplit(".content", 1)[0] if ".content" in where else where.split("[")[0]
     if kind == "text":
         parts.text(message, role, block.get("text"))
@@ -102,3 +112,21 @@ def _document(parts: Parts, block: dict[str, Any], where: str, role: str, pointe
 def _tool_choice(choice: Any) -> str | None:
     kind = choice.get("type") if isinstance(choice, dict) else None
     return kind if isinstance(kind, str) else None
+
+
+MAX_CACHE_BREAKPOINTS = 4  # "Maximum 4 explicit cache breakpoints per request" (prompt-caching page, read 2026-12-05)
+
+
+def _cache_problems(marks: list[tuple[int, str]], body: dict[str, Any]) -> tuple[Invalid, ...]:
+    """What Anthropic refuses in a body's cache marks: more than 4 breakpoints (tools' included, the top-level
+    automatic one not), or a 1-hour mark after a 5-minute one ("1-hour entries must appear before 5-minute
+    entries")."""
+    tools = [t for _, t in items(body.get("tools")) if isinstance(t, dict) and isinstance(t.get("cache_control"), dict)]
+    explicit = len(marks) - isinstance(body.get("cache_control"), dict) + len(tools)
+    problems = []
+    if explicit > MAX_CACHE_BREAKPOINTS:
+        problems.append(Invalid("cache_control", f"at most {MAX_CACHE_BREAKPOINTS} cache breakpoints, got {explicit}"))
+    ttls = [ttl for _, ttl in sorted(marks)]
+    if "5m" in ttls and "1h" in ttls[ttls.index("5m") :]:
+        problems.append(Invalid("cache_control", "a 1-hour cache mark after a 5-minute one"))
+    return tuple(problems)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ class Parts:
         self._text: list[str] = []
         self._text_where = ""
         self._text_role = ""
+        self.cache_marks: list[tuple[int, str]] = []  # (parts before the mark, lifetime): prompt-cache breakpoints
 
     def text(self, where: str, role: str, text: Any) -> None:
         if not isinstance(text, str) or not text:
@@ -88,21 +90,47 @@ class Parts:
         self.text("input", "user", given)
         return 1
 
+    def cache_mark(self, control: Any) -> None:
+        """A ``cache_control`` on the block just read (Anthropic): everything up to it is written to the prompt
+        cache. The block's text ends its part here, so the mark falls between parts."""
+        if not isinstance(control, dict):
+            return
+        self.flush()
+        self.cache_marks.append((len(self.parts), "1h" if control.get("ttl") == "1h" else "5m"))
+
     def flush(self) -> None:
         if self._text:
             self.parts.append(Part("text", self._text_where, self._text_role, text="\n".join(self._text)))
             self._text = []
 
     def done(self) -> tuple[Part, ...]:
+        """The parts in order, each written to the prompt cache marked with the lifetime of the first breakpoint
+        after it (a prefix up to a 1-hour mark is written for an hour, the rest up to a later 5-minute mark for 5)."""
         self.flush()
-        return tuple(self.parts)
+        parts, start = list(self.parts), 0
+        for end, ttl in sorted(self.cache_marks):
+            parts[start:end] = [dataclasses.replace(p, cache=p.cache or ttl) for p in parts[start:end]]
+            start = max(start, end)
+        return tuple(parts)
 
 
 def request(parts: Parts, api: str, body: dict[str, Any], source: str, **fields: Any) -> Request:
     """The request a reader found: its parts (the tool definitions last, as one text part), the body and its
-    source, and ``fields`` (model, messages, output budget, service tier, ...)."""
+    source, and ``fields`` (model, messages, output budget, service tier, ...). Where a prompt-cache mark is set,
+    the tool definitions are in the cached prefix (Anthropic caches tools, then system, then messages)."""
+    first_mark = min(parts.cache_marks, default=None)
+    marked_tool = next((t["cache_control"] for t in _listed(body.get("tools")) if isinstance(t, dict)
+                        and isinstance(t.get("cache_control"), dict)), None)  # fmt: skip
+    if first_mark is None and marked_tool is not None:  # only the tools are cached
+        first_mark = (0, "1h" if marked_tool.get("ttl") == "1h" else "5m")
     tools = tool_definitions(parts, body)
-    return Request(api, fields.pop("model", None), parts.done(), tools=tools, source=source, body=body, **fields)
+    found = parts.done()
+    if tools and first_mark is not None and found[-1].where == "tools":
+        found = (*found[:-1], dataclasses.replace(found[-1], cache=first_mark[1]))
+    output = fields.get("output")
+    if output is not None and output.limit is not None:
+        fields.setdefault("max_output_tokens", output.limit)
+    return Request(api, fields.pop("model", None), found, tools=tools, source=source, body=body, **fields)
 
 
 def tool_definitions(parts: Parts, body: dict[str, Any]) -> int:
@@ -112,15 +140,6 @@ def tool_definitions(parts: Parts, body: dict[str, Any]) -> int:
         parts.text("tools", "system", text_of(tools))
         return len(tools)
     return 0
-
-
-def int_setting(body: dict[str, Any], *keys: str) -> int | None:
-    """The first of ``keys`` that holds a non-negative integer (output budgets)."""
-    for key in keys:
-        value = body.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            return value
-    return None
 
 
 def str_setting(body: dict[str, Any], key: str) -> str | None:
@@ -162,6 +181,10 @@ def _seconds(value: Any) -> float | None:
             return None
         return seconds if seconds >= 0 else None
     return None
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def items(value: Any) -> list[tuple[int, Any]]:

@@ -11,6 +11,7 @@ request says so.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -42,7 +43,9 @@ def parse_body(body: bytes | str | dict[str, Any], *, api: str | None = None, so
     """Read an API request body (JSON text or an already-parsed object). ``api`` (a key of ``APIS``) skips the
     detection, as the proxy does from the path the body was sent to. Raises :class:`RequestError` for malformed
     JSON or a shape no known API has, naming ``source``."""
+    size = None
     if not isinstance(body, dict):
+        size = len(body.encode() if isinstance(body, str) else body)
         body = _json(body, source)
     if api is None:
         api = detect_api(body)
@@ -50,7 +53,8 @@ def parse_body(body: bytes | str | dict[str, Any], *, api: str | None = None, so
             raise RequestError(f"{source}: {not_a_body(body)}")
     elif api not in READERS:
         raise RequestError(f"{source}: unknown API {api!r}; expected one of {', '.join(READERS)}")
-    return READERS[api](body, source)
+    request = READERS[api](body, source)
+    return dataclasses.replace(request, size_bytes=size) if size is not None else request
 
 
 def _json(body: bytes | str, source: str) -> dict[str, Any]:

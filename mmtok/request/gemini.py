@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, call_text, clip_of, int_setting, items, request, str_setting
+from mmtok.request import settings
+from mmtok.request.collect import Parts, call_text, clip_of, items, request, str_setting
 from mmtok.request.refs import MediaRef, kind_of_mime, ref_from_base64, ref_from_url, text_of
 from mmtok.request.types import Pointer, Request
 
@@ -56,6 +57,9 @@ def read_generate(body: dict[str, Any], source: str) -> Request:
         for j, part in items(content.get("parts")):
             _part(parts, part, f"contents[{i}]", f"contents[{i}].parts[{j}]", role, ("contents", i, "parts", j))
     config = _generation_config(body)
+    output, invalid = settings.gemini_config(config, "generationConfig." if "generationConfig" in body else
+                                             "generation_config.")  # fmt: skip
+    _cached_content(parts, body)
     return request(
         parts,
         "gemini-generate",
@@ -63,10 +67,20 @@ def read_generate(body: dict[str, Any], source: str) -> Request:
         source,
         model=_model_name(str_setting(body, "model")),
         messages=len(items(body.get("contents"))),
-        max_output_tokens=int_setting(config, "max_output_tokens", "maxOutputTokens"),
+        output=output,
+        invalid=invalid,
         service_tier=str_setting(body, "service_tier") or str_setting(body, "serviceTier"),
         media_resolution=level(field(config, "media_resolution")),
     )
+
+
+def _cached_content(parts: Parts, body: dict[str, Any]) -> None:
+    """A ``cachedContent`` the body reads: its tokens are in a cache on Google's side, billed at the cache rate (and
+    its storage by the hour), and not in the body: a part mmtok cannot count, so the quote is incomplete."""
+    name = field(body, "cached_content")
+    if isinstance(name, str) and name:
+        reason = f"the cached content {name} (its tokens are on Google's side, billed at the cache rate)"
+        parts.uncountable("text", "cachedContent", "user", f"{reason}: not counted here")
 
 
 def _generation_config(body: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +155,7 @@ def read_interactions(body: dict[str, Any], source: str) -> Request:
             turns = max(turns, 1)
             _content(parts, item, "input", f"input[{i}]", "user", ("input", i))
     config = _generation_config(body)
+    output, invalid = settings.gemini_config(config, "generation_config.")
     return request(
         parts,
         "gemini-interactions",
@@ -148,7 +163,8 @@ def read_interactions(body: dict[str, Any], source: str) -> Request:
         source,
         model=_model_name(str_setting(body, "model")),
         messages=turns,
-        max_output_tokens=int_setting(config, "max_output_tokens", "maxOutputTokens"),
+        output=output,
+        invalid=invalid,
         service_tier=str_setting(body, "service_tier"),
         media_resolution=level(field(config, "media_resolution")),
     )

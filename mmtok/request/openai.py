@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmtok.request.collect import Parts, call_text, int_setting, items, mapping, request, str_setting
+from mmtok.request import settings
+from mmtok.request.collect import Parts, call_text, items, mapping, request, str_setting
 from mmtok.request.refs import MediaRef, kind_of_mime, ref_from_base64, ref_from_url, text_of
 from mmtok.request.types import Pointer, Request
 
@@ -20,6 +21,7 @@ AUDIO_MIME = {"wav": "audio/wav", "mp3": "audio/mpeg", "flac": "audio/flac", "og
 
 
 def read_chat(body: dict[str, Any], source: str) -> Request:
+    output, invalid = settings.openai_chat(body)
     parts = Parts()
     named = 0
     framing: list[str] = []
@@ -41,7 +43,8 @@ def read_chat(body: dict[str, Any], source: str) -> Request:
         messages=len(items(body.get("messages"))),
         named_messages=named,
         framing=tuple(framing),
-        max_output_tokens=int_setting(body, "max_completion_tokens", "max_tokens"),
+        output=output,
+        invalid=invalid,
         service_tier=str_setting(body, "service_tier"),
     )
 
@@ -94,6 +97,7 @@ def _detail(value: Any) -> str | None:
 
 # ----------------------------------------------------------------------------------------------------- Responses
 def read_responses(body: dict[str, Any], source: str) -> Request:
+    output, invalid = settings.openai_responses(body)
     parts = Parts()
     parts.text("instructions", "developer", body.get("instructions"))
     given = body.get("input")
@@ -107,7 +111,8 @@ def read_responses(body: dict[str, Any], source: str) -> Request:
         source,
         model=str_setting(body, "model"),
         messages=messages + bool(body.get("instructions")),
-        max_output_tokens=int_setting(body, "max_output_tokens"),
+        output=output,
+        invalid=invalid,
         service_tier=str_setting(body, "service_tier"),
     )
 

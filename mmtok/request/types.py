@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mmtok.errors import RequestError
+
 # The request shapes mmtok reads, by the endpoint they are sent to.
 APIS = {
     "openai-chat": "OpenAI Chat Completions (POST /v1/chat/completions)",
@@ -77,6 +79,46 @@ class Part:
     pointer: Pointer = ()  # the path to this part's object in the body (for the writer); () for none
     uncountable: str = ""  # why mmtok cannot count this part ("" when it can)
     clip: VideoClip | None = None  # a video part's clip and frame rate, where the body sets them
+    cache: str = ""  # written to the provider's prompt cache by a cache_control mark: its lifetime ("5m", "1h")
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A value in a body that the provider refuses (HTTP 400): the field as the provider names it, and why."""
+
+    param: str  # "max_tokens", "n", "generationConfig.maxOutputTokens"
+    reason: str  # "must be an integer, got a string ('100')"
+
+    def __str__(self) -> str:
+        return f"{self.param}: {self.reason}"
+
+
+class InvalidBody(RequestError):
+    """A body the provider would refuse with HTTP 400 (a value of the wrong type or out of range): one line naming
+    the body, each field and why. ``problems`` keeps them apart, so the proxy can answer in the provider's shape."""
+
+    def __init__(self, source: str, problems: tuple[Invalid, ...] | list[Invalid], provider: str = "the provider"):
+        self.problems = tuple(problems)
+        self.param = self.problems[0].param if self.problems else ""
+        said = "; ".join(str(p) for p in self.problems)
+        super().__init__(f"{source}: {said} ({provider} refuses this body with HTTP 400)")
+
+
+@dataclass(frozen=True, slots=True)
+class OutputAsk:
+    """What a body asks of the reply: the output limit and the field that set it, how many replies (``n``,
+    ``candidateCount``), in which modalities, and how the model may think first. Read by one parser for every
+    caller (price, shrink, the proxy, MCP); pricing turns it into the output's upper bound."""
+
+    limit: int | None = None  # per reply; None: the body sets none (the model's maximum applies)
+    limit_field: str = ""  # the field that set it, as the body names it ("max_completion_tokens")
+    candidates: int = 1  # replies generated: OpenAI n, Gemini candidateCount
+    candidates_field: str = ""
+    modalities: tuple[str, ...] = ()  # text | audio | image, as asked (): the model's default (text)
+    thinking: str = ""  # "": not set; off | budget | dynamic | adaptive | level
+    thinking_budget: int | None = None  # tokens, where the body gives a number
+    server_tools: bool = False  # Anthropic server tools: one request may call the model more than once
+    notes: tuple[str, ...] = ()  # what the reader noticed about these settings
 
 
 @dataclass(frozen=True)
@@ -90,11 +132,14 @@ class Request:
     named_messages: int = 0  # OpenAI messages with a "name"
     framing: tuple[str, ...] = ()  # each message's role (and name), which OpenAI's framing encodes as tokens
     max_output_tokens: int | None = None  # the body's output budget (max_tokens, max_output_tokens, ...)
+    output: OutputAsk = field(default_factory=OutputAsk)  # the reply asked for: limit, count, modalities, thinking
+    invalid: tuple[Invalid, ...] = ()  # values the provider refuses: pricing and the proxy refuse the body
     service_tier: str | None = None  # as the body asks it
     media_resolution: str | None = None  # the request-wide Gemini level, as mmtok names it
     tools: int = 0  # tool definitions given (their text is a part of its own, "tools")
     tool_choice: str | None = None  # auto | any | tool | none, where the body says
     source: str = "<body>"  # the file, URL path or "<body>" it came from
+    size_bytes: int | None = None  # the body's length as sent (JSON text), where the reader had it
     body: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     notes: tuple[str, ...] = ()  # what the reader noticed (settings it does not price, ...)
 
