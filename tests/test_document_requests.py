@@ -86,7 +86,9 @@ def test_a_gemini_pdf_part_takes_its_own_media_resolution():
 def test_a_model_without_a_pdf_rule_leaves_the_part_out_in_one_line():
     pdf = {"type": "file", "file": {"file_data": data_url(REPORT, "application/pdf")}}
     body = openai_chat(
-        model="grok-4", messages=[{"role": "user", "content": [pdf, {"type": "text", "text": "Sum up."}]}], max_tokens=100
+        model="grok-4",
+        messages=[{"role": "user", "content": [pdf, {"type": "text", "text": "Sum up."}]}],
+        max_tokens=100,
     )
     quote = price_request(body, at=AT)
     assert not quote.complete and quote.tokens("text") > 0
