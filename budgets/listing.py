@@ -9,10 +9,11 @@ from typing import Any
 
 from mmtok.budgets.catalog import catalog
 from mmtok.budgets.pricing import Model, model_image_count, rate_card, resolve
+from mmtok.budgets.pricing.quoting import same_input_rates
 from mmtok.budgets.sheets import sheets
 from mmtok.errors import PriceError
 
-SHOWN_RATES = ("input", "cache_read", "cache_write", "output", "input_audio", "output_audio")
+SHOWN_RATES = ("input", "cache_read", "cache_write", "output", "input_audio", "output_audio", "output_image")
 
 
 def _rule(model: Model, modality: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -56,7 +57,11 @@ def describe(model: Model, at: dt.date | None = None) -> dict[str, Any]:
         row["price_error"] = str(e)
         return row
     base = card.tiers[0].rates
-    row["prices"] = {k: str(base[k]) for k in SHOWN_RATES if k in base}
+    documented = same_input_rates(model) if card.inherited else {}
+    # a rate that is only the text rate (no audio rate in the price data) is not shown as the audio rate, unless the
+    # provider documents one price for every modality (budgets/modality_rates.toml)
+    row["prices"] = {k: str(base[k]) for k in SHOWN_RATES if k in base and (k not in card.inherited or k in documented)}
+    row["no_rate"] = [k for k in card.inherited if k not in documented]
     row["long_context"] = [
         {"above_input_tokens": t.above_input_tokens, "input": str(t.rates.get("input"))} for t in card.tiers[1:]
     ]

@@ -31,6 +31,8 @@ MODEL_CSV_FIELDS = (
     "image_label",
     "input_per_mtok",
     "output_per_mtok",
+    "audio_input_per_mtok",
+    "audio_output_per_mtok",
     "context_window",
     "retired",
     "rule_source",
@@ -74,7 +76,7 @@ def models(
     elif csv_out:
         _model_csv(rows)
     else:
-        _model_table(rows)
+        _model_table(rows, "audio" if modality == "audio" else "")
 
 
 def _model_csv(rows: list[dict[str, Any]]) -> None:
@@ -90,39 +92,48 @@ def _model_csv(rows: list[dict[str, Any]]) -> None:
                 "image_label": rule.get("label"),
                 "input_per_mtok": (r["prices"] or {}).get("input"),
                 "output_per_mtok": (r["prices"] or {}).get("output"),
+                "audio_input_per_mtok": (r["prices"] or {}).get("input_audio"),
+                "audio_output_per_mtok": (r["prices"] or {}).get("output_audio"),
             }
         )
 
 
-def _model_table(rows: list[dict[str, Any]]) -> None:
+def _model_table(rows: list[dict[str, Any]], rates_of: str = "") -> None:
+    """The models as a table; ``rates_of="audio"`` (``--modality audio``) shows the audio input and output rates
+    in place of the text ones, and "?" where the price data has no audio rate (never the text rate in silence)."""
+    rule_of, (rate_in, rate_out) = (
+        ("audio", ("input_audio", "output_audio")) if rates_of else ("image", ("input", "output"))
+    )
+    prefix = "audio " if rates_of else ""
     columns = (
         Column("model", fold=True, min_width=16),
         Column("provider", priority=3),
         Column("takes", priority=5),
-        Column("image rule", fold=True, priority=1, min_width=16),
-        Column("in $/1M", numeric=True),
-        Column("out $/1M", numeric=True),
+        Column(f"{rule_of} rule", fold=True, priority=1, min_width=16),
+        Column(f"{prefix}in\n$/1M" if prefix else "in $/1M", numeric=True),
+        Column(f"{prefix}out\n$/1M" if prefix else "out $/1M", numeric=True),
         Column("context", numeric=True, priority=4),
         Column("retired", priority=6),
     )
     cells = []
     for r in rows:
-        rule = r["rules"].get("image")
+        rule = r["rules"].get(rule_of)
+        prices = r["prices"] or {}
         cells.append(
             [
                 r["model"],
                 r["provider"],
                 ",".join(m for m in r["takes"] if m != "text"),
                 f"{rule['rule']} ({rule['label']})" if rule else "",
-                r["prices"].get("input", "?") if r["prices"] else "?",
-                r["prices"].get("output", "") if r["prices"] else "",
+                prices.get(rate_in, "?"),
+                prices.get(rate_out, "" if rate_out == "output" or "audio" not in r.get("outputs", []) else "?"),
                 fmt_num(r["context_window"]) if r["context_window"] else "",
                 r["retired"] or "",
             ]
         )
     print_table(columns, [[_escape(cell) for cell in row] for row in cells])
-    if any(not r["prices"] for r in rows):
-        console().print("[dim]? no price known (see price_error in --json)[/]")
+    if any(not r["prices"] or (rates_of and rate_in not in r["prices"]) for r in rows):
+        console().print(f"[dim]? no {prefix}price known (see price_error and no_rate in --json)[/]")
 
 
 def _escape(text: str) -> str:

@@ -11,6 +11,7 @@ from mmtok.cli.common import (
     Column,
     console,
     csv_writer,
+    err_console,
     fmt_num,
     print_error,
     print_json_line,
@@ -23,7 +24,7 @@ from mmtok.errors import MmtokError
 if TYPE_CHECKING:
     from mmtok.budgets.pricing import Quote
 
-OUTPUT_KINDS = ("output", "output_audio")  # as mmtok.budgets.pricing.quote says (not imported at start-up)
+OUTPUT_KINDS = ("output", "output_audio", "output_image")  # as mmtok.budgets.pricing.quote says (not imported)
 
 MODALITY_COLUMNS = ("text", "image", "audio", "video")
 CSV_FIELDS = [
@@ -65,6 +66,7 @@ class Output:
         self.repeats: dict[tuple[str, str], int] = {}
         self.failures = 0
         self.over_budget = 0
+        self.cache_notes: list[str] = []  # a body's prompt-cache marks: written tokens and their read price
 
     def error(self, error: MmtokError | str, *, item: str = "", model: str = "", json: bool = True) -> None:
         self.failures += 1
@@ -95,6 +97,8 @@ class Output:
                 self.warned.add(warning)
                 print_warning(warning)
         self._gate(quote)
+        if quote.cache is not None and quote.cache.kind != "automatic":  # automatic caching: in --json only
+            self.cache_notes.append(f"{quote.item} on {quote.model}: {quote.cache.working}")
         if quote.model not in self.models:
             self.models.append(quote.model)
         if self.json_out:
@@ -123,6 +127,9 @@ class Output:
                 print_error(_naming(f"{reason} (and {count - REPEATS_SHOWN:,} more inputs the same)", "", model))
         if not self.json_out and not self.writer and self.table:  # nothing priced: the error lines say why
             _print_table(self.table, self.models)
+        if not self.json_out:  # beside a CSV on stdout, on stderr
+            for note in dict.fromkeys(self.cache_notes):
+                (err_console() if self.writer else console()).print(f"[dim]prompt cache: {_escape(note)}[/]")
 
 
 def _naming(message: str, *names: str) -> str:
@@ -162,7 +169,7 @@ def money(value: Decimal) -> str:
     return f"{value:.6f}" if value < 1 else f"{value:,.4f}"
 
 
-LABEL_MARKS = {"exact": "", "documented": " d", "upper bound": " ≤", "estimate": " ~"}
+LABEL_MARKS = {"exact": "", "documented": " d", "upper bound": " ≤", "estimate": " ~", "lower bound": " ≥"}
 
 
 WORKING_MIN_WIDTH = 30  # narrower than this, the working is printed under the table, one line per quote

@@ -218,9 +218,11 @@ def test_the_daily_budget_refuses_once_spent_and_the_sdk_does_not_retry(upstream
     ledger = tmp_path / "calls.sqlite"
     with running_proxy(url, ledger, budget_usd_per_day=Decimal("0.003")) as proxy:
         client = openai.OpenAI(api_key=KEYS["openai"], base_url=proxy + "/v1", max_retries=3)
-        client.chat.completions.create(model="gpt-4o", messages=image_message())  # ~$0.0023 billed
+        # bounded at 50 output tokens (~$0.0025 predicted, ~$0.0023 billed): a body without a limit is bounded at
+        # the model's maximum output (16,384 tokens, $0.16) and would not fit the day at all
+        client.chat.completions.create(model="gpt-4o", messages=image_message(), max_tokens=50)
         with pytest.raises(openai.RateLimitError, match="daily budget"):
-            client.chat.completions.create(model="gpt-4o", messages=image_message())
+            client.chat.completions.create(model="gpt-4o", messages=image_message(), max_tokens=50)
     assert len(state.requests) == 1  # refused before sending, and not retried (x-should-retry: false)
     assert [r.outcome for r in rows(ledger)] == ["ok", "refused"]
 

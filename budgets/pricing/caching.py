@@ -97,7 +97,9 @@ def written_plan(tokens_by_ttl: dict[str, int], rates: dict[str, Decimal]) -> Ca
     cost = sum((n * write_rate(rates, ttl)[0] / MILLION for ttl, n in tokens_by_ttl.items()), Decimal(0))
     tokens = sum(tokens_by_ttl.values())
     rate, where = read_rate(rates)
-    lifetimes = " and ".join(f"{n:,} for {TTL_WORDS[ttl]}" for ttl, n in tokens_by_ttl.items() if n)
+    kept = {ttl: n for ttl, n in tokens_by_ttl.items() if n}
+    lifetimes = " and ".join(f"{n:,} for {TTL_WORDS[ttl]}" for ttl, n in kept.items())
+    lifetimes = f"for {TTL_WORDS[next(iter(kept))]}" if len(kept) == 1 else lifetimes
     working = (
         f"{tokens:,} tokens written to the prompt cache ({lifetimes}), priced at the write rate on this first call; "
         f"a repeat within the lifetime reads them at ${rate}/1M ({where}): ${_usd(tokens * rate / MILLION)}"
@@ -107,7 +109,8 @@ def written_plan(tokens_by_ttl: dict[str, int], rates: dict[str, Decimal]) -> Ca
 
 def below_minimum(tokens: int, minimum: int, model: str) -> CachePlan:
     working = (
-        f"the cached prefix holds {tokens:,} tokens, under {model}'s minimum of {minimum:,}: Anthropic processes it "
+        f"the cached prefix holds {tokens:,} token{'s' if tokens != 1 else ''}, under {model}'s minimum of "
+        f"{minimum:,}: Anthropic processes it "
         f"without caching ({ANTHROPIC_PAGE}, read {READ}); priced as plain input"
     )
     return CachePlan("not cached", tokens, Decimal(0), Decimal(0), working, "documented")

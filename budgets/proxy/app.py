@@ -183,6 +183,9 @@ class Proxy:
         key = attribution.key_of(request.headers, request.query_params)
         record.key_fingerprint = attribution.fingerprint(key, self.salt)
         prediction = await quoting.predict_async(payload, where, self.config, content)
+        if prediction.invalid:  # a value the provider refuses: its own 400, and the call is never sent
+            prediction.fill(record)
+            return await self._refuse(record, where, Refusal(400, prediction.invalid, "invalid_value"), started)
         content, extra = await self._shrink(payload, where, prediction, record, content)
         prediction.fill(record)
         refusal = await self._limits(where, prediction, record)

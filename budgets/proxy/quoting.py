@@ -6,6 +6,7 @@ kind, geometry, settings and hash, never its content)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -13,7 +14,7 @@ from typing import Any
 
 from mmtok.budgets.ledger import Record
 from mmtok.budgets.proxy.config import ProxyConfig
-from mmtok.budgets.proxy.providers import Route
+from mmtok.budgets.proxy.providers import COUNT_APIS, Route
 from mmtok.errors import MmtokError
 
 # The body shape each API's requests have, for the reader: the counting endpoints take their API's body.
@@ -39,14 +40,16 @@ class Prediction:
     problem: str = ""  # why the prediction is missing or incomplete
     parts: list[dict[str, Any]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    invalid: str = ""  # a value the provider refuses (HTTP 400): the proxy answers so without sending the call
+    limits: list[str] = field(default_factory=list)  # provider limits the request breaks (it will be refused)
 
     def fill(self, record: Record) -> None:
         record.model = self.model
         record.parts, record.settings = self.parts, self.settings
         record.predicted, record.predicted_input = self.tokens, self.input_tokens
         record.predicted_cost, record.predicted_label = self.cost, self.label
-        if self.problem:
-            record.message = "; ".join(m for m in (record.message, f"prediction: {self.problem}") if m)
+        said = [f"prediction: {self.problem}" if self.problem else "", *(f"provider limit: {m}" for m in self.limits)]
+        record.message = "; ".join(m for m in (record.message, *said) if m)
 
     def headers(self) -> dict[str, str]:
         """What the proxy says about the call in its answer's headers."""
@@ -94,20 +97,26 @@ def predict(payload: dict[str, Any], where: Route, config: ProxyConfig) -> Predi
     """The prediction for one call (never raises for a bad body: the problem is said in the prediction)."""
     from mmtok.budgets.pricing import Options, quote_request, resolve
     from mmtok.media.remote import UrlPolicy
-    from mmtok.request import Policy, measuring, parse_body
+    from mmtok.request import InvalidBody, OutputAsk, Policy, measuring, parse_body
 
     body = _body(payload, where)
     try:
         request = parse_body(body, api=BODY_APIS.get(where.api, where.api), source=where.upstream_path)
     except MmtokError as e:
         return Prediction(where.model or _model(body), problem=str(e))
+    if where.api in COUNT_APIS:  # a counting call generates nothing, and its output settings are not sent on
+        request = dataclasses.replace(request, invalid=(), output=OutputAsk())
     prediction = Prediction(where.model or request.model, settings=_settings(request))
     policy = Policy(urls=UrlPolicy(read=config.read_urls, allow_private=config.allow_private))
     try:
         model = resolve(prediction.model or "", config.prices)
         with measuring(request.parts, policy) as measured:
             prediction.parts = [part_shape(m) for m in measured]
-            quote = quote_request(request, measured, model, Options())
+            quote = quote_request(request, measured, model, Options(), output_given=where.api in COUNT_APIS)
+    except InvalidBody as e:
+        prediction.invalid = "; ".join(str(p) for p in e.problems)
+        prediction.problem = str(e)
+        return prediction
     except MmtokError as e:
         prediction.problem = str(e)
         return prediction
@@ -126,6 +135,14 @@ def fill_from_quote(prediction: Prediction, quote: Any) -> None:
     prediction.cost, prediction.label = quote.total_cost, quote.label
     prediction.complete = quote.complete
     prediction.problem = "; ".join(quote.missing)
+    from mmtok.budgets.pricing.quote import OUTPUT_KINDS
+
+    prediction.limits = list(quote.limits)
+    output = next((ln for ln in quote.lines if ln.modality in OUTPUT_KINDS), None)
+    if output is not None:
+        prediction.settings["output_bound"] = output.working
+    if quote.cache is not None:
+        prediction.settings["cache"] = quote.cache.to_dict()
 
 
 async def predict_async(payload: dict[str, Any], where: Route, config: ProxyConfig, content: bytes) -> Prediction:
@@ -146,11 +163,15 @@ def _model(body: dict[str, Any]) -> str | None:
 
 
 def _settings(request: Any) -> dict[str, Any]:
+    ask = request.output
     settings = {
         "messages": request.messages,
         "max_output_tokens": request.max_output_tokens,
         "service_tier": request.service_tier,
         "media_resolution": request.media_resolution,
         "tools": request.tools,
+        "replies": ask.candidates if ask.candidates > 1 else None,
+        "output_modalities": list(ask.modalities) or None,
+        "thinking": ask.thinking or None,
     }
     return {k: v for k, v in settings.items() if v not in (None, 0)}

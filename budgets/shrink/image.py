@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mmtok.budgets.formats import NAMES, animation_refused, taken_formats
+from mmtok.budgets.pricing.limits import image_refused
+from mmtok.budgets.pricing.models import provider_of
 from mmtok.budgets.pricing import Model, image_token_count
 from mmtok.budgets.shrink import candidates as C
 from mmtok.budgets.shrink import pictures as P
@@ -52,6 +54,11 @@ def plan_image(
     else:
         plan = _plan_cheaper(job, model, bars, detail, crop, prices, written, slice_)
     animated_gif = job.decoded.source_format == "gif" and job.decoded.frames > 1
+    refused = image_refused(provider_of(model), job.width, job.height, job.media.size_bytes)
+    if plan.status == "kept" and refused:  # never keep an original the provider refuses: send the model's own view
+        fitted = _plan_lossless(job, model, detail, prices, written, taken)
+        plan = fitted if fitted.status != "kept" else plan
+        plan.notes.append(f"the original is refused by the provider: {refused}")
     if plan.status == "kept" and (not job.decoded.format_taken(taken) or (animated_gif and animation_refused(model))):
         return _converted(job, model, plan, written, taken, bars if not lossless else [], detail, prices)
     return plan

@@ -161,13 +161,35 @@ def _media(part: Part, source: Base64Bytes | RemoteFile | Path, policy: Policy, 
     if not head:
         raise MediaError(part.where, "empty: no bytes")
     fmt = image_format(head)
+    served = source.mime if isinstance(source, RemoteFile) else None
+    if served and served.startswith("image/") and fmt is None:
+        raise MediaError(part.where, _mismatch(served, head))
     notes = _declared(part, fmt, head)
     if fmt in FAST_IMAGE_FORMATS and source.size is not None:
         return _image(part, source, head, fmt, policy), notes
     data = source.read_all() if isinstance(source, RemoteFile) else source.read_all(policy.max_inline_bytes)
     copy = copies.path(f"part-{id(part):x}")
     copy.write_bytes(data)
-    return load(copy, max_pixels=policy.max_pixels), notes
+    media = load(copy, max_pixels=policy.max_pixels)
+    claimed = (
+        served if _is_media_type(served) else (part.ref.mime if part.ref and _is_media_type(part.ref.mime) else "")
+    )
+    if media.kind == "text" and (claimed or part.kind in ("image", "audio", "video", "document")):
+        raise MediaError(part.where, _mismatch(claimed or f"a {part.kind} part", head))
+    return media, notes
+
+
+MEDIA_TYPES = ("image/", "audio/", "video/", "application/pdf")
+
+
+def _is_media_type(mime: str | None) -> bool:
+    return bool(mime) and mime.startswith(MEDIA_TYPES)
+
+
+def _mismatch(claimed: str, head: bytes) -> str:
+    """A part (or a URL) that says it is a medium whose bytes are text: refused, never priced as a text prompt."""
+    said = f"served as {claimed}" if "/" in claimed else f"sent as {claimed}"
+    return f"{said}, but its bytes are not that (they start {_shape(head)}): not priced"
 
 
 def _image(part: Part, source: Base64Bytes | RemoteFile, head: bytes, fmt: str, policy: Policy) -> Image:
@@ -213,8 +235,10 @@ def _declared(part: Part, fmt: str | None, head: bytes) -> tuple[str, ...]:
 
 
 def _shape(head: bytes) -> str:
-    """How a file starts, without quoting its bytes: text, JSON, or binary."""
+    """How a file starts, without quoting its bytes: an HTML page, text, JSON, or binary."""
     sample = head[:64]
+    if any(mark in head[:1024].lower() for mark in (b"<!doctype html", b"<html", b"<head", b"<body")):
+        return "like an HTML page"
     if sample.lstrip()[:1] in (b"{", b"["):
         return "like JSON"
     try:
