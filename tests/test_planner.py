@@ -695,7 +695,7 @@ def test_breakpoint_sizes_are_each_models_own_where_its_price_changes(tmp_path, 
     providers = BREAKPOINT_MODELS[1:]
     assert len({tuple(sizes[m]) for m in providers}) == len(providers)  # each provider model its own
     assert sizes["gpt-4o"] == [512, 768]  # one 512-px tile; 768 px: the view of anything larger (2x2 tiles)
-    assert sizes["gemini-2.5-flash"] == [768, 1024]  # one 768-px tile (258 tokens, from 1 px up); 2x2 tiles
+    assert sizes["gemini-2.5-flash"] == [1024]  # 258 tokens at every size, as billed (issue 36): one price
     assert len(sizes["claude-sonnet-4-5"]) == MAX_BREAKPOINTS  # 28-px cells: 20 counts up to 1024 px, spread to 8
     evaluator = CalibrationEvaluator(spec, cache)
 
