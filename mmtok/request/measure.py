@@ -163,7 +163,7 @@ def _media(part: Part, source: Base64Bytes | RemoteFile | Path, policy: Policy, 
     fmt = image_format(head)
     served = source.mime if isinstance(source, RemoteFile) else None
     if served and served.startswith("image/") and fmt is None:
-        raise MediaError(part.where, _mismatch(served, head))
+        raise MediaError(part.where, _mismatch(f"served as {served}", head))
     notes = _declared(part, fmt, head)
     if fmt in FAST_IMAGE_FORMATS and source.size is not None:
         return _image(part, source, head, fmt, policy), notes
@@ -171,11 +171,10 @@ def _media(part: Part, source: Base64Bytes | RemoteFile | Path, policy: Policy, 
     copy = copies.path(f"part-{id(part):x}")
     copy.write_bytes(data)
     media = load(copy, max_pixels=policy.max_pixels)
-    claimed = (
-        served if _is_media_type(served) else (part.ref.mime if part.ref and _is_media_type(part.ref.mime) else "")
-    )
-    if media.kind == "text" and (claimed or part.kind in ("image", "audio", "video", "document")):
-        raise MediaError(part.where, _mismatch(claimed or f"a {part.kind} part", head))
+    if media.kind == "text":
+        claim = _claim(part, served)
+        if claim:
+            raise MediaError(part.where, _mismatch(claim, head))
     return media, notes
 
 
@@ -186,10 +185,20 @@ def _is_media_type(mime: str | None) -> bool:
     return bool(mime) and mime.startswith(MEDIA_TYPES)
 
 
-def _mismatch(claimed: str, head: bytes) -> str:
+def _claim(part: Part, served: str | None) -> str:
+    """What says a part is a medium: its server's media type, the body's declared one, or the part's own kind ("" for
+    none: a URL the user named may well be a text prompt)."""
+    declared = part.ref.mime if part.ref else None
+    if _is_media_type(served):
+        return f"served as {served}"
+    if _is_media_type(declared):
+        return f"declared {declared}"
+    return f"sent as a {part.kind} part" if part.kind in ("image", "audio", "video", "document") else ""
+
+
+def _mismatch(claim: str, head: bytes) -> str:
     """A part (or a URL) that says it is a medium whose bytes are text: refused, never priced as a text prompt."""
-    said = f"served as {claimed}" if "/" in claimed else f"sent as {claimed}"
-    return f"{said}, but its bytes are not that (they start {_shape(head)}): not priced"
+    return f"{claim}, but its bytes are not that (they start {_shape(head)}): not priced"
 
 
 def _image(part: Part, source: Base64Bytes | RemoteFile, head: bytes, fmt: str, policy: Policy) -> Image:
