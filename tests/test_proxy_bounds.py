@@ -62,7 +62,7 @@ def test_the_daily_budget_judges_the_bound_not_the_input(upstream, tmp_path):
     state, url = upstream
     ledger = tmp_path / "a.sqlite"
     with running_proxy(url, ledger, budget_usd_per_day=Decimal("0.01")) as proxy:
-        with pytest.raises(openai.RateLimitError, match=r"this request is predicted at \$0\.16"):
+        with pytest.raises(openai.RateLimitError, match=r"this request is bounded at \$0\.16"):
             _openai(proxy).chat.completions.create(model="gpt-4o", messages=HELLO)
         _openai(proxy).chat.completions.create(model="gpt-4o", messages=HELLO, max_tokens=100)  # $0.001 at most
     assert len(state.requests) == 1 and [r.outcome for r in _rows(ledger)] == ["refused", "ok"]

@@ -334,11 +334,14 @@ def test_gemini_usage_metadata_with_cache_thoughts_and_tools_as_documented():
 
 
 def test_gemini_image_output_is_not_priced_at_the_text_rate():
-    """candidatesTokensDetails itemises what the model produced; an image output rate mmtok does not know makes the
-    bill unpriced (said), never priced at the text output rate."""
+    """candidatesTokensDetails itemises what the model produced: image output at the image output rate (LiteLLM's
+    output_cost_per_image_token, $30 / 1M, where genai-prices has none); a rate mmtok does not know makes the bill
+    unpriced (said), never priced at the text output rate."""
     metadata = {"promptTokenCount": 10, "candidatesTokenCount": 1290, "totalTokenCount": 1300,
                 "candidatesTokensDetails": [{"modality": "IMAGE", "tokenCount": 1290}]}  # fmt: skip
     usage = usage_from_body("gemini-generate", {"usageMetadata": metadata})
     assert usage.output_by_modality == {"image": 1290}
+    cost = billed_cost("gemini-2.5-flash-image", usage)
+    assert cost == Decimal(1290) * 30 / 10**6 + Decimal(10) * Decimal("0.3") / 10**6  # the text rate: $2.50 / 1M
     with pytest.raises(PriceError, match="output image"):
-        billed_cost("gemini-2.5-flash-image", usage)
+        billed_cost("gemini-2.5-flash", usage)  # a model that makes no images: no image rate at all
