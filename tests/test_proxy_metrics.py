@@ -49,7 +49,7 @@ def test_metrics_count_each_call_as_the_ledger_records_it(upstream, tmp_path):
         list(client.chat.completions.create(model="gpt-4o", messages=image_message((512, 300)), max_tokens=50,
                                             stream=True))  # fmt: skip
         with pytest.raises(openai.BadRequestError):  # over --max-cost
-            client.chat.completions.create(model="gpt-4o", messages=image_message(), max_tokens=100_000)
+            client.chat.completions.create(model="gpt-4o", messages=image_message(), max_tokens=16_000)
         anthropic_client(proxy).messages.create(
             model="claude-sonnet-4-5", max_tokens=32, messages=[{"role": "user", "content": "Hello"}]
         )
