@@ -231,3 +231,21 @@ def test_anthropic_refuses_more_than_four_breakpoints_and_a_one_hour_mark_after_
     body = anthropic_messages(model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": blocks}])
     with pytest.raises(InvalidBody, match="at most 4 cache breakpoints, got 5"):
         price_request(body, at=AT)
+
+
+# ---------------------------------------------------------------------------------------------- the catalog
+def test_the_catalog_keeps_each_models_maximum_output_and_whether_it_reasons():
+    from mmtok.budgets.catalog import catalog
+
+    gpt4o, o3, sonnet = (catalog().get(name) for name in ("gpt-4o", "o3", "claude-sonnet-4-5"))
+    assert (gpt4o.max_output_tokens, o3.max_output_tokens, sonnet.max_output_tokens) == (16_384, 100_000, 64_000)
+    assert o3.reasoning and sonnet.reasoning and not gpt4o.reasoning
+    assert "audio" in catalog().get("gemini-2.5-flash-preview-tts").output_modalities  # it has an audio price
+
+
+def test_a_model_priced_from_litellms_map_has_no_audio_rate_in_silence(samples):
+    from mmtok.budgets.pricing import price
+
+    quote = price([samples / "speech.wav"], "deep-research-pro-preview-12-2025", text="hi", at=AT)
+    assert not quote.complete and "no audio input rate is known" in quote.missing[0]
+    assert "(LiteLLM's map gives none)" in quote.missing[0]

@@ -57,8 +57,10 @@ def _rate_text(
     if rate_name in card.inherited:
         if rate_name not in (same_rate or {}):
             words = AUDIO_RATE_WORDS[rate_name]
+            sources = "LiteLLM's map gives none" if card.source.startswith("LiteLLM") else (
+                f"{card.source} gives none, LiteLLM's map neither")  # fmt: skip
             raise UnknownRate(
-                f"no {words} rate is known for {card.model_ref} ({card.source} gives none, LiteLLM's map neither): "
+                f"no {words} rate is known for {card.model_ref} ({sources}): "
                 f"not priced at the text rate, which may be far below it; give the rate in a price sheet (--prices)"
             )
         where += f": one input price for every modality ({same_rate[rate_name]})"

@@ -6,9 +6,11 @@
 The body is read by :func:`mmtok.request.parse_body` (the one parser the CLI, shrink, the proxy and MCP use), its
 media measured once (:func:`mmtok.request.measuring`), then priced on each model by the same rules as files. The
 body's own settings apply: ``detail`` and ``media_resolution`` per part (on the provider the body is for: another
-provider's model gets its own default), ``service_tier`` flex or priority, and the output budget (``max_tokens``,
-``max_output_tokens``, ...) as the output's upper bound unless an output count is given. A part mmtok cannot count
-makes the quote incomplete with one line naming it, never a zero.
+provider's model gets its own default), ``service_tier`` flex or priority, ``cache_control`` marks (the prefix at the
+cache-write rate), and the output's upper bound (``output.py``: the body's limit or the model's maximum, times ``n`` /
+``candidateCount``, thinking where billed beside it, at the rate of the modalities asked) unless an output count is
+given. A value the provider refuses raises :class:`mmtok.request.InvalidBody`; a part mmtok cannot count makes the
+quote incomplete with one line naming it, never a zero.
 """
 
 from __future__ import annotations
