@@ -101,8 +101,13 @@ MEASURE_ANTHROPIC = typer.Option(None, "--anthropic-upstream")
 MEASURE_GEMINI = typer.Option(None, "--gemini-upstream")
 
 
+BATCH_INPUT = typer.Option(
+    None, "--batch-input", help="PATH is a batch's output file: the batch input it answers (paired by custom_id)."
+)
+
+
 def calibrate(
-    path: str = typer.Argument(..., help="The proxy's ledger: an SQLite file or a SQLAlchemy URL."),
+    path: str = typer.Argument(..., help="The proxy's ledger (an SQLite file or a SQLAlchemy URL), or a batch output."),
     out: Path | None = SHEET_OUT,
     prices: list[Path] = typer.Option([], "--prices", help="Price sheets the calls were priced with."),
     json_out: bool = typer.Option(False, "--json", help="The fits as one JSON object."),
@@ -111,6 +116,7 @@ def calibrate(
     openai_upstream: str | None = MEASURE_OPENAI,
     anthropic_upstream: str | None = MEASURE_ANTHROPIC,
     gemini_upstream: str | None = MEASURE_GEMINI,
+    batch_input: Path | None = BATCH_INPUT,
 ) -> None:
     """Fit each model's media rule to what its calls were billed (the rule's own parameters, or a new rule family
     where none fits), say where the bills disagree with the documented rule and by how much, and write the fitted
@@ -125,12 +131,40 @@ def calibrate(
     if out is not None:
         check_out_file(out, (".toml",))
     chosen = _sizes(sizes)
+    if batch_input is not None:
+        if measure:
+            raise typer.BadParameter("counts are recorded in a ledger: not with --batch-input", param_hint="--measure")
+        _from_batch(path, batch_input, prices, out, json_out)
+        return
     if measure:
         upstreams = {"openai": openai_upstream, "anthropic": anthropic_upstream, "gemini": gemini_upstream}
         _measure(path, measure, chosen, upstreams, prices)
     book = open_for_reading(path)
     calibration = fit(book.records(), prices=tuple(prices), source=book.where)
     report(calibration, out, json_out, book.where, lambda: report_skipped(book))
+
+
+def _from_batch(output: str, batch_input: Path, prices: list[Path], out: Path | None, json_out: bool) -> None:
+    """Fit to a batch's bills: its output paired with its input (``budgets/batch_results.py``), then fitted and
+    checked exactly as a ledger's calls are."""
+    from mmtok.budgets.batch_results import Pairing, batch_records, check_pair
+    from mmtok.budgets.calibrate import calibrate as fit
+
+    check_pair(output, batch_input)
+    pairing = Pairing()
+    calibration = fit(batch_records(output, batch_input, tuple(prices), pairing=pairing), prices=tuple(prices),
+                      source=f"{output} (batch results of {batch_input})")  # fmt: skip
+
+    def said() -> None:
+        for problem in pairing.problems:
+            print_error(problem)
+        if pairing.no_result or pairing.unmatched:
+            print_note(f"{pairing.no_result:,} request(s) without a result, {len(pairing.unmatched):,} result(s) "
+                       "without a request")  # fmt: skip
+        if pairing.problems:
+            raise typer.Exit(1)
+
+    report(calibration, out, json_out, calibration.source, said)
 
 
 def report(

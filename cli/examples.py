@@ -76,11 +76,12 @@ EXAMPLES: dict[str, tuple[Example, ...]] = {
     "ledger": (
         ("Spend, and predicted against billed", "mmtok ledger calls.sqlite"),
         ("An HTML report with figures", "mmtok ledger calls.sqlite --html report/"),
-        ("One CSV row per call", "mmtok ledger calls.sqlite --csv"),
+        ("Store a batch's bills in the ledger", "mmtok ledger import out.jsonl --batch-input in.jsonl --ledger l.db"),
     ),
     "calibrate": (
         ("Fit each model's rule to its bills", "mmtok calibrate calls.sqlite --out calibrated.toml"),
         ("The fits as JSON, for a script", "mmtok calibrate calls.sqlite --out calibrated.toml --json"),
+        ("Fit to a batch's results", "mmtok calibrate out.jsonl --batch-input in.jsonl --out batch.toml"),
     ),
     "mcp": (
         ("Serve the tools to a client that starts it", "mmtok mcp --root ~/work/app"),

@@ -34,7 +34,11 @@ def _checked_since(since: str | None) -> str | None:
 
 
 def ledger(
-    path: str = typer.Argument(..., help="The proxy's ledger: an SQLite file or a SQLAlchemy URL."),
+    path: str = typer.Argument(..., help="The proxy's ledger: an SQLite file or a SQLAlchemy URL; or import."),
+    output: str | None = typer.Argument(None, metavar="[OUTPUT]", help="import: a batch's output file."),
+    batch_input: Path | None = typer.Option(None, "--batch-input", help="import: the batch input OUTPUT answers."),
+    into: str | None = typer.Option(None, "--ledger", help="import: the ledger to store the batch's rows in."),
+    prices: list[Path] = typer.Option([], "--prices", help="import: price sheets to price the rows with."),
     json_out: bool = typer.Option(False, "--json", help="The report as one JSON object."),
     csv_out: bool = typer.Option(False, "--csv", help="One CSV row per call."),
     html: Path | None = typer.Option(None, "--html", help="Write an HTML report with figures to this folder."),
@@ -42,8 +46,14 @@ def ledger(
     by: str | None = typer.Option(None, "--by", help="Spend per key, model, day or tag:NAME (e.g. tag:team)."),
 ) -> None:
     """Report a proxy's ledger: spend per day and model, savings from shrink, and predicted against billed tokens
-    per model and modality (errors and worst cases); with --by, spend per key, model, day or tag."""
+    per model and modality (errors and worst cases); with --by, spend per key, model, day or tag. `mmtok ledger
+    import OUTPUT --batch-input INPUT --ledger L` stores a batch's results as rows (cli/ledger_import.py)."""
     from mmtok.budgets.proxy import report
+    from mmtok.cli.ledger_import import check_import_args, import_batch
+
+    if check_import_args(path, output, batch_input, into):
+        import_batch(output or "", batch_input or Path(), into or "", tuple(prices), json_out)
+        return
 
     one_output_format(json_out, csv_out)
     since = _checked_since(since)
