@@ -48,6 +48,7 @@ from mmtok.budgets.ledger import Record
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MAX_MODELS = 100  # model label values per process; more fold into "other"
 MAX_MODEL_CHARS = 80
+MAX_USD = 10**9  # one call's cost above this is an absurd figure (the ledger keeps and flags it), not counted here
 UPSTREAM_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 ADDED_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 OUTPUT = "output"
@@ -138,9 +139,9 @@ class Metrics:
         if record.outcome != "refused":
             costs["predicted"] = record.predicted_cost
         for kind, amount in costs.items():
-            if amount:
+            if amount and 0 < amount < MAX_USD:  # an absurd bill (flagged in the ledger) would end the counter
                 self._child(self.cost, provider, model, kind).inc(float(amount))
-        if record.saved_cost:
+        if record.saved_cost and 0 < record.saved_cost < MAX_USD:
             self._child(self.saved, provider, model).inc(float(record.saved_cost))
         if record.upstream_ms is not None:
             self._child(self.upstream, provider).observe(record.upstream_ms / 1000)
