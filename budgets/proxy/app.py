@@ -104,7 +104,7 @@ class Proxy:
         if rules:
             self.budgets = Budgets(rules, ledger, self.instance, self.config.reservation_ttl_s)
         await asyncio.to_thread(warm, self.config)  # what the first call would load, loaded before ready
-        warm_loop()
+        await warm_loop()
         if self._given_client is not None:
             self.clients = [self._given_client]
         else:

@@ -55,9 +55,13 @@ def warm(config: ProxyConfig) -> None:
             log.debug("warming %s: %s", path, e)
 
 
-def warm_loop() -> None:
-    """In the event loop: what the first upstream request would set up (httpcore's pool makes an anyio Event,
-    whose first use loads anyio's asyncio backend: ~60 ms)."""
+async def warm_loop() -> None:
+    """In the event loop: what the first upstream request would set up. httpcore's pool makes an anyio Event, whose
+    first use loads anyio's asyncio backend (~60 ms); connecting resolves the host on the loop's resolver threads,
+    started on first use (a numeric address here: nothing is looked up on the network)."""
+    import socket
+
     import anyio
 
     anyio.Event().set()
+    await anyio.getaddrinfo("127.0.0.1", 443, type=socket.SOCK_STREAM)
