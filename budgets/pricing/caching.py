@@ -53,8 +53,21 @@ class CachePlan:
     tokens: int
     cost: Decimal  # the tokens as this quote prices them (written, or at the input rate)
     read_cost: Decimal  # the same tokens read from the cache by a repeat
-    working: str
+    said: str | tuple[str, Decimal]  # the working, or (provider, cached rate) of an automatic plan, worded on demand
     label: str = "upper bound"
+
+    @property
+    def working(self) -> str:
+        """For people: what is written (or readable), the rates, and the page they come from."""
+        if isinstance(self.said, str):
+            return self.said
+        provider, cached = self.said  # automatic caching: worded only when shown (most quotes never are)
+        page = OPENAI_PAGE if provider == "openai" else GEMINI_PAGE
+        who = "OpenAI" if provider == "openai" else "Gemini (implicit caching)"
+        return (
+            f"{who} caches prompts of {AUTOMATIC_MINIMUM:,} tokens or more by itself, at no extra cost ({page}, read "
+            f"{READ}): a repeat reads up to these {self.tokens:,} input tokens at ${cached}/1M: ${_usd(self.read_cost)}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -122,14 +135,8 @@ def automatic_plan(provider: str, input_tokens: int, rates: dict[str, Decimal]) 
     cached = rates.get("cache_read")
     if input_tokens < AUTOMATIC_MINIMUM or cached is None or cached >= rates["input"]:
         return None
-    page = OPENAI_PAGE if provider == "openai" else GEMINI_PAGE
-    who = "OpenAI" if provider == "openai" else "Gemini (implicit caching)"
     read_cost = input_tokens * cached / MILLION
-    working = (
-        f"{who} caches prompts of {AUTOMATIC_MINIMUM:,} tokens or more by itself, at no extra cost ({page}, read "
-        f"{READ}): a repeat reads up to these {input_tokens:,} input tokens at ${cached}/1M: ${_usd(read_cost)}"
-    )
-    return CachePlan("automatic", input_tokens, input_tokens * rates["input"] / MILLION, read_cost, working)
+    return CachePlan("automatic", input_tokens, input_tokens * rates["input"] / MILLION, read_cost, (provider, cached))
 
 
 def _usd(value: Decimal) -> str:

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mmtok.media.types import Image
+
 MB = 1_000_000
 READ = "2026-12-05"
 
@@ -74,16 +76,42 @@ def base64_bytes(size: int) -> int:
     return 4 * math.ceil(size / 3)
 
 
-def broken_limits(
-    provider: str, model: str, pictures: Sequence[Picture], request_bytes: int | None = None
-) -> list[str]:
-    """One line per limit of ``provider`` the request breaks: what, the limit and its source, and the remedy."""
+def broken_limits(provider: str, model: str, attachments: Sequence[Any], request_bytes: int | None = None) -> list[str]:
+    """One line per limit of ``provider`` the request of ``attachments`` (a quote's: ``name``, ``item``) breaks: what,
+    the limit and its source, and the remedy. ``request_bytes``: the body's length as sent (None: the media's base64,
+    as a file request is sent)."""
     rules = LIMITS.get(provider)
-    if rules is None:
+    if rules is None or _clearly_within(rules, attachments, request_bytes):
         return []
+    pictures = pictures_of(attachments)
+    if request_bytes is None and rules.request_bytes is not None:
+        request_bytes = sent_bytes(attachments)
     found = [*_per_image(rules, pictures), *_per_request(rules, pictures, request_bytes)]
     remedy = f"mmtok shrink -m {model}" if any(kind == "image" for kind, _ in found) else "send fewer or smaller parts"
     return [f"{what} ({rules.source}, read {READ}): the provider refuses it; {remedy}" for _, what in found]
+
+
+def _clearly_within(rules: ProviderLimits, attachments: Sequence[Any], request_bytes: int | None) -> bool:
+    """One pass over the attachments that is true when no limit can be near (most requests): the lines are only
+    worded where one may be broken. Every test here is looser than the limit it stands for."""
+    images = largest_side = largest = total = 0
+    for attachment in attachments:
+        item = attachment[1]
+        size = getattr(item, "size_bytes", None) or 0
+        total += size
+        if type(item) is Image:
+            images += 1
+            largest_side = max(largest_side, item.width, item.height)
+            largest = max(largest, size)
+    sent = total * 4 // 3 + 4 * len(attachments)  # more than the base64 of every part
+    edge = min(e for e in (rules.max_edge_px, rules.many_images_edge_px, 1 << 30) if e is not None)
+    return (
+        largest_side <= edge
+        and (rules.max_images is None or images <= rules.max_images)
+        and (rules.image_base64_bytes is None or largest * 4 // 3 + 4 <= rules.image_base64_bytes)
+        and (rules.images_bytes is None or sent <= rules.images_bytes)
+        and (rules.request_bytes is None or max(request_bytes or 0, sent) <= rules.request_bytes)
+    )
 
 
 def image_refused(provider: str, width: int, height: int, size_bytes: int | None) -> str:
@@ -125,13 +153,7 @@ def _per_request(
 
 def pictures_of(attachments: Sequence[Any]) -> list[Picture]:
     """The images among a quote's attachments (``name``, ``item``), with their pixels and bytes."""
-    from mmtok.media import Image
-
-    return [
-        Picture(a[0], a[1].width, a[1].height, getattr(a[1], "size_bytes", None))
-        for a in attachments
-        if isinstance(a[1], Image)
-    ]
+    return [Picture(a[0], a[1].width, a[1].height, a[1].size_bytes) for a in attachments if type(a[1]) is Image]
 
 
 def sent_bytes(attachments: Sequence[Any]) -> int:

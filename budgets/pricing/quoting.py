@@ -15,7 +15,7 @@ from mmtok.budgets.formats import format_warning
 from mmtok.budgets.money import MILLION, RateCard, plain
 from mmtok.budgets.pricing import caching as C
 from mmtok.budgets.pricing.counts import Attachment, count_parts
-from mmtok.budgets.pricing.limits import broken_limits, pictures_of, sent_bytes
+from mmtok.budgets.pricing.limits import broken_limits
 from mmtok.budgets.pricing.models import INPUT_RATES, Model, provider_of, rate_card
 from mmtok.budgets.pricing.options import Options
 from mmtok.budgets.pricing.quote import Line, Quote
@@ -133,8 +133,7 @@ def make_quote(
             missing.append(f"output: {e}")
     if plan is None and "input" in tier.rates and provider_of(model) in ("openai", "google"):
         plan = C.automatic_plan(provider_of(model), input_tokens, tier.rates)
-    limits = broken_limits(provider_of(model), model.asked, pictures_of(attachments),
-                           request_bytes if request_bytes is not None else sent_bytes(attachments))  # fmt: skip
+    limits = broken_limits(provider_of(model), model.asked, attachments, request_bytes)
     warnings += limits
     if card.request_fee:
         lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
