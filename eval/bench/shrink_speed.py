@@ -341,6 +341,7 @@ def hook_event(path: Path, project: Path, n: int = 0) -> dict[str, Any]:
 def agreement(kind: str, path: Path, out: Path) -> list[dict[str, Any]]:
     """Each model's answer by the path before issue 39 and by today's, and today's measured again in full."""
     from mmtok.budgets.shrink import make_bars, shrink_models
+    from mmtok.budgets.shrink.verify import measure_written
 
     bars = make_bars(None)
     earlier = list(shrink_models(path, AGREEMENT_MODELS, bars, out / "earlier", path.stem, reference=True))
@@ -358,7 +359,7 @@ def agreement(kind: str, path: Path, out: Path) -> list[dict[str, Any]]:
         row["earlier"], row["today"] = _summary(before), _summary(now)
         row["same"] = (before.tokens_after, before.action) == (now.tokens_after, now.action)
         row["same_or_cheaper"] = now.tokens_after <= before.tokens_after
-        row["remeasured"] = remeasure(full, now, bars)
+        row["remeasured"] = measure_written(now, bars, full)
         rows.append(row)
     return rows
 
@@ -368,30 +369,6 @@ def _full_job(path: Path) -> Any:
     from mmtok.budgets.shrink.job import ImageJob
 
     return ImageJob(path, mmtok.load(path), reference=True)
-
-
-def remeasure(job: Any, result: Any, bars: dict[str, Any]) -> dict[str, Any]:
-    """``result``'s written file measured again in full against the original, as the model sees each."""
-    from mmtok.budgets.pricing import resolve
-    from mmtok.budgets.shrink import candidates as C
-    from mmtok.budgets.shrink import ocr as O
-    from mmtok.budgets.shrink import pictures as P
-
-    if result.status == "kept":
-        return {"ok": True, "kept": True}
-    model = resolve(result.model)
-    out = P.decode_bytes(result.path.read_bytes())
-    original_view = C.view(model, job.width, job.height, None)
-    out_view = C.view(model, out.width, out.height, result.detail)
-    box, border = job.crop if "crop " in result.action and job.crop else (None, None)
-    seen = P.to_view(out, out_view.size, original_view.size, (job.width, job.height), box, border)
-    original = job.original_view(original_view.size)
-    measures: dict[str, float | None] = {"ssim": job.ssim(original, seen)[0]}
-    measures["recog"] = job.recog(("view", original_view.size), original, seen)[0]
-    if job.text_found:
-        measures["ocr"] = O.agreement(job.truth_text, O.read(P.resized(out, out_view.size), banded=False))
-    missed = [m for m, bar in bars.items() if m in measures and (measures[m] is None or not bar.met(measures[m]))]
-    return {"ok": not missed, "missed": missed, **{k: None if v is None else round(v, 4) for k, v in measures.items()}}
 
 
 # ------------------------------------------------------------------------------------------------------ summary
