@@ -26,7 +26,7 @@ from tests.upstream import Upstream, make_app, running_proxy, serve
 CALLS = 200
 BUDGET = Decimal("1.00")
 # The bodies raced: each call's bound is its output limit (or, without one, the model's maximum output).
-BODIES = {"max_tokens": {"max_tokens": 12_000}}
+BODIES = {"no output limit": {}, "max_tokens": {"max_tokens": 12_000}}
 
 
 # ---------------------------------------------------------------------------------------------- the reservations
