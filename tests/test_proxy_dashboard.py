@@ -16,11 +16,12 @@ from mmtok.budgets.ledger import open_ledger
 from mmtok.budgets.proxy.dashboard import SUMMARY_TTL_S, summary
 from mmtok.budgets.proxy.limits import budget_rules
 from tests.browser import Browser, artifact
+from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 from tests.test_proxy import anthropic_client, gemini_client, image_message, openai_client, rows
 from tests.upstream import Upstream, make_app, running_proxy, serve
 
 HOSTILE = '<img src=x onerror="document.title=1">'
-BUDGETS = {"budget_usd_per_day": Decimal("0.05"), "budgets": ("tag:team=0.01",)}
+BUDGETS = {"budget_usd_per_day": Decimal("1"), "budgets": ("tag:team=0.01",)}  # Gemini: bounded at ~$0.66
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def make_calls(proxy: str) -> None:
     for text in ("Write a tagline.", "Shorter, please."):
         ads.messages.create(model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": text}])
     google = gemini_client(proxy)  # held: the client closes its connections when collected
-    google.models.generate_content(model="gemini-2.5-pro", contents="Hello")
+    google.models.generate_content(model="gemini-2.5-pro", contents="Hello", config={"max_output_tokens": 64})
     with pytest.raises(openai.RateLimitError):  # over the day's budget for team=search
         search.chat.completions.create(model="gpt-4o", messages=image_message(), max_tokens=2000)
     with pytest.raises(openai.InternalServerError):
@@ -152,7 +153,25 @@ def test_the_summary_is_computed_from_the_ledger_and_cached_briefly(upstream, tm
         make_calls(proxy)
         served = httpx.get(proxy + "/mmtok/api/summary", timeout=10).json()
     store = open_ledger(ledger, read_only=True)
-    direct = summary(store, budget_rules(Decimal("0.05"), None, ("tag:team=0.01",)))
+    direct = summary(store, budget_rules(Decimal("1"), None, ("tag:team=0.01",)))
     for key in ("totals", "budgets", "by_model", "by_key", "by_tag", "accuracy", "recent"):
         assert served[key] == direct[key], key
     assert SUMMARY_TTL_S <= 2
+
+
+def test_the_summary_reads_a_postgresql_ledger_with_its_budget_counters(upstream, postgres_url):  # noqa: F811
+    _, url = upstream
+    with running_proxy(url, postgres_url, **BUDGETS) as proxy:
+        make_calls(proxy)
+        served = httpx.get(proxy + "/mmtok/api/summary", timeout=10).json()
+    store = open_ledger(postgres_url)
+    try:
+        records = list(store.records())
+        day = records[0].day
+        budgets = {row["scope"]: Decimal(row["spent"]) for row in served["budgets"]}
+        assert budgets["all"] == store.spend_on(day, "all") == sum((r.spend for r in records), Decimal(0))
+        assert budgets["tag:team=search"] == store.spend_on(day, "tag:team=search") > 0
+        assert all(Decimal(row["held"]) == 0 for row in served["budgets"])  # every call has ended
+        assert served["totals"]["calls"] == len(records) == 7
+    finally:
+        store.close()

@@ -146,3 +146,15 @@ def test_connections_over_the_cap_are_answered_503_at_once(proxy_for):
         except httpx.HTTPError:
             time.sleep(0.1)
     assert works(proxy.url)
+
+
+def test_every_proxy_flag_says_what_it_does():
+    import typer.main
+
+    from mmtok.cli.main import app
+
+    proxy = typer.main.get_command(app).commands["proxy"]
+    assert [p.name for p in proxy.params if not (getattr(p, "help", None) or "").strip()] == []
+    assert {"read_timeout", "max_connections", "anthropic_upstream", "gemini_upstream"} <= {
+        p.name for p in proxy.params
+    }
