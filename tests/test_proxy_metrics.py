@@ -3,7 +3,9 @@ bounded (never a key or a tag; unknown models folded into "other"), and one view
 
 from __future__ import annotations
 
+import tempfile
 from decimal import Decimal
+from pathlib import Path
 
 import anthropic
 import httpx
@@ -109,7 +111,9 @@ def test_model_labels_are_bounded_and_unknown_models_are_other():
 def test_every_worker_serves_the_metrics_of_all_of_them(upstream, tmp_path):
     _, url = upstream
     ledger = tmp_path / "calls.sqlite"
+    folders = set(Path(tempfile.gettempdir()).glob("mmtok-metrics-*"))
     proxy = ProxyProcess(url, ledger, "--workers", "2")
+    assert len(set(Path(tempfile.gettempdir()).glob("mmtok-metrics-*")) - folders) == 1  # the workers' folder
     body = {"model": "claude-sonnet-4-5", "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]}
     try:
         for _ in range(30):  # a new connection each: the kernel spreads them over the workers
@@ -123,6 +127,7 @@ def test_every_worker_serves_the_metrics_of_all_of_them(upstream, tmp_path):
                 scrapes.append(samples(client.get(proxy.url + "/mmtok/metrics", timeout=10).text))
     finally:
         assert proxy.stop() == 0
+    assert set(Path(tempfile.gettempdir()).glob("mmtok-metrics-*")) <= folders  # removed at exit
     workers = {r.instance for r in rows(ledger)}
     assert len(workers) == 2  # both served calls
     for found in scrapes:

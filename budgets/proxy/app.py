@@ -352,4 +352,5 @@ def create_app(config: ProxyConfig, client: httpx.AsyncClient | None = None, led
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
     app = Starlette(routes=[StarletteRoute("/{path:path}", proxy.handle, methods=methods)], lifespan=proxy.lifespan)
     app.state.proxy = proxy
+    app.middleware_stack = app.build_middleware_stack()  # built now, not by the first call (Starlette builds it lazily)
     return app
