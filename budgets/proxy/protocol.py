@@ -12,6 +12,12 @@ httptools protocol plus
   and the upstream's). Uvicorn's own ``limit_concurrency`` answers ``503`` only after reading a request, and counts
   idle connections too, so it is not used.
 
+Read against Uvicorn's settings and server-behaviour pages (https://www.uvicorn.org/settings/,
+https://www.uvicorn.org/server-behavior/, 2026-12-05) and its httptools protocol as installed (0.55): only
+``timeout_keep_alive`` (armed after a response, stopped by a request's first byte) and h11's
+``h11_max_incomplete_event_size`` bound a client there; httptools, the fast parser the proxy runs on, has no header
+limit of its own.
+
 Errors are JSON in OpenAI's error shape (the provider's shape where the path names one), as the app's own.
 The body's read timeout is the app's: it reads the body (:func:`mmtok.budgets.proxy.app.read_body`).
 """
