@@ -175,3 +175,33 @@ def test_the_summary_reads_a_postgresql_ledger_with_its_budget_counters(upstream
         assert served["totals"]["calls"] == len(records) == 7
     finally:
         store.close()
+
+
+class UnreadableLedger:
+    """A ledger whose database has gone: writes are taken, reads fail."""
+
+    where, salt, skipped = "postgresql://db.internal/mmtok", "salt", []
+
+    def write(self, records):
+        return []
+
+    def records(self, since=None):
+        raise OSError("connection refused")
+
+    def spend_on(self, day, scope="all"):
+        raise OSError("connection refused")
+
+    def close(self):
+        pass
+
+
+def test_a_ledger_that_cannot_be_read_is_a_503_the_page_shows(tmp_path):
+    from mmtok.budgets.proxy import ProxyConfig, create_app
+
+    config = ProxyConfig(ledger=str(tmp_path / "unused.sqlite"))
+    with serve(create_app(config, ledger=UnreadableLedger())) as proxy:
+        answer = httpx.get(proxy + "/mmtok/api/summary", timeout=10)
+        assert answer.status_code == 503 and "cannot read the ledger (OSError)" in answer.json()["error"]
+        with Browser() as browser:
+            page = browser.open(proxy + "/mmtok/", ready="!document.getElementById('problem').hidden")
+            assert "Cannot read the summary" in page.evaluate("document.getElementById('problem').textContent")

@@ -150,9 +150,19 @@ class Proxy:
         if request.method not in ("GET", "HEAD"):
             return error_response(None, 405, f"{request.method} {path}: the dashboard takes GET", "method")
         if path == "/mmtok/api/summary" and self.dashboard is not None:
-            return JSONResponse(await self.dashboard.summary(), headers=dashboard.SECURITY_HEADERS)
-        name = "dashboard.html" if path in ("/mmtok", "/mmtok/") else path.removeprefix("/mmtok/static/")
-        found = dashboard.static_file(name) if name == "dashboard.html" or path.startswith("/mmtok/static/") else None
+            try:
+                found = await self.dashboard.summary()
+            except Exception as e:  # the database is gone: the page says so and tries again
+                log.warning("dashboard: cannot read the ledger (%s: %s)", type(e).__name__, e)
+                found, status = {"error": f"cannot read the ledger ({type(e).__name__})"}, 503
+            else:
+                status = 200
+            return JSONResponse(found, status, headers=dashboard.SECURITY_HEADERS)
+        if path in ("/mmtok", "/mmtok/"):
+            found = dashboard.static_file("dashboard.html")
+        else:
+            name = path.removeprefix("/mmtok/static/")
+            found = dashboard.static_file(name) if path.startswith("/mmtok/static/") else None
         if found is None:
             return error_response(None, 404, f"unknown path {path} (the dashboard is at /mmtok/)", "unknown_path")
         content, media_type = found
