@@ -9,29 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
-import httpx2
-
+from mmtok.eval.tools import sdk_batches
+from mmtok.eval.tools.sdk_batches import gemini_file_rows, openai_batch_rows, write_jsonl
 from mmtok.samples import sample_path
-from tests.sdk_bodies import Capture, as_json, b64, data_url, gemini_generate, openai_chat, openai_responses
+from tests.sdk_bodies import as_json, b64, data_url, openai_chat, openai_responses
 
 PHOTO = sample_path("chelsea.jpg").read_bytes()
 SPEECH = sample_path("speech.wav").read_bytes()
 REPORT = (Path(__file__).parent / "data" / "report.pdf").read_bytes()
-ANTHROPIC_BATCH_REPLY = {
-    "id": "msgbatch_1", "type": "message_batch", "processing_status": "in_progress",
-    "request_counts": {"processing": 1, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
-    "created_at": "2026-12-05T00:00:00Z", "expires_at": "2026-12-06T00:00:00Z", "ended_at": None,
-    "archived_at": None, "cancel_initiated_at": None, "results_url": None,
-}  # fmt: skip
-GEMINI_BATCH_REPLY = {"name": "batches/1", "metadata": {"name": "batches/1", "model": "models/gemini-2.5-flash",
-                                                        "state": "BATCH_STATE_PENDING"}}  # fmt: skip
 QUESTION = "Describe what you are given in one sentence."
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    return path
 
 
 # ------------------------------------------------------------------------------------------------------ OpenAI
@@ -57,9 +43,8 @@ def openai_bodies() -> list[tuple[str, str, dict[str, Any]]]:
 
 def openai_batch(path: Path, bodies: list[tuple[str, str, dict[str, Any]]] | None = None) -> Path:
     """OpenAI's Batch input format (platform.openai.com/docs/guides/batch): one request per line."""
-    rows = [{"custom_id": cid, "method": "POST", "url": url, "body": body}
-            for cid, url, body in (bodies or openai_bodies())]  # fmt: skip
-    return write_jsonl(path, rows)
+    found = bodies or openai_bodies()
+    return write_jsonl(path, openai_batch_rows([(cid, url, json.dumps(body).encode()) for cid, url, body in found]))
 
 
 # --------------------------------------------------------------------------------------------------- Anthropic
@@ -80,13 +65,7 @@ def anthropic_requests() -> list[dict[str, Any]]:
 
 def anthropic_batch_body(requests: list[dict[str, Any]] | None = None) -> bytes:
     """The body ``client.messages.batches.create`` sends."""
-    import anthropic
-
-    capture = Capture(ANTHROPIC_BATCH_REPLY)
-    client = anthropic.Anthropic(api_key="sk-ant-test", http_client=capture.client(httpx2))
-    client.messages.batches.create(requests=requests or anthropic_requests())
-    assert capture.path == "/v1/messages/batches"
-    return capture.body
+    return sdk_batches.anthropic_batch_body(requests or anthropic_requests())
 
 
 # ------------------------------------------------------------------------------------------------------ Gemini
@@ -108,19 +87,10 @@ def gemini_batch_file(path: Path, model: str = "gemini-2.5-flash") -> Path:
     from google.genai import types
 
     config = types.GenerateContentConfig(max_output_tokens=200)
-    rows = [{"key": key, "request": as_json(gemini_generate(model, contents, config)[1])}
-            for key, contents in gemini_contents()]  # fmt: skip
-    return write_jsonl(path, rows)
+    return write_jsonl(path, gemini_file_rows(model, [(key, contents, config) for key, contents in gemini_contents()]))
 
 
 def gemini_inline_body(model: str = "gemini-2.5-flash") -> bytes:
     """The body ``client.batches.create(src=[...])`` sends for inline requests."""
-    from google import genai
-    from google.genai import types
-
-    capture = Capture(GEMINI_BATCH_REPLY)
-    client = genai.Client(api_key="g-test", http_options=types.HttpOptions(httpx_client=capture.client(httpx)))
     src = [{"contents": contents, "config": {"max_output_tokens": 200}} for _, contents in gemini_contents()]
-    client.batches.create(model=model, src=src, config={"display_name": "captions"})
-    assert capture.path.endswith(f"{model}:batchGenerateContent")
-    return capture.body
+    return sdk_batches.gemini_inline_body(model, src)

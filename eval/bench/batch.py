@@ -5,7 +5,7 @@ Run: ``python -m mmtok.eval.bench.batch [--lines 50000] [--mb 200] [--repeats 3]
 
 The file: OpenAI Batch input (``{"custom_id", "method", "url", "body"}`` per line) of ``--lines`` Chat Completions
 requests on gpt-4o-mini filling ``--mb`` MiB, each with its own prompt (a caption request naming its row, padded with
-words to the average line size) and its own small image inline as base64 (noise, 24-64 px, JPEG or PNG, as thumbnails
+words to the average line size) and its own small image inline as base64 (noise, 16-40 px, JPEG or PNG, as thumbnails
 in a captioning set are): no two requests share a quote. In one run, side by side,
 median of ``--repeats``, each in a fresh process: ``json.loads`` of every line read from the file line by line (the
 anchor: the least any reader of the lines does), and ``mmtok.price_batch`` of the file (read, parse every body,
@@ -39,10 +39,12 @@ def thumbnail(rng: Any, index: int) -> tuple[str, str]:
     import numpy as np
     from PIL import Image
 
-    w, h = int(rng.integers(24, 65)), int(rng.integers(24, 65))
+    w, h = int(rng.integers(16, 41)), int(rng.integers(16, 41))
     out = io.BytesIO()
-    fmt = "PNG" if index % 2 else "JPEG"
-    Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(out, fmt)
+    fmt = "PNG" if index % 4 == 0 else "JPEG"
+    Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(
+        out, fmt, **({"quality": 70} if fmt == "JPEG" else {})
+    )
     return f"image/{fmt.lower()}", base64.b64encode(out.getvalue()).decode()
 
 
@@ -151,6 +153,8 @@ def _summary(args: Any, sizes: dict[str, int], runs: dict[str, list[dict]], smal
     ])  # fmt: skip
     print_table("batch", ["path", "lines/s", "seconds", "peak MiB"], rows)
     return {"machine": machine(), "lines": args.lines, "bytes": sizes["full"], "repeats": args.repeats,
+            "mib": sizes["full"] / 2**20, "tenth_mib": sizes["tenth"] / 2**20,
+            "lines_per_s": {kind: args.lines / s for kind, s in seconds.items()},
             "workers": args.workers, "seconds": seconds, "vs_json_loads": ratio, "target_vs_json_loads":
             TARGET_VS_JSON, "peak_rss_mib": {"full": peak_full, "tenth": small["peak_rss_mib"]},
             "worker_peak_rss_mib": {"full": worker_peak, "tenth": small["worker_peak_rss_mib"]},

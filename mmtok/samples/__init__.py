@@ -21,6 +21,11 @@ def requests_dir() -> Path:
     return _DIR.parent / "requests"
 
 
+def batches_dir() -> Path:
+    """The sample batch files (made with each provider's SDK: ``python -m mmtok.eval.tools.sdk_batches``)."""
+    return _DIR.parent / "batches"
+
+
 def list_samples() -> list[str]:
     """File names of the shipped samples."""
     return sorted(p.name for p in _DIR.iterdir() if p.is_file() and not p.name.startswith("."))
