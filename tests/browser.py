@@ -178,8 +178,14 @@ class Page:
         self._pump(0.1)
         return list(self._errors)
 
+    def smallest_text_px(self) -> float:
+        """The font size, in CSS pixels, of the smallest visible text on the page."""
+        return self.evaluate(SMALLEST_TEXT_JS)
+
     def screenshot(self, path: Path, full_page: bool = True) -> Path:
-        """A PNG of the page (the whole scrolled height with ``full_page``) written to ``path``."""
+        """A PNG of the page (the whole scrolled height with ``full_page``) written to ``path``, with its smallest
+        text's size in pixels in the ``min_font_px`` text chunk (as :func:`mmtok.figures.save_png` writes figures),
+        so a page that shows the screenshot can be checked for legibility."""
         params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}
         if full_page:
             metrics = self.send("Page.getLayoutMetrics")
@@ -187,11 +193,38 @@ class Page:
             params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
         data = self.send("Page.captureScreenshot", **params)["data"]
         path.write_bytes(base64.b64decode(data))
+        _note_smallest_text(path, self.smallest_text_px())
         return path
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._stack.close()
+
+
+SMALLEST_TEXT_JS = """(() => {
+  let smallest = Infinity;
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const node = walker.currentNode, element = node.parentElement;
+    if (!node.textContent.trim() || !element || !element.getClientRects().length) continue;
+    const style = getComputedStyle(element);
+    if (style.visibility === "hidden" || style.display === "none") continue;
+    smallest = Math.min(smallest, parseFloat(style.fontSize));
+  }
+  return Number.isFinite(smallest) ? smallest : 0;
+})()"""
+
+
+def _note_smallest_text(path: Path, px: float) -> None:
+    from PIL import Image, PngImagePlugin
+
+    from mmtok.figures import MIN_FONT_KEY
+
+    info = PngImagePlugin.PngInfo()
+    info.add_text(MIN_FONT_KEY, f"{px:.1f}")
+    with Image.open(path) as image:
+        image.load()
+        image.save(path, pnginfo=info)
 
 
 class Browser:

@@ -69,7 +69,7 @@ def test_the_dashboard_shows_the_ledgers_numbers_in_a_real_browser_and_updates_l
     ledger = tmp_path / "calls.sqlite"
     with running_proxy(url, "calls.sqlite", **BUDGETS) as proxy:
         make_calls(proxy)
-        with Browser(width=1280, height=1000) as browser:
+        with Browser(width=900, height=1000) as browser:  # the docs show it about 700 px wide: text stays >= 9 px
             page = browser.open(proxy + "/mmtok/", ready="Number(document.body.dataset.updates) >= 1")
             records = rows(ledger)
             spend = sum((r.spend for r in records), Decimal(0))

@@ -124,7 +124,8 @@ function render(s) {
   setText("ok", count(t.ok), t.ok);
   setText("refused", count(t.refused), t.refused);
   setText("errors", count(t.errors), t.errors);
-  const ratio = Number(t.compared_billed) > 0 ? Number(t.compared_predicted) / Number(t.compared_billed) : null;
+  // Input tokens: what calibration is about (predicted costs are bounds, their output at the body's limit).
+  const ratio = Number(t.billed_input) > 0 ? Number(t.predicted_input) / Number(t.billed_input) : null;
   setText("ratio", ratio === null ? "–" : ratio.toFixed(2) + "×", ratio === null ? "" : ratio);
   setText("compared-predicted", usd(t.compared_predicted), t.compared_predicted);
   setText("compared-billed", usd(t.compared_billed), t.compared_billed);
