@@ -176,6 +176,14 @@ class _Run:
         """A batch file: its own quote and output (``cli/price_batch.py``)."""
         from mmtok.cli.price_batch import Gates, price_batch_file
 
+        options = self.options
+        ignored = [flag for flag, given in (("--output-tokens", self.output_given), ("--detail", options.detail),
+                   ("--batch/--tier", options.option != "standard"), ("--output-audio", options.output_audio),
+                   ("--cached-input-tokens", options.cached_input_tokens), ("--cache-write-tokens",
+                   options.cache_write_tokens)) if given]  # fmt: skip
+        if ignored:
+            print_warning(f"{job.label}: {', '.join(ignored)} not applied: a batch's requests are priced with their "
+                          "own settings, at batch rates")  # fmt: skip
         gates = Gates(self.out.max_cost, self.out.max_tokens, self.per_line)
         ok = price_batch_file(job.label, job.path, self.asked, gates, self.out.json_out, self.out.writer,
                               prices=self.prices, at=self.options.at, policy=self.reader.policy)  # fmt: skip

@@ -95,15 +95,9 @@ def shrink(
     if problem:
         print_error(problem)
         raise typer.Exit(2)
-    batches, batched = [p for p in local if _is_batch(p)], True
-    if batches:  # batch files: each a new batch file of the same format (cli/shrink_batch.py)
-        from mmtok.cli.shrink_batch import shrink_batches
-
-        batched = shrink_batches(batches, model, out, json_out, keep=[str(b) for b in bars.values()],
-                                 lossless=lossless, slice=slice_, prices=prices)  # fmt: skip
-        paths = [p for p in paths if _is_url(p) or Path(p) not in batches]
-        if not paths:
-            raise typer.Exit(0 if batched else 1)
+    paths, batched = _batch_files(paths, local, model, out, json_out, bars, lossless, slice_, prices)
+    if not paths:  # batch files alone
+        raise typer.Exit(0 if batched else 1)
     usable = _usable_models(model, prices, json_out) if model else []
     fallback = None if model else _usable_models([_configured_model()], prices, json_out)[0]  # for files
     options = {
@@ -118,10 +112,18 @@ def shrink(
         raise typer.Exit(2 if failures == MISSING_EXTRA else 1)
 
 
-def _is_batch(path: Path) -> bool:
-    from mmtok.cli.shrink_batch import is_batch_file
+def _batch_files(paths: list[str], local: list[Path], model: list[str], out: Path, json_out: bool, bars: dict,
+                 lossless: bool, slice_: bool, prices: list[Path]) -> tuple[list[str], bool]:  # fmt: skip
+    """Batch files among the inputs, each shrunk to a new batch file of the same format (cli/shrink_batch.py); the
+    other inputs, and whether the batches went well."""
+    from mmtok.cli.shrink_batch import is_batch_file, shrink_batches
 
-    return is_batch_file(path)
+    batches = [p for p in local if is_batch_file(p)]
+    if not batches:
+        return paths, True
+    ok = shrink_batches(batches, model, out, json_out, keep=[str(b) for b in bars.values()], lossless=lossless,
+                        slice=slice_, prices=prices)  # fmt: skip
+    return [p for p in paths if _is_url(p) or Path(p) not in batches], ok
 
 
 def _is_url(text: str) -> bool:

@@ -228,3 +228,12 @@ def test_worker_processes_give_the_same_quote_in_the_same_order(files, tmp_path,
     assert pooled.lines == alone.lines and pooled.errors == alone.errors and len(alone.lines) == 11
     assert pooled.totals == alone.totals and pooled.requests == alone.requests == 13
     assert [e.split(":")[0] for e in pooled.errors] == ["line 6", "line 13 (photo-1-0)"]
+
+
+def test_options_for_single_requests_are_said_not_to_apply_to_a_batch():
+    from mmtok.samples import batches_dir
+
+    result = CliRunner().invoke(app, ["price", str(batches_dir() / "openai.jsonl"), "--output-tokens", "5", "--batch"],
+                                env={"COLUMNS": "200"})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "--output-tokens, --batch/--tier not applied" in result.stderr
