@@ -21,7 +21,11 @@ from mmtok.errors import ConfigError
 METRICS: dict[str, tuple[str, str, str]] = {
     "ssim": (">=", "image", "SSIM against the original, both at the model's internal resolution"),
     "ocr": (">=", "image", "character agreement of RapidOCR reading the original's lines of text in the new image"),
-    "recog": (">=", "image", "cosine similarity of EfficientNet-Lite0's features of the original and the new image"),
+    "recog": (
+        ">=",
+        "image",
+        "cosine similarity of EfficientNet-Lite0's features of the original and the new image, its top class kept",
+    ),
     "wer": ("<=", "audio", "word error rate of the new audio's transcript against the original's (tiny.en, beam 5)"),
 }
 DEFAULT_BARS: dict[str, float] = {"ssim": 0.90, "recog": 0.91, "ocr": 0.98, "wer": 0.05}

@@ -7,10 +7,17 @@ and does not hold the candidate back; a bar that could not be measured (SSIM on 
 taken because an earlier bar failed) fails the candidate.
 
 The search walks a ladder ordered by tokens on the assumption that a larger rendition keeps at least as much as a
-smaller one. It starts where the answer is expected (where another model's search found the text still read, or
-where the original's text would be ``START_LINE_PX`` tall in the view), gallops from there (1, 2, 4 ... rungs) until
-the answer is bracketed, and bisects the bracket. A rung the OCR bar is known to fail (a larger scale already failed
-it) is not read. The chosen rendition has always been measured against every bar.
+smaller one. Where the original has text, reading a rendition is the cost (each of its lines recognised, about as
+long as reading the original), so the search predicts where the text is legible before reading anything: the
+cheapest rung at which the original's text (half its characters in lines at least this tall) is ``LEGIBLE_LINE_PX``
+tall in the view, or the rung just above the smallest scale another model's reading met the bar at, whichever is
+cheaper. That rung is read; met, the search steps down while rungs meet the bars (the prediction sits just above
+the height under which text is known to fail, so there is seldom a rung to read there); missed, it gallops up (1, 2,
+4 ... rungs) until one meets the bars and bisects the bracket. A prediction never accepts a rung: the chosen one has
+always been measured against every bar, and a rung the OCR bar is known to fail (a larger scale already failed it,
+or the original's lines would be under ``MIN_READ_LINE_PX`` there) is not read. Without text, the cheap measures
+alone decide, and the ladder is bisected. ``reference=True`` keeps the search before issue 39 for the benchmark's
+side-by-side: from the rung where the median line is ``START_LINE_PX`` tall, galloping down while rungs pass.
 """
 
 from __future__ import annotations
@@ -99,7 +106,7 @@ def _missed(out: Measured, bar: Bar) -> bool:
     value = out.values.get(bar.metric)
     if value is None:
         return not _not_applicable(out, bar.metric)
-    return not bar.met(value)
+    return not bar.met(value) or out.reasons.get(bar.metric, "").startswith("missed:")
 
 
 class LadderSearch:
@@ -169,14 +176,14 @@ class LadderSearch:
         return next((i for i, s in enumerate(scales) if s * line_px >= START_LINE_PX), len(scales) - 1), False
 
     def predicted(self) -> int | None:
-        """The cheapest rung at which the original's text is predicted legible (``ImageJob.legible``: each line's
-        height at the rung's scale), or above the smallest scale another model's reading met the bar at, whichever
+        """The cheapest rung at which the original's text is predicted legible (``ImageJob.legible``: its height at
+        the rung's scale), or above the smallest scale another model's reading met the bar at, whichever
         is cheaper; None: no text to predict from."""
         job, bar = self.job, self.ocr_bar
         if bar is None or not self.ladder or not job.text_found:
             return None
         n = len(self.ladder)
-        guess = next((i for i in range(n) if job.legible(self.scale(i), bar)), n - 1)
+        guess = next((i for i in range(n) if job.legible(self.scale(i))), n - 1)
         passed = job.smallest_passing_scale(self.box, bar, self.fmt)
         if passed is not None:
             guess = min(guess, next((i for i in range(n) if self.scale(i) >= passed - 1e-9), n - 1))
@@ -184,10 +191,10 @@ class LadderSearch:
 
     def cheapest_meeting(self) -> int | None:
         """The index of the cheapest rung that meets the bars (None: none does). Where the original has text, the
-        rung its lines are predicted legible at is measured first: met, it is the answer (the rung below was
-        predicted not to be); missed, the search gallops up (1, 2, 4 ... rungs), then bisects. Without text (the
-        cheap measures alone decide), the ladder is bisected. Rungs known to fail are skipped; the answer has
-        always been measured against every bar."""
+        rung its text is predicted legible at is measured first: met, the search steps down while rungs meet the
+        bars (the rungs just below are mostly known to fail: text under ``MIN_READ_LINE_PX``, not read); missed, it
+        gallops up (1, 2, 4 ... rungs), then bisects. Without text (the cheap measures alone decide), the ladder is
+        bisected. The answer has always been measured against every bar."""
         if self.job.reference:
             return self._galloped()
         n = len(self.ladder)
@@ -197,7 +204,7 @@ class LadderSearch:
             found = self._bisect(low, n)
         else:
             guess = max(guess, low)
-            found = guess if self.meets(guess) else self._gallop_up(guess + 1)
+            found = self._gallop_down(guess, low) if self.meets(guess) else self._gallop_up(guess + 1)
         if found is None and n and (n - 1) not in self.results:
             self.meets(n - 1)  # the largest rung is said, known to fail or measured
         return found

@@ -96,7 +96,7 @@ def plan_slices(
 
     fmt, suffix = written
     whole = as_is(model, (job.width, job.height), detail, prices)
-    as_sent = measure(job, whole, whole.view, None, None, bars, fmt)
+    as_sent = _as_sent(job, whole, bars, fmt)
     tried = [*tried, {"size": f"{job.width}x{job.height} as sent", "detail": detail, "tokens": whole.tokens,
                       **as_sent.shown(), "meets": as_sent.ok}]  # fmt: skip
     if as_sent.ok or whole.view.size == (job.width, job.height):
@@ -134,6 +134,17 @@ def sliced_region(job: ImageJob, crop: bool) -> Region:
         if found is not None:
             return found[0]
     return (0, 0, job.width, job.height)
+
+
+def _as_sent(job: ImageJob, whole: Any, bars: list[Bar], fmt: str) -> Measured:
+    """The original as the model sees it, against the bars; not read where the OCR bar is known to fail there (its
+    lines under what OCR reads at the view's scale)."""
+    ocr = next((bar for bar in bars if bar.metric == "ocr"), None)
+    known = job.known_failure(None, whole, ocr, fmt) if ocr is not None else None
+    if known is None:
+        return measure(job, whole, whole.view, None, None, bars, fmt)
+    others = {bar.metric: "not measured: the ocr bar is known to fail" for bar in bars if bar.metric != "ocr"}
+    return Measured({bar.metric: None for bar in bars}, {**others, "ocr": known}, ok=False)
 
 
 def slicings_for(

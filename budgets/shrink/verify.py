@@ -50,6 +50,7 @@ def _one(job: Any, result: ShrinkResult, metrics: set[str]) -> dict[str, float |
     from mmtok.budgets.shrink import ocr as O
     from mmtok.budgets.shrink import pictures as P
     from mmtok.budgets.shrink import recognition as R
+    from mmtok.budgets.shrink.job import class_changed
 
     model = resolve(result.model)
     out = P.decode_bytes(result.path.read_bytes())
@@ -64,7 +65,10 @@ def _one(job: Any, result: ShrinkResult, metrics: set[str]) -> dict[str, float |
         measures["ssim"] = 1.0 if same else P.ssim(original, seen) if min(original.size) >= 11 else None
     if "recog" in metrics:
         size = R.eval_size(*original.size)
-        measures["recog"] = 1.0 if same else R.similarity(R.look(original, size), R.look(seen, size))
+        before, after = R.look(original, size), R.look(seen, size)
+        measures["recog"] = 1.0 if same else R.similarity(before, after)
+        if not same and class_changed(before, after):
+            measures["recog"] = None  # the bar's other condition: the classifier's top class is the original's
     if "ocr" in metrics and job.text_found:
         measures["ocr"] = O.agreement(job.truth_text, O.read(P.resized(out, out_view.size), banded=False))
     return measures
