@@ -13,6 +13,7 @@ import hashlib
 import math
 import os
 import threading
+from collections import OrderedDict
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,13 +64,62 @@ def encoding(name: str) -> tiktoken.Encoding:
                 os.environ["TIKTOKEN_CACHE_DIR"] = previous
 
 
+class CountCache:
+    """Counts already made, by (rule, text), least recently used out first, bounded by the characters held: a batch
+    file's lines share system prompts, a chat's messages their roles, and each is tokenized once. The key is the
+    whole text and the rule, the only inputs of a count, so a hit is the count itself."""
+
+    def __init__(self, max_chars: int = 4 * 2**20, max_text_chars: int = 2**20) -> None:
+        self.max_chars = max_chars  # all the texts held (a str's memory is 1-4 bytes a character)
+        self.max_text_chars = max_text_chars  # a longer text is counted each time, never held
+        self.chars = 0
+        self._counts: OrderedDict[tuple[str, str], TokenCount] = OrderedDict()
+        self._lock = threading.Lock()  # the proxy prices large bodies on worker threads
+
+    def get(self, rule: str, text: str) -> TokenCount | None:
+        key = (rule, text)
+        with self._lock:
+            found = self._counts.get(key)
+            if found is not None:
+                self._counts.move_to_end(key)
+            return found
+
+    def put(self, rule: str, text: str, count: TokenCount) -> None:
+        if len(text) > self.max_text_chars:
+            return
+        with self._lock:
+            if (rule, text) in self._counts:
+                return
+            self._counts[(rule, text)] = count
+            self.chars += len(text)
+            while self.chars > self.max_chars:
+                (_, old), _ = self._counts.popitem(last=False)
+                self.chars -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+            self.chars = 0
+
+
+COUNTS = CountCache()
+
+
 def count_text(text: str, rule: str) -> TokenCount:
     """Tokens of ``text`` under a family's text rule.
 
     ``"o200k_base"`` / ``"cl100k_base"``: exact tiktoken count. ``"estimate:chars/4"``: Google's published rule of
     thumb (a token is about 4 characters). ``"estimate:<encoding>"``: that encoding's count, for providers whose
-    tokenizer is not public.
+    tokenizer is not public. Counts are kept (:data:`COUNTS`): a text seen before is not tokenized again.
     """
+    found = COUNTS.get(rule, text)
+    if found is None:
+        found = _count_text(text, rule)
+        COUNTS.put(rule, text, found)
+    return found
+
+
+def _count_text(text: str, rule: str) -> TokenCount:
     if rule.startswith("estimate:"):
         method = rule.split(":", 1)[1]
         if method == "chars/4":
