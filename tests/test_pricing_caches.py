@@ -30,3 +30,40 @@ def test_text_count_cache_is_bounded_by_the_characters_it_holds():
     assert cache.get("o200k_base", "00" * 15) is None  # the oldest dropped
     cache.put("o200k_base", "y" * 61, text._count_text("y", "o200k_base"))  # longer than a text it holds
     assert cache.get("o200k_base", "y" * 61) is None
+
+
+def test_quote_basis_is_kept_per_model_date_and_option_and_remade_with_new_price_data():
+    import datetime as dt
+
+    from mmtok.budgets import money
+    from mmtok.budgets.pricing import price_request, resolve
+    from mmtok.budgets.pricing.quoting import basis
+
+    model, other = resolve("gpt-4o-mini"), resolve("gpt-4o")
+    day, later = dt.date(2026, 12, 5), dt.date(2026, 12, 6)
+    kept = basis(model, day, "standard")
+    assert basis(model, day, "standard") is kept
+    made = {basis(model, day, "batch"), basis(model, later, "standard"), basis(other, day, "standard"), kept}
+    assert len(made) == 4  # each part of the key makes its own
+    assert basis(model, day, "batch").card.option == "batch"
+    body = {"model": "gpt-4o-mini", "max_tokens": 10, "messages": [{"role": "user", "content": "Hello there"}]}
+    before = price_request(body, at=day).to_dict()
+    money.forget()  # new price data: the card, and so the basis, is made again
+    assert basis(model, day, "standard") is not kept
+    assert price_request(body, at=day).to_dict() == before
+
+
+def test_quote_basis_raises_a_refused_output_afresh_each_time():
+    import pytest
+
+    from mmtok.budgets.pricing import price_request
+    from mmtok.errors import PriceError
+
+    body = {"model": "gpt-4o-mini", "max_tokens": 10, "modalities": ["text", "audio"],
+            "messages": [{"role": "user", "content": "Hello"}]}  # fmt: skip
+    raised = []
+    for _ in range(2):
+        with pytest.raises(PriceError, match="does not produce audio") as caught:
+            price_request(body)
+        raised.append(caught.value)
+    assert raised[0] is not raised[1] and str(raised[0]) == str(raised[1])

@@ -68,77 +68,159 @@ def _rate_text(
     return f"${rate}/1M {what} ({where}{option}{', ' + tier if tier else ''})"
 
 
-def _line_cost(
-    card: RateCard,
-    rates: dict[str, Decimal],
-    modality: str,
-    tokens: int,
-    quantity: float,
-    tier: str,
-    same_rate: dict[str, str],
-    cache: str = "",
-) -> tuple[Decimal, str]:
+ITEM_RATES = {"image": "image_input_per_image", "audio": "audio_input_per_second", "video": "video_input_per_second"}
+RATE_WORDS = {"input": "input tokens", "cache_read": "cached input tokens", "cache_write": "cache-write tokens"}
+Priced = tuple[str, Decimal, str]  # how a line is costed ("tokens": per million, "item": per image or second), the
+# rate, the rate in words
+
+
+class Basis:
+    """What quotes on one model, date and price option share, whatever the request: the rate card, its tiers in
+    words, the rates the provider documents as its text rate, each rate in words, the output's rate, the model's
+    warnings. Made once (:func:`basis`) and filled as rates are asked for, so a folder, a batch file or a proxy's
+    calls word each rate once; every entry depends only on what the key (model, date, option) and the card fix."""
+
+    def __init__(self, model: Model, at: dt.date, card: RateCard) -> None:
+        self.model, self.at, self.card = model, at, card
+        self.provider = provider_of(model)
+        self.by_duration = "audio_input_per_second" in card.per_item
+        self.same_rate = same_input_rates(model) if card.inherited else {}
+        self.tier_texts = tuple(
+            f"tier > {t.above_input_tokens:,} input tokens" if t.above_input_tokens else "" for t in card.tiers
+        )
+        self.warnings = tuple(_model_warnings(model, card, at))
+        self._priced: dict[tuple[int, str, str], Priced | PriceError] = {}
+        self._outputs: dict[tuple[int, tuple[str, ...]], tuple[list[tuple[Decimal, str, str]]] | PriceError] = {}
+
+    def tier(self, input_tokens: int) -> int:
+        """The index of the tier a request of ``input_tokens`` is billed in (:meth:`RateCard.tier_for`)."""
+        tiers = self.card.tiers
+        chosen = 0
+        for index in range(1, len(tiers)):
+            if input_tokens > tiers[index].above_input_tokens:
+                chosen = index
+        return chosen
+
+    def priced(self, tier: int, modality: str, cache: str) -> Priced:
+        """How a line of ``modality`` is costed in ``tier`` (written to the prompt cache for ``cache``), or the
+        :class:`PriceError` that leaves it out."""
+        key = (tier, modality, cache)
+        found = self._priced.get(key)
+        if found is None:
+            try:
+                found = _priced(self.card, self.card.tiers[tier].rates, modality, self.tier_texts[tier],
+                                self.same_rate, cache)  # fmt: skip
+            except PriceError as e:
+                found = e
+            self._priced[key] = found
+        if isinstance(found, PriceError):
+            raise type(found)(*found.args)  # a new error each time: a raised one keeps its traceback
+        return found
+
+    def output(self, tier: int, modalities: tuple[str, ...]) -> list[tuple[Decimal, str, str]]:
+        """(rate, rate name, rate in words) of each modality the reply may hold, in ``tier``, or the error that
+        leaves the output out (:class:`UnknownRate`) or the request unpriced."""
+        key = (tier, modalities)
+        found = self._outputs.get(key)
+        if found is None:
+            try:
+                found = (_output_rates(self.model, self.card, tier, modalities, self.tier_texts[tier], self.same_rate),)
+            except PriceError as e:
+                found = e
+            self._outputs[key] = found
+        if isinstance(found, PriceError):
+            raise type(found)(*found.args)
+        return found[0]
+
+
+_BASES: dict[tuple[int, dt.date, str], Basis] = {}
+
+
+def basis(model: Model, at: dt.date, option: str) -> Basis:
+    """The :class:`Basis` of quotes on ``model`` at ``at`` under ``option``, made again where the rate card is no
+    longer the one it was made from (the price data was reloaded: ``money.forget``)."""
+    card = rate_card(model, at, option)
+    key = (id(model), at, option)
+    kept = _BASES.get(key)
+    if kept is not None and kept.model is model and kept.card is card:
+        return kept
+    if len(_BASES) >= 4096:
+        _BASES.clear()
+    made = _BASES[key] = Basis(model, at, card)
+    return made
+
+
+def _priced(
+    card: RateCard, rates: dict[str, Decimal], modality: str, tier: str, same_rate: dict[str, str], cache: str = ""
+) -> Priced:
     if cache and "input" in rates:  # written to the prompt cache: every modality at the write rate
         rate, where = C.write_rate(rates, cache)
         option = "" if card.option == "standard" else f", {card.option}"
         words = f"cache-write tokens ({C.TTL_WORDS[cache]}: {where}, {card.source} {card.model_ref}{option})"
-        return tokens * rate / MILLION, f"${plain(rate)}/1M {words}"
-    item_rate = card.per_item.get(
-        {"image": "image_input_per_image", "audio": "audio_input_per_second", "video": "video_input_per_second"}.get(
-            modality, ""
-        )
-    )
+        return "tokens", rate, f"${plain(rate)}/1M {words}"
+    item_rate = card.per_item.get(ITEM_RATES.get(modality, ""))
     if item_rate is not None:
-        cost = item_rate * Decimal(str(round(quantity, 6)))
         if modality == "image":
-            return cost, f"${item_rate}/image ({card.source})"
+            return "item", item_rate, f"${item_rate}/image ({card.source})"
         where = f"{card.source} {card.model_ref}"
-        return cost, f"${plain(item_rate * 60)}/minute of {modality}, billed by duration ({where})"
+        return "item", item_rate, f"${plain(item_rate * 60)}/minute of {modality}, billed by duration ({where})"
     rate_name = INPUT_RATES.get(modality, modality)
     rate = rates.get(rate_name)
     if rate is None:
         raise PriceError(f"{card.source}: {card.model_ref} has no {rate_name.replace('_', ' ')} rate")
-    what = {"input": "input tokens", "cache_read": "cached input tokens", "cache_write": "cache-write tokens"}
-    words = what.get(rate_name, f"{rate_name.replace('_', ' ')} tokens")
-    return tokens * rate / MILLION, _rate_text(card, rate, words, tier, rate_name, same_rate)
+    words = RATE_WORDS.get(rate_name, f"{rate_name.replace('_', ' ')} tokens")
+    return "tokens", rate, _rate_text(card, rate, words, tier, rate_name, same_rate)
 
 
 def make_quote(
-    model: Model, attachments: Sequence[Attachment], options: Options, label: str, request_bytes: int | None = None
+    model: Model,
+    attachments: Sequence[Attachment],
+    options: Options,
+    label: str,
+    request_bytes: int | None = None,
+    warnings: Sequence[str] = (),
+    missing: Sequence[str] = (),
 ) -> Quote:
     """The quote of ``attachments`` on ``model``. ``request_bytes``: the body's length as sent, for the provider's
-    request-size limit (file requests: their media as base64)."""
+    request-size limit (file requests: their media as base64). ``warnings`` and ``missing``: what the caller found
+    (a body's settings), said after the quote's own."""
     at = options.at or dt.date.today()
-    card = rate_card(model, at, options.option)
-    counted, missing, warnings = _counted_parts(model, attachments, options, "audio_input_per_second" in card.per_item)
-    input_tokens = sum(c.tokens for _, _, c, _, _ in counted)
-    tier = card.tier_for(input_tokens)
-    tier_text = f"tier > {tier.above_input_tokens:,} input tokens" if tier.above_input_tokens else ""
-    counted, plan = _cache_plan(model, counted, tier.rates)
+    shared = basis(model, at, options.option)
+    card = shared.card
+    counted, left_out, said = _counted_parts(model, attachments, options, shared.by_duration)
+    input_tokens = 0
+    for part in counted:
+        input_tokens += part[2].tokens
+    tier = shared.tier(input_tokens)
+    rates = card.tiers[tier].rates
+    counted, plan = _cache_plan(model, counted, rates)
     lines = []
-    same_rate = same_input_rates(model) if card.inherited else {}
     for name, modality, count, quantity, cache in counted:
         try:
-            cost, rate = _line_cost(card, tier.rates, modality, count.tokens, quantity, tier_text, same_rate, cache)
+            how, rate, words = shared.priced(tier, modality, cache)
         except PriceError as e:
-            missing.append(f"{name}: {e}")
+            left_out.append(f"{name}: {e}")
             continue
-        lines.append(Line(name, modality, count.tokens, cost, count.working, rate, count.label, cache))
-    if missing and not lines:
-        raise PriceError("; ".join(missing))  # nothing in the request can be priced: an error, not a zero
+        cost = count.tokens * rate / MILLION if how == "tokens" else rate * Decimal(str(round(quantity, 6)))
+        lines.append(Line(name, modality, count.tokens, cost, count.working, words, count.label, cache))
+    if left_out and not lines:
+        raise PriceError("; ".join(left_out))  # nothing in the request can be priced: an error, not a zero
     if options.output_tokens:
         try:
-            lines.append(_output_line(model, card, tier.rates, options, tier_text, same_rate))
+            lines.append(_output_line(model, shared, tier, options))
         except UnknownRate as e:
-            missing.append(f"output: {e}")
-    if plan is None and "input" in tier.rates and provider_of(model) in ("openai", "google"):
-        plan = C.automatic_plan(provider_of(model), input_tokens, tier.rates)
-    limits = broken_limits(provider_of(model), model.asked, attachments, request_bytes)
-    warnings += limits
+            left_out.append(f"output: {e}")
+    if plan is None and "input" in rates and shared.provider in ("openai", "google"):
+        plan = C.automatic_plan(shared.provider, input_tokens, rates)
+    limits = broken_limits(shared.provider, model.asked, attachments, request_bytes)
+    said += limits
     if card.request_fee:
         lines.append(Line("request", "request", 0, card.request_fee, "per-request fee", f"${card.request_fee}/request"))
-    warnings += _model_warnings(model, card, at, input_tokens, tier.above_input_tokens)
-    warnings += [
+    said += shared.warnings
+    above = card.tiers[tier].above_input_tokens
+    if above:
+        said.append(f"{input_tokens:,} input tokens: the long-context rates above {above:,} apply")
+    said += [
         f"{line.item}: {line.tokens:,} {line.modality} tokens priced at $0 ({line.rate})"
         for line in lines
         if line.tokens and not line.cost
@@ -154,9 +236,9 @@ def make_quote(
         card.source_url,
         card.as_of,
         options.option,
-        tier_text,
-        tuple(missing),
-        tuple(warnings),
+        shared.tier_texts[tier],
+        (*left_out, *missing),
+        (*said, *warnings),
         limits=tuple(limits),
         cache=plan,
     )
@@ -203,8 +285,9 @@ def _counted_parts(
     return counted, missing, warnings
 
 
-def _model_warnings(model: Model, card: RateCard, at: dt.date, input_tokens: int, tier_above: int | None) -> list[str]:
-    """What a quote must say about the model and its rates: retired, deprecated, priced as another, long context."""
+def _model_warnings(model: Model, card: RateCard, at: dt.date) -> list[str]:
+    """What every quote on the model must say about it and its rates: retired, deprecated, priced as another (a
+    request in the long-context tier says so too, in :func:`make_quote`)."""
     warnings = []
     if model.retired and model.retired <= at:
         warnings.append(f"{model.asked} was retired on {model.retired} (LiteLLM map); priced as if still served")
@@ -212,8 +295,6 @@ def _model_warnings(model: Model, card: RateCard, at: dt.date, input_tokens: int
         warnings.append(f"genai-prices marks {card.model_ref} as deprecated")
     if model.entry is None and model.row is None and card.model_ref.split(":")[-1] != model.name:
         warnings.append(f"{model.asked} is not in the model catalog: genai-prices prices it as {card.model_ref}")
-    if tier_above:
-        warnings.append(f"{input_tokens:,} input tokens: the long-context rates above {tier_above:,} apply")
     return warnings
 
 
@@ -231,13 +312,13 @@ def _output_modalities(model: Model, options: Options) -> tuple[str, ...]:
     return ("text",)
 
 
-def _output_line(
-    model: Model, card: RateCard, rates: dict[str, Decimal], options: Options, tier: str, same_rate: dict[str, str]
-) -> Line:
-    """The output's line: every token at the highest rate among the modalities the reply may hold (the body's
-    ``modalities`` / ``responseModalities``), so that a bound is never priced at the text rate in silence."""
+def _output_rates(
+    model: Model, card: RateCard, tier: int, modalities: tuple[str, ...], tier_text: str, same_rate: dict[str, str]
+) -> list[tuple[Decimal, str, str]]:
+    """(rate, rate name, rate in words) of each modality the reply may hold."""
+    rates = card.tiers[tier].rates
     priced = []
-    for modality in _output_modalities(model, options):
+    for modality in modalities:
         if modality != "text" and modality not in model.output_modalities and model.entry is not None:
             made = ", ".join(model.output_modalities)
             raise PriceError(f"{model.asked} does not produce {modality} (LiteLLM map: {made})")
@@ -245,8 +326,15 @@ def _output_line(
         rate = rates.get(rate_name)
         if rate is None:
             raise UnknownRate(f"no {rate_name.replace('_', ' ')} rate is known for {card.model_ref} ({card.source})")
-        text = _rate_text(card, rate, OUTPUT_WORDS[rate_name], tier, rate_name, same_rate)
+        text = _rate_text(card, rate, OUTPUT_WORDS[rate_name], tier_text, rate_name, same_rate)
         priced.append((rate, rate_name, text))
+    return priced
+
+
+def _output_line(model: Model, shared: Basis, tier: int, options: Options) -> Line:
+    """The output's line: every token at the highest rate among the modalities the reply may hold (the body's
+    ``modalities`` / ``responseModalities``), so that a bound is never priced at the text rate in silence."""
+    priced = shared.output(tier, _output_modalities(model, options))
     rate, rate_name, rate_text = max(priced, key=lambda p: p[0])
     tokens = options.output_tokens
     what = OUTPUT_WORDS[rate_name]

@@ -93,9 +93,9 @@ def quote_request(
     same_provider = provider_of(model) == API_PROVIDERS[api]
     options, warnings, missing = body_options(request, model, options, output_given, same_provider)
     attachments = [_attachment(m, request, model, same_provider) for m in measured]
-    quote = make_quote(model, [*attachments, *overheads(request, model)], options, request.source, request.size_bytes)
-    notes = [f"{m.name}: {note}" for m in measured for note in m.notes]
-    return dataclasses.replace(quote, warnings=(*quote.warnings, *warnings, *notes), missing=(*quote.missing, *missing))
+    warnings += [f"{m.name}: {note}" for m in measured for note in m.notes]
+    return make_quote(model, [*attachments, *overheads(request, model)], options, request.source, request.size_bytes,
+                      warnings, missing)  # fmt: skip
 
 
 def body_options(
