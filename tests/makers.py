@@ -75,10 +75,12 @@ def write_wav(path: Path, wave: np.ndarray, rate: int = 16000, subtype: str = "P
 
 
 def write_image(path: Path, size: tuple[int, int], fmt: str, orientation: int = 1, mode: str = "RGB") -> Path:
-    """A real photo (skimage astronaut) resized to ``size``, saved by Pillow with an optional EXIF orientation."""
-    from skimage import data
+    """A real photo (the shipped sample astronaut.png, scikit-image's astronaut) resized to ``size``, saved by Pillow
+    with an optional EXIF orientation. From the package, not scikit-image, so the core tests can make one too."""
+    from mmtok.samples import sample_path
 
-    im = PIL.Image.fromarray(data.astronaut()).resize(size).convert(mode)
+    with PIL.Image.open(sample_path("astronaut.png")) as photo:
+        im = photo.convert("RGB").resize(size).convert(mode)
     kwargs = {}
     if orientation != 1:
         exif = PIL.Image.Exif()

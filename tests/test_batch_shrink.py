@@ -118,10 +118,11 @@ def test_a_killed_run_goes_on_where_it_stopped_and_writes_no_request_twice(tmp_p
     assert not partial.exists()
 
 
-def test_cli_shrinks_a_batch_with_a_summary(tmp_path):
-    source = write_jsonl(tmp_path / "pair.jsonl", photo_requests(2))
-    result = CliRunner().invoke(app, ["shrink", str(source), "-m", "gpt-4o", "--out", str(tmp_path / "o"), "--keep",
-                                      BARS[0]], env={"COLUMNS": "80"})  # fmt: skip
+def test_cli_shrinks_a_batch_with_a_summary(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # short relative paths: the summary names them whole, at any temp folder's depth
+    write_jsonl(tmp_path / "pair.jsonl", photo_requests(2))
+    result = CliRunner().invoke(app, ["shrink", "pair.jsonl", "-m", "gpt-4o", "--out", "o", "--keep", BARS[0]],
+                                env={"COLUMNS": "80"})  # fmt: skip
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     assert "2 request(s)" in text and "at batch rates" in text and "saved" in text
