@@ -10,9 +10,9 @@ STAMP := $(VENV)/.mmtok-installed
 CORE_VENV := .venv-core
 CORE_PY := $(CORE_VENV)/bin/python
 CORE_STAMP := $(CORE_VENV)/.mmtok-installed
-# Test files run side by side on this many workers (pytest-xdist, a whole file per worker: --dist loadfile); 0: in
-# this process.
-PYTEST_WORKERS ?= 0
+# Test files run side by side on this many workers (pytest-xdist, a whole file per worker: --dist loadfile; each
+# worker's math libraries get its share of the cores: tests/conftest.py); 0: all in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test test-all test-core lint clean-venv
 

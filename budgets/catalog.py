@@ -13,7 +13,6 @@ precedence over the shipped one. Reading the catalog is one small JSON load; Lit
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import functools
 import json
@@ -315,6 +314,8 @@ def write_catalog(litellm_file: str | Path, out: str | Path, version: str) -> in
 
 
 def main() -> None:
+    import argparse
+
     parser = argparse.ArgumentParser(description="Build mmtok's model catalog from LiteLLM's model map.")
     parser.add_argument("litellm_json", type=Path)
     parser.add_argument("--out", type=Path, default=SHIPPED)

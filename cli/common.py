@@ -6,14 +6,12 @@ rich is imported on first use, so that `--json` runs over large folders do not p
 from __future__ import annotations
 
 import atexit
-import csv
 import functools
 import json
 import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +25,8 @@ import typer
 from mmtok.errors import MediaError, MmtokError
 
 if TYPE_CHECKING:
+    import csv
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -167,6 +167,8 @@ def flushes_json_lines(command: F) -> F:
 
 def csv_writer(fields: Sequence[str]) -> csv.DictWriter:
     """A CSV writer on stdout with its header written; fields a row lacks are left empty."""
+    import csv
+
     writer = csv.DictWriter(sys.stdout, list(fields), extrasaction="ignore")
     writer.writeheader()
     return writer
@@ -517,6 +519,8 @@ def stdin_inputs(arguments: dict[str, Any]) -> Iterator[list[str]]:
         if folder is not None:
             refused.append(f"{STDIN}: given twice; stdin can be read once")
             return None
+        import tempfile
+
         folder = tempfile.mkdtemp(prefix="mmtok-stdin-")
         path = Path(folder, "stdin")
         try:

@@ -156,7 +156,6 @@ def _read_regular(path: Path, limit: int, whole_if: Any) -> bytes:
 
 def _is_batch(path: Path) -> bool:
     """A batch file named on the command line (JSON that starts as a batch's first request, or a batch document)."""
-    from mmtok.request.batch import looks_like_batch
     from mmtok.request.detect import looks_like_body
 
     try:
@@ -166,7 +165,11 @@ def _is_batch(path: Path) -> bool:
             head = f.read(4096)
     except OSError:
         return False  # load says why
-    return looks_like_body(head) and looks_like_batch(path)
+    if not looks_like_body(head):
+        return False
+    from mmtok.request.batch import looks_like_batch
+
+    return looks_like_batch(path)
 
 
 def _is_url(text: str) -> bool:

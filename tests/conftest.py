@@ -98,12 +98,23 @@ def pytest_configure(config: pytest.Config) -> None:
     back, so the CLI's tables are as wide in a worker as in one process (200 columns on a pipe without COLUMNS)."""
     if not hasattr(config, "workerinput"):  # the controller (or a run without workers): remember what it had
         os.environ["MMTOK_TESTS_COLUMNS"] = os.environ.get("COLUMNS", "")
-    elif "MMTOK_TESTS_COLUMNS" in os.environ:
+        return
+    _share_the_cores(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    if "MMTOK_TESTS_COLUMNS" in os.environ:
         columns = os.environ["MMTOK_TESTS_COLUMNS"]
         if columns:
             os.environ["COLUMNS"] = columns
         else:
             os.environ.pop("COLUMNS", None)
+
+
+def _share_the_cores(workers: int) -> None:
+    """Each worker's math libraries (torch, OpenBLAS, onnxruntime's OpenMP) use its share of the cores, not all of
+    them: two workers each starting as many threads as there are cores only contend. Set before torch is imported
+    (the test modules import it); a value the caller set is kept."""
+    share = str(max(1, (os.cpu_count() or 1) // max(1, workers)))
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(name, share)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

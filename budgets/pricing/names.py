@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
 from pathlib import Path
 
@@ -24,6 +23,8 @@ def suggest(asked: str, prices: tuple[Path, ...] = (), n: int = 4) -> list[str]:
     family = [name for name in known if words and all(w in WORD.split(name) for w in words) and name != bare]
     if family:
         return sorted(family, key=_rank)[:n]
+    import difflib  # only when a name is not known
+
     return difflib.get_close_matches(bare, known, n=n, cutoff=0.6)
 
 

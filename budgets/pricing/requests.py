@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmtok.budgets.pricing.counts import Attachment, Given, Uncountable
 from mmtok.budgets.pricing.models import Model, PriceSheets, provider_of, rate_card, resolve
@@ -28,7 +28,9 @@ from mmtok.budgets.pricing.overheads import overheads
 from mmtok.budgets.pricing.quote import Quote
 from mmtok.budgets.pricing.quoting import make_quote
 from mmtok.errors import PriceError
-from mmtok.request import InvalidBody, Measured, Policy, Request, measuring, parse_body
+
+if TYPE_CHECKING:  # the body readers load when a body is priced: a photo's quote never needs them
+    from mmtok.request import Measured, Policy, Request
 
 # service_tier values as bodies write them -> mmtok's price option (OpenAI renamed priority "fast" on 2026-07-30;
 # Gemini's older pages spell SERVICE_TIER_PRIORITY). auto, default, standard_only and scale bill standard rates.
@@ -56,6 +58,8 @@ def price_request(
     (default: the model the body names). ``output_tokens``: the reply's size; None takes the body's output budget
     as an upper bound. ``policy``: what reading the body's media may do (URLs, local paths, size caps). Other
     arguments as :func:`mmtok.price`."""
+    from mmtok.request import Request, measuring, parse_body
+
     request = body if isinstance(body, Request) else parse_body(body, source=source)
     options = Options.of(
         at=at,
@@ -89,6 +93,8 @@ def quote_request(
     output nothing bounds is left out of the total, which is then incomplete."""
     api = request.api.split("-")[0]
     if request.invalid:
+        from mmtok.request import InvalidBody
+
         raise InvalidBody(request.source, request.invalid, PROVIDER_NAMES.get(api, "the provider"))
     same_provider = provider_of(model) == API_PROVIDERS[api]
     options, warnings, missing = body_options(request, model, options, output_given, same_provider)

@@ -9,7 +9,8 @@ sizes and text layer, without decoding a pixel or a sample or rendering a page. 
 The kind is chosen by content (magic bytes, then the container's streams), never by the file's extension.
 """
 
-from mmtok.media.document import Document, Page
+from typing import Any
+
 from mmtok.media.loading import load
 from mmtok.media.scanning import iter_files, scan
 from mmtok.media.types import (
@@ -48,3 +49,12 @@ __all__ = [
     "resample",
     "scan",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Document`` and ``Page`` from :mod:`mmtok.media.document`, imported on first use (an image never needs it)."""
+    if name in ("Document", "Page"):
+        from mmtok.media import document
+
+        return getattr(document, name)
+    raise AttributeError(f"module 'mmtok.media' has no attribute {name!r}")

@@ -9,9 +9,27 @@ provider refuses), ``refs`` (data URLs, URLs, file ids), ``inline`` (base64 read
 media, within the caps), ``write`` (a body with its media replaced).
 """
 
-from mmtok.request.detect import MAX_BODY_BYTES, detect_api, looks_like_body, not_a_body, parse_body
-from mmtok.request.measure import Measured, Policy, measuring
-from mmtok.request.types import APIS, Invalid, InvalidBody, MediaRef, OutputAsk, Part, Request
+import importlib
+from typing import Any
+
+# name -> its module, imported on first use: a command that prices a photo never loads the body readers
+_LAZY = {
+    "MAX_BODY_BYTES": "mmtok.request.detect",
+    "detect_api": "mmtok.request.detect",
+    "looks_like_body": "mmtok.request.detect",
+    "not_a_body": "mmtok.request.detect",
+    "parse_body": "mmtok.request.detect",
+    "Measured": "mmtok.request.measure",
+    "Policy": "mmtok.request.measure",
+    "measuring": "mmtok.request.measure",
+    "APIS": "mmtok.request.types",
+    "Invalid": "mmtok.request.types",
+    "InvalidBody": "mmtok.request.types",
+    "OutputAsk": "mmtok.request.types",
+    "MediaRef": "mmtok.request.types",
+    "Part": "mmtok.request.types",
+    "Request": "mmtok.request.types",
+}
 
 __all__ = [
     "APIS",
@@ -30,3 +48,16 @@ __all__ = [
     "not_a_body",
     "parse_body",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mmtok.request' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
