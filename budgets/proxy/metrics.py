@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mmtok.budgets.ledger import Record
+from mmtok.budgets.proxy.providers import DEFAULT_UPSTREAMS
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 MAX_MODELS = 100  # model label values per process; more fold into "other"
@@ -103,6 +104,9 @@ class Metrics:
         )
         self._models: set[str] = set()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}  # labelled children: .labels() costs ~4 us
+        for provider in DEFAULT_UPSTREAMS:  # each provider's series from the start, at zero (Prometheus' advice for
+            self._child(self.upstream, provider)  # labels known in advance), not made by its first call (~1 ms of
+            self._child(self.added, provider)  # histogram buckets)
 
     def _child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), labels)
