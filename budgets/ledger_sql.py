@@ -13,9 +13,12 @@ Tables (schema 2):
 
 Budgets are exact across instances because a reservation is a transaction that reads the scope's spend and holds
 in one statement and adds its hold, and these transactions run one at a time: on PostgreSQL under a transaction-
-level advisory lock, on SQLite as ``BEGIN IMMEDIATE`` (SQLite's single writer). A proxy refreshes its holds every
-few seconds; a hold whose proxy stopped refreshing (SIGKILL, a machine lost) expires, and the next reservation or
-refresh on any instance writes its call as ``lost``, counted at its bound: the provider may well have billed it.
+level advisory lock, on SQLite as ``BEGIN IMMEDIATE`` (SQLite's single writer). On PostgreSQL the transaction is one
+call of a server-side function (``mmtok_reserve_v1``, made with the schema) on a connection the proxy keeps for it:
+one round trip per reservation. A proxy refreshes its holds every few seconds; a hold whose proxy stopped
+refreshing (SIGKILL, a machine lost) expires, and the next refresh on any instance writes its call as ``lost``,
+counted at its bound: the provider may well have billed it. Until then the expired hold counts in every
+reservation at the same amount, so the budgets never depend on when that happens.
 
 Creating and migrating the schema takes the same kind of lock (on PostgreSQL another advisory lock), so proxies
 starting together on an empty database all come up (``CREATE TABLE IF NOT EXISTS`` alone is not safe under
@@ -87,6 +90,39 @@ _COUNT = (  # the sum saturates at the largest 64-bit integer (a spend out of ra
 )
 
 
+# PostgreSQL: a reservation as one statement, a round trip in autocommit. In READ COMMITTED each statement of a
+# PL/pgSQL function reads a fresh snapshot, so the sums after the advisory lock see every reservation and record
+# committed before it was granted. A hold already made for the call (its first try answered, the answer lost) is
+# kept as it is. Returns the first scope over its limit and what it counts, or no row with the holds written.
+RESERVE_FUNCTION = "mmtok_reserve_v1"
+_RESERVE_SQL = f"""CREATE OR REPLACE FUNCTION {RESERVE_FUNCTION}(p_id text, p_day text, p_instance text,
+    p_ttl double precision, p_nusd bigint, p_record text, p_scopes text[], p_limits numeric[])
+RETURNS TABLE (over_scope text, counted numeric) LANGUAGE plpgsql AS $$
+DECLARE
+    total numeric;
+BEGIN
+    PERFORM pg_advisory_xact_lock({BUDGET_LOCK});
+    IF EXISTS (SELECT 1 FROM holds h WHERE h.call_id = p_id) THEN
+        RETURN;
+    END IF;
+    FOR i IN 1 .. COALESCE(array_length(p_scopes, 1), 0) LOOP
+        SELECT (SELECT COALESCE(SUM(s.nusd), 0) FROM spend s WHERE s.day = p_day AND s.scope = p_scopes[i])
+             + (SELECT COALESCE(SUM(h.nusd), 0) FROM holds h WHERE h.day = p_day AND h.scope = p_scopes[i])
+          INTO total;
+        IF total + p_nusd > p_limits[i] THEN
+            over_scope := p_scopes[i];
+            counted := total;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END LOOP;
+    INSERT INTO holds (call_id, scope, day, nusd, instance, expires, record)
+    SELECT p_id, scope, p_day, p_nusd, p_instance, EXTRACT(EPOCH FROM clock_timestamp()) + p_ttl,
+           CASE WHEN scope = 'all' THEN p_record END
+    FROM (SELECT DISTINCT unnest(array_prepend('all', p_scopes)) AS scope) AS wanted;
+END $$"""
+
+
 class Refused(Exception):
     """A reservation that would take a budget's scope over its limit."""
 
@@ -150,7 +186,11 @@ class Store:
                     "INSERT INTO meta (key, value) VALUES ('salt', :v) ON CONFLICT (key) DO NOTHING",
                     {"v": secrets.token_hex(16)},
                 )
+            self._routines(run)
             self.salt = run("SELECT value FROM meta WHERE key = 'salt'")[0][0]
+
+    def _routines(self, run: Run) -> None:
+        """What the store keeps in the database beside its tables (PostgreSQL: the reservation's function)."""
 
     def _check(self, run: Run) -> int | None:
         """The schema version of the database (None: empty), or a ConfigError for one mmtok cannot use."""
@@ -240,16 +280,28 @@ class Store:
     def reserve(self, record: Record, amount: Decimal, limits: dict[str, Decimal], ttl_s: float) -> None:
         """Hold ``amount`` for ``record``'s call in each of its scopes that ``limits`` names, or raise
         :class:`Refused` for the first scope it would take over its limit (nothing is held then). One transaction,
-        one at a time across every instance on the ledger."""
-        nusd = to_nusd(amount)
+        one at a time across every instance on the ledger. Holds that expired still count here, at their bound,
+        until a heartbeat (:meth:`refresh`) writes them as lost calls at the same amount, so a reservation need not
+        expire them itself."""
+        scoped = [s for s in record.scopes if s in limits]
+        held = json.dumps({k: v for k, v in row_values(record).items() if k != "body"}, default=str)
+        found = self._hold(record, to_nusd(amount), scoped, [limits[s] * NANO for s in scoped], ttl_s, held)
+        if found is not None:
+            scope, counted = found
+            raise Refused(scope, Decimal(counted) / NANO, limits[scope])
+
+    def _hold(
+        self, record: Record, nusd: int, scoped: list[str], limits_nusd: list[Decimal], ttl_s: float, held: str
+    ) -> tuple[str, int] | None:
+        """The reservation's transaction: (the first scope it would take over its limit, what that scope counts),
+        or None with the holds written."""
         with self._transaction(BUDGET_LOCK) as run:
-            self._expire(run)
-            scoped = [s for s in record.scopes if s in limits]
+            if run("SELECT 1 FROM holds WHERE call_id = :id", {"id": record.id}):
+                return None  # held already (a reservation tried again): as it stands
             counted = self._counted(run, record.day, scoped)
-            for scope in scoped:
-                if counted[scope] + nusd > limits[scope] * NANO:
-                    raise Refused(scope, Decimal(counted[scope]) / NANO, limits[scope])
-            held = json.dumps({k: v for k, v in row_values(record).items() if k != "body"}, default=str)
+            for scope, limit in zip(scoped, limits_nusd, strict=True):
+                if counted[scope] + nusd > limit:
+                    return scope, counted[scope]
             for scope in ["all", *(s for s in scoped if s != "all")]:
                 run(
                     "INSERT INTO holds (call_id, scope, day, nusd, instance, expires, record) VALUES "
@@ -257,6 +309,7 @@ class Store:
                     {"id": record.id, "scope": scope, "day": record.day, "nusd": nusd, "instance": record.instance,
                      "ttl": ttl_s, "record": held if scope == "all" else None},
                 )  # fmt: skip
+        return None
 
     def _counted(self, run: Run, day: str, scopes: list[str]) -> dict[str, int]:
         """Spend plus holds per scope, read in one statement (one snapshot: a call settling meanwhile is counted
@@ -407,6 +460,7 @@ class PostgresLedger(Store):
 
     def __init__(self, url: str, read_only: bool = False) -> None:
         super().__init__()
+        self._kept: KeptConnection | None = None
         try:
             import sqlalchemy as sa
         except ImportError:
@@ -422,6 +476,8 @@ class PostgresLedger(Store):
             raise ConfigError(f"{self.where}: a ledger is an SQLite file or a postgresql:// URL")
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
+        if parsed.drivername == "postgresql+psycopg":  # the budget's hot path on a connection of its own
+            self._kept = KeptConnection(parsed.set(drivername="postgresql").render_as_string(hide_password=False))
         try:
             self.engine = sa.create_engine(parsed, pool_size=8, max_overflow=8, pool_pre_ping=True)
             self._prepare()
@@ -464,8 +520,74 @@ class PostgresLedger(Store):
     def _ddl(self) -> list[str]:
         return _ddl("BIGINT", "DOUBLE PRECISION", "BYTEA")
 
+    def _routines(self, run: Run) -> None:
+        found = run(
+            "SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE p.proname = :name AND n.nspname = current_schema()",
+            {"name": RESERVE_FUNCTION},
+        )
+        if not found:
+            run(_RESERVE_SQL)
+
+    def _hold(
+        self, record: Record, nusd: int, scoped: list[str], limits_nusd: list[Decimal], ttl_s: float, held: str
+    ) -> tuple[str, int] | None:
+        """One call of the reservation's function (:data:`_RESERVE_SQL`): one round trip, on the kept connection
+        where the driver is psycopg."""
+        values = (record.id, record.day, record.instance, ttl_s, nusd, held, scoped, limits_nusd)
+        if self._kept is not None:
+            rows = self._kept.run(_RESERVE_CALL, values)
+        else:
+            names = ("id", "day", "instance", "ttl", "nusd", "record", "scopes", "limits")
+            with self.engine.begin() as conn:
+                sql = f"SELECT * FROM {RESERVE_FUNCTION}({', '.join(':' + n for n in names)})"
+                rows = [tuple(row) for row in conn.execute(self._sa.text(sql), dict(zip(names, values, strict=True)))]
+        return (str(rows[0][0]), int(rows[0][1])) if rows else None
+
     def close(self) -> None:
+        if self._kept is not None:
+            self._kept.close()
         self.engine.dispose()
+
+
+_RESERVE_CALL = (
+    f"SELECT over_scope, counted FROM {RESERVE_FUNCTION}(%s, %s, %s, %s::float8, %s::bigint, %s, %s::text[], "
+    "%s::numeric[])"
+)
+
+
+class KeptConnection:
+    """A psycopg connection kept open for statements on the budget's hot path: in autocommit (a statement is its own
+    transaction: one round trip), with no pool checkout or ping before each, its statements prepared by psycopg
+    after their first uses. Opened on first use; a statement that finds it broken opens it again and runs once
+    more (the reservation's function keeps a hold made by a first try whose answer was lost)."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._lock = threading.Lock()
+        self._conn: Any = None
+
+    def run(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        with self._lock:
+            for attempt in (1, 2):
+                if self._conn is None or self._conn.closed:
+                    self._conn = psycopg.connect(self._conninfo, autocommit=True)
+                try:
+                    return list(self._conn.execute(sql, params))
+                except psycopg.OperationalError:
+                    if attempt == 2 or not self._conn.broken:
+                        raise
+                    self._conn.close()
+                    self._conn = None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
 
 def open_store(target: str, read_only: bool = False) -> Store:
