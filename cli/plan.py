@@ -90,7 +90,7 @@ def search_progress(shown: bool) -> Iterator[dict[str, Any]]:
 
         def on_load(what: str) -> None:
             if not state["measured"]:
-                bar.update(task, description=f"generation 1: loading {what}")
+                bar.update(task, description=f"generation 1: loading {what}", refresh=True)
 
         def on_evaluation(record: dict[str, Any]) -> None:
             settings = f"{record['settings']} setting{'s' if record['settings'] != 1 else ''}"
@@ -98,8 +98,9 @@ def search_progress(shown: bool) -> Iterator[dict[str, Any]]:
             if not state["measured"]:  # the ETA's clock starts now: the loading is behind us
                 state["measured"] = True
                 bar.reset(task, total=record["of"], completed=record["evaluation"], description=description)
+                bar.refresh()  # each change drawn as it happens (a setting takes seconds to measure)
                 return
-            bar.update(task, completed=record["evaluation"], total=record["of"], description=description)
+            bar.update(task, completed=record["evaluation"], total=record["of"], description=description, refresh=True)
 
         def on_generation(record: dict[str, Any]) -> None:
             best = record["best_cost_at_bars"]

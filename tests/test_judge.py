@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -104,10 +105,8 @@ def test_an_endless_reply_without_a_length_is_cut_at_the_cap(serve, tmp_path):
             sent.append(len(block))
 
     server = serve(flood)
-    started = time.monotonic()
     with pytest.raises(EvalError, match=rf"sent more than {MAX_REPLY_BYTES:,} bytes: refused"):
         judge(server, tmp_path, retries=0).score("a", "b")
-    assert time.monotonic() - started < 10
     time.sleep(0.2)
     assert sum(sent) < 50 * MAX_REPLY_BYTES  # the client stopped reading long before 200 MB
 
@@ -134,10 +133,9 @@ def test_a_one_byte_per_second_drip_fails_within_the_deadline(serve, tmp_path):
             time.sleep(1)
 
     server = serve(drip)
-    started = time.monotonic()
-    with pytest.raises(EvalError, match=r"no complete reply within the 2 s deadline"):
+    with pytest.raises(EvalError, match=r"no complete reply within the 2 s deadline"):  # not the 5-s read timeout
         judge(server, tmp_path, timeout_s=5, deadline_s=2, retries=3).score("a", "b")
-    assert time.monotonic() - started < 3.5 and len(server.requests) == 1  # no retry after the deadline
+    assert len(server.requests) == 1  # no retry after the deadline
 
 
 def test_a_silent_server_fails_within_the_deadline_across_retries(tmp_path):
@@ -145,8 +143,7 @@ def test_a_silent_server_fails_within_the_deadline_across_retries(tmp_path):
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)  # accepts connections, never answers
     try:
-        started = time.monotonic()
-        with pytest.raises(EvalError, match="unreachable after"):
+        with pytest.raises(EvalError, match="unreachable after") as caught:
             HTTPJudge(
                 f"http://127.0.0.1:{listener.getsockname()[1]}/v1",
                 "m",
@@ -155,7 +152,8 @@ def test_a_silent_server_fails_within_the_deadline_across_retries(tmp_path):
                 retries=10,
                 cache_dir=tmp_path,
             ).score("a", "b")
-        assert time.monotonic() - started < 2.5
+        attempts = int(re.search(r"unreachable after (\d+) attempt", str(caught.value)).group(1))
+        assert 1 <= attempts <= 2  # the 1.5-s deadline ended the 1-s attempts, not the ten retries
     finally:
         listener.close()
 

@@ -283,8 +283,11 @@ def test_an_upstream_that_resets_the_connection_is_a_502(tmp_path):
 
 
 def test_a_stream_is_passed_on_chunk_by_chunk_as_it_arrives(proxied):
-    proxy, ledger, _ = proxied
-    drip = {"x-upstream-behaviour": "drip", "x-upstream-delay": "0.15", "x-upstream-chunks": "12"}
+    """The upstream holds its last chunk until the first has reached the client: a proxy that held a stream back
+    until its end would never pass the first on (the upstream gives up after 60 s and the test fails)."""
+    proxy, ledger, state = proxied
+    drip = {"x-upstream-behaviour": "drip", "x-upstream-delay": "0.02", "x-upstream-chunks": "12",
+            "x-upstream-hold": "last"}  # fmt: skip
     body = {
         "model": "claude-sonnet-4-5",
         "max_tokens": 8,
@@ -292,11 +295,11 @@ def test_a_stream_is_passed_on_chunk_by_chunk_as_it_arrives(proxied):
         "messages": [{"role": "user", "content": "hi"}],
     }
     arrivals = []
-    started = time.monotonic()
-    with httpx.stream("POST", proxy + "/anthropic/v1/messages", json=body, headers=drip, timeout=30) as answer:
+    with httpx.stream("POST", proxy + "/anthropic/v1/messages", json=body, headers=drip, timeout=90) as answer:
         for chunk in answer.iter_raw():
-            arrivals.append((time.monotonic() - started, chunk))
-    assert len(arrivals) >= 10 and arrivals[0][0] < 0.5 < arrivals[-1][0]  # the first before the last was sent
+            arrivals.append((state.release.is_set(), chunk))
+            state.release.set()  # the first chunk is here: the upstream may send its last
+    assert len(arrivals) >= 10 and arrivals[0][0] is False  # the first came while the last was still held
     assert b"".join(c for _, c in arrivals).count(b"event: message_stop") == 1
     record = rows(ledger)[0]
     assert record.stream and record.outcome == "ok" and record.billed_output == 10

@@ -11,6 +11,8 @@ only the media rule and the overheads differ from mmtok's documented counts.
 Behaviour is chosen per request by a header the proxy passes through untouched: ``x-upstream-behaviour`` =
 ``500`` (a provider-shaped server error), ``slow`` (answers after ``x-upstream-delay`` seconds), ``drip`` (a
 stream of ``x-upstream-chunks`` chunks ``x-upstream-delay`` seconds apart), ``cut`` (a stream that breaks off).
+With ``x-upstream-hold: last``, a stream's last chunk waits until ``Upstream.release`` is set (a test sets it once
+the first chunk reached its client: a stream the proxy held back whole would never be released).
 ``x-upstream-output-tokens`` and ``x-upstream-input-tokens`` make it bill those counts instead (a long answer to a
 body without an output limit; an absurd usage figure).
 """
@@ -95,6 +97,7 @@ class Upstream:
         default_factory=lambda: {"openai-chat": (3, 3), "openai-responses": (0, 0), "anthropic": (0, 0)}
     )
     requests: list[dict[str, Any]] = field(default_factory=list)  # what arrived: path, headers, bill
+    release: threading.Event = field(default_factory=threading.Event)  # x-upstream-hold: the last chunk may go
 
     def text_tokens(self, provider: str, text: str) -> int:
         if provider == "gemini":
@@ -379,7 +382,8 @@ def make_app(up: Upstream) -> Starlette:
             return JSONResponse(whole)
         if behaviour == "drip":
             events = _dripped(events, int(request.headers.get("x-upstream-chunks", "10")))
-        return StreamingResponse(_paced(events, behaviour, delay), media_type="text/event-stream")
+        hold = up.release if request.headers.get("x-upstream-hold") == "last" else None
+        return StreamingResponse(_paced(events, behaviour, delay, hold), media_type="text/event-stream")
 
     return Starlette(routes=[Route("/{path:path}", handle, methods=["POST"])])
 
@@ -427,10 +431,12 @@ def _dripped(events: list[bytes], count: int) -> list[bytes]:
     return events[:1] + padding + events[1:]
 
 
-async def _paced(events: list[bytes], behaviour: str, delay: float) -> Any:
+async def _paced(events: list[bytes], behaviour: str, delay: float, hold: threading.Event | None = None) -> Any:
     for n, event in enumerate(events):
         if behaviour in ("drip", "cut") and n:
             await asyncio.sleep(delay)
+        if hold is not None and n == len(events) - 1:  # bounded: a test that never releases fails, it does not hang
+            await asyncio.get_running_loop().run_in_executor(None, hold.wait, 60)
         if behaviour == "cut" and n == 2:
             raise ConnectionResetError("the test upstream cut the stream, as asked")
         yield event
