@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -161,8 +162,32 @@ def _finite(value: Any, path: str, flags: list[str]) -> Any:
     return value
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)  # one, not one per call
+
+
 def _json_text(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str, allow_nan=False)
+    return _ENCODER.encode(value)
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
+_PLAIN = json.JSONEncoder(separators=(",", ":"), default=_refuse, allow_nan=False)
+_LONG_DIGITS = re.compile(r"\d{19}")  # an integer that may be past 64 bits (or digits in a string: the slow path)
+
+
+def _column_json(value: Any, name: str, flags: list[str]) -> str:
+    """A nested field as JSON text: written straight where it holds only plain JSON values (the common case: no
+    Decimal, NaN or infinity, no integer of 19 digits or more), else through :func:`_finite`, which flags what it
+    changes. Both give the same text for plain values (every key mmtok writes is a string)."""
+    try:
+        text = _PLAIN.encode(value)
+    except (TypeError, ValueError):
+        return _json_text(_finite(value, name, flags))
+    if _LONG_DIGITS.search(text):
+        return _json_text(_finite(value, name, flags))
+    return text
 
 
 def row_values(record: Record) -> dict[str, Any]:
@@ -172,7 +197,7 @@ def row_values(record: Record) -> dict[str, Any]:
     values: dict[str, Any] = {name: getattr(record, name) for name in COLUMNS}
     for name in JSON_FIELDS:
         if name != "flags" and values[name] is not None:
-            values[name] = _json_text(_finite(values[name], name, flags))
+            values[name] = _column_json(values[name], name, flags)
     for name in INTEGERS:
         value = values[name]
         if isinstance(value, int) and not -INT64_MAX <= value <= INT64_MAX:
