@@ -67,3 +67,16 @@ def test_quote_basis_raises_a_refused_output_afresh_each_time():
             price_request(body)
         raised.append(caught.value)
     assert raised[0] is not raised[1] and str(raised[0]) == str(raised[1])
+
+
+def test_changed_options_are_kept_per_options_and_changes():
+    from mmtok.budgets.pricing.options import Options, changed
+
+    base, batch = Options(), Options(option="batch")
+    bound = {"output_tokens": 60, "output_bound": "at most 60 output tokens", "output_label": "upper bound"}
+    first = changed(base, bound)
+    assert first.output_tokens == 60 and first.option == "standard"
+    assert changed(base, dict(bound)) is first  # the same pair: made once
+    assert changed(batch, bound).option == "batch"  # other options: their own
+    assert changed(base, {**bound, "output_tokens": 61}).output_tokens == 61  # other changes: their own
+    assert changed(base, {}) is base

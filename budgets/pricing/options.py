@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from dataclasses import dataclass
@@ -86,3 +87,19 @@ def _options_of(
 
 
 _options_cached = functools.lru_cache(maxsize=256, typed=True)(_options_of)  # typed: 1 is not True
+
+
+def changed(options: Options, changes: dict[str, Any]) -> Options:
+    """``options`` with ``changes`` (``dataclasses.replace``'s result), made once per distinct pair: a batch file's
+    lines and a proxy's calls repeat a few bodies' settings, and each replace runs every check again."""
+    if not changes:
+        return options
+    try:
+        return _changed(options, tuple(sorted(changes.items())))
+    except TypeError:  # an unhashable value: made afresh
+        return dataclasses.replace(options, **changes)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _changed(options: Options, changes: tuple[tuple[str, Any], ...]) -> Options:
+    return dataclasses.replace(options, **dict(changes))

@@ -15,14 +15,13 @@ quote incomplete with one line naming it, never a zero.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from mmtok.budgets.pricing.counts import Attachment, Given, Uncountable
 from mmtok.budgets.pricing.models import Model, PriceSheets, provider_of, rate_card, resolve
-from mmtok.budgets.pricing.options import Options
+from mmtok.budgets.pricing.options import Options, changed
 from mmtok.budgets.pricing.output import PROVIDER_NAMES, UnboundedOutput, output_bound
 from mmtok.budgets.pricing.overheads import overheads
 from mmtok.budgets.pricing.quote import Quote
@@ -135,7 +134,7 @@ def body_options(
                 changes["output_modalities"] = bound.modalities
     elif same_provider and request.output.modalities:
         changes["output_modalities"] = request.output.modalities
-    return (dataclasses.replace(options, **changes) if changes else options), warnings, missing
+    return changed(options, changes), warnings, missing
 
 
 def _attachment(measured: Measured, request: Request, model: Model, same_provider: bool) -> Attachment:
