@@ -13,6 +13,7 @@ import pytest
 import mmtok
 from mmtok.budgets.shrink import make_bars, shrink, shrink_models
 from mmtok.budgets.shrink import pictures as P
+from mmtok.budgets.shrink.job import NO_TEXT
 from mmtok.budgets.shrink.ocr import DETECTOR
 from tests.test_shrink import _font, photo, text_image
 
@@ -36,7 +37,7 @@ def test_a_photo_without_text_says_ocr_does_not_apply_and_the_recog_bar_decides(
     strict = shrink(CAT, "claude-opus-4-7", keep=["ocr>=0.98", "recog>=0.995"], out=tmp_path / "strict")
     for result in (loose, strict):
         assert result.measures.get("ocr") is None  # not 1.000: there is nothing to read
-        assert result.reasons["ocr"] == f"no text found ({DETECTOR}): the ocr bar does not apply"
+        assert result.reasons["ocr"] == NO_TEXT and NO_TEXT.startswith(f"no text found ({DETECTOR}; fewer than 4 ")
     assert loose.status == "shrunk" and 0.5 <= loose.measures["recog"] < 0.995
     assert strict.tokens_after > loose.tokens_after  # the recog bar alone held the strict one larger
     assert strict.status == "kept" or strict.measures["recog"] >= 0.995
@@ -172,3 +173,20 @@ def test_a_decoded_jpeg_is_read_once_for_every_model(tmp_path, monkeypatch):
         shrink_models(source, ["gpt-4o", "claude-opus-4-7", "gpt-5.4"], make_bars(["ssim>=0.9"]), tmp_path, "p")
     )
     assert len(results) == 3 and len(decodes) == 1
+
+
+def test_a_stray_character_read_in_a_photo_is_no_text_to_keep(tmp_path):
+    """A photo's texture read as one character (a "6" at a score of 0.85) made the ocr bar apply, and every smaller
+    rendition read 0.000 against it: the photo was kept whole. Fewer than 4 characters in the whole original are
+    no text to keep; a line of a few words is."""
+    from mmtok.budgets.shrink.job import ImageJob
+
+    photo = P.decode(CAT, "jpeg").rgb.resize((900, 600))
+    for text, found in (("6", False), ("Invoice 7781", True)):
+        canvas = photo.copy()
+        PIL.ImageDraw.Draw(canvas).rectangle((40, 40, 520, 140), fill="white")
+        PIL.ImageDraw.Draw(canvas).text((60, 50), text, font=_font(60), fill="black")
+        path = tmp_path / f"{len(text)}.png"
+        canvas.save(path)
+        job = ImageJob(path, mmtok.load(path))
+        assert job.text_found is found, (text, job.truth(list(range(len(job.lines)))))

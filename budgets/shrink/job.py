@@ -34,7 +34,8 @@ MIN_READ_LINE_PX = 7.0  # lines shorter than this in a view are not read at bars
 GEOMETRY_BAR = 0.9
 LEGIBLE_LINE_PX = 7.5  # text this tall in a view is predicted read (the search starts there; see the bench)
 CLASS_CHANGED = "missed: the classifier's top class changed"  # the recog bar's other condition
-NO_TEXT = f"no text found ({O.DETECTOR}): the ocr bar does not apply"
+MIN_TEXT_CHARS = 4  # fewer characters read in the whole original is no text to keep (a photo's stray "6")
+NO_TEXT = f"no text found ({O.DETECTOR}; fewer than {MIN_TEXT_CHARS} characters): the ocr bar does not apply"
 
 
 class ImageJob:
@@ -175,9 +176,18 @@ class ImageJob:
 
     @functools.cached_property
     def text_found(self) -> bool:
-        """Some line of the original is read with a score >= ``MIN_SCORE`` (the tallest are tried first)."""
+        """The original's lines read with a score >= ``MIN_SCORE`` hold ``MIN_TEXT_CHARS`` characters or more (the
+        tallest are read first; the path before issue 39: any one such line). A stray character a photo's texture
+        is read as (a "6" at 0.85) is not text to keep: held to it, every smaller rendition reads 0.000."""
         by_height = sorted(range(len(self.lines)), key=lambda i: -self.lines[i].height)
-        return any(self.truth([i])[0] for i in by_height)
+        if self.reference:
+            return any(self.truth([i])[0] for i in by_height)
+        chars = 0
+        for i in by_height:
+            chars += len("".join((self.truth([i])[0] or "").split()))
+            if chars >= MIN_TEXT_CHARS:
+                return True
+        return False
 
     @functools.cached_property
     def text_lines(self) -> list[tuple[float, int]]:

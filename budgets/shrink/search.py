@@ -12,16 +12,18 @@ long as reading the original), so the search predicts where the text is legible 
 cheapest rung at which the original's text (half its characters in lines at least this tall) is ``LEGIBLE_LINE_PX``
 tall in the view, or the rung just above the smallest scale another model's reading met the bar at, whichever is
 cheaper. That rung is read; met, the search steps down while rungs meet the bars (the prediction sits just above
-the height under which text is known to fail, so there is seldom a rung to read there); missed, it gallops up (1, 2,
-4 ... rungs) until one meets the bars and bisects the bracket. A prediction never accepts a rung: the chosen one has
-always been measured against every bar, and a rung the OCR bar is known to fail (a larger scale already failed it,
-or the original's lines would be under ``MIN_READ_LINE_PX`` there) is not read. Without text, the cheap measures
-alone decide, and the ladder is bisected. ``reference=True`` keeps the search before issue 39 for the benchmark's
+the height under which text is known to fail, so there is seldom a rung to read there); missed, it climbs to the
+scale its OCR agreement points to (``OCR_SLOPE`` logits a unit of log scale) until a rung meets the bars, and bisects
+back to the last that missed. A prediction never accepts a rung: the chosen one has always been measured against
+every bar, and a rung the OCR bar is known to fail (a larger scale already failed it, or the original's lines would
+be under ``MIN_READ_LINE_PX`` there) is not read. Without text, the cheap measures alone decide, and the ladder is
+bisected. ``reference=True`` keeps the search before issue 39 for the benchmark's
 side-by-side: from the rung where the median line is ``START_LINE_PX`` tall, galloping down while rungs pass.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,7 +35,8 @@ from mmtok.budgets.shrink.bars import Bar
 if TYPE_CHECKING:
     from mmtok.budgets.shrink.image import ImageJob
 
-START_LINE_PX = 10.0  # the first rung read is the cheapest whose median line of text is this tall in the view
+START_LINE_PX = 10.0  # the path before issue 39 read first the cheapest rung whose median line is this tall there
+OCR_SLOPE = 18.0  # logits of OCR agreement per unit of log scale near the bar (held-in pages: 17-30)
 ORDER = ("ssim", "recog", "ocr")  # cheapest first
 
 
@@ -96,6 +99,11 @@ def in_order(bars: list[Bar], one: Callable[[Bar], tuple[float | None, str | Non
             failed = bar.metric
     out.ok = failed is None
     return out
+
+
+def _logit(p: float) -> float:
+    p = min(0.999, max(0.001, p))
+    return math.log(p / (1 - p))
 
 
 def _not_applicable(out: Measured, metric: str) -> bool:
@@ -193,8 +201,8 @@ class LadderSearch:
         """The index of the cheapest rung that meets the bars (None: none does). Where the original has text, the
         rung its text is predicted legible at is measured first: met, the search steps down while rungs meet the
         bars (the rungs just below are mostly known to fail: text under ``MIN_READ_LINE_PX``, not read); missed, it
-        gallops up (1, 2, 4 ... rungs), then bisects. Without text (the cheap measures alone decide), the ladder is
-        bisected. The answer has always been measured against every bar."""
+        climbs where its agreement points (``_climb``), then bisects. Without text (the cheap measures alone decide),
+        the ladder is bisected. The answer has always been measured against every bar."""
         if self.job.reference:
             return self._galloped()
         n = len(self.ladder)
@@ -204,10 +212,33 @@ class LadderSearch:
             found = self._bisect(low, n)
         else:
             guess = max(guess, low)
-            found = self._gallop_down(guess, low) if self.meets(guess) else self._gallop_up(guess + 1)
+            found = self._gallop_down(guess, low) if self.meets(guess) else self._climb(guess)
         if found is None and n and (n - 1) not in self.results:
             self.meets(n - 1)  # the largest rung is said, known to fail or measured
         return found
+
+    def _climb(self, failed: int) -> int | None:
+        """From a rung that missed the bars, up to the rung aimed at (``_aim``) until one meets them, then bisection
+        between the last that missed and it."""
+        n, low = len(self.ladder), failed + 1
+        while low < n:
+            target = self._aim(failed)
+            probe = next((i for i in range(low, n) if self.scale(i) >= target - 1e-9), n - 1)
+            if self.meets(probe):
+                return self._bisect(low, probe + 1)
+            low, failed = probe + 1, probe
+        return None
+
+    def _aim(self, failed: int) -> float:
+        """The scale to read next after rung ``failed`` missed: where its OCR agreement says the bar would be met, on
+        a line of ``OCR_SLOPE`` logits per unit of log scale through it (between 3% and 50% larger); 10% larger
+        where another bar missed or the agreement is not known."""
+        scale, measured, bar = self.scale(failed), self.results.get(failed), self.ocr_bar
+        value = measured.values.get("ocr") if measured is not None else None
+        if bar is None or not isinstance(value, float):  # OCR is measured last: a value means the others were met
+            return scale * 1.1
+        gap = _logit(bar.value) - _logit(value)
+        return scale * math.exp(min(math.log(1.5), max(math.log(1.03), gap / OCR_SLOPE)))
 
     def _galloped(self) -> int | None:
         """The search before issue 39 (the benchmark's reference): from another model's passing scale the bracket

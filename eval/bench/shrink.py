@@ -23,14 +23,15 @@ each bar set (a cheaper rendition met every bar), the share of ``--lossless`` ou
 byte saving and the share written pixel-exact, and the time per item. Speech: billed seconds before and after, and
 WER against the known transcripts of the original and the shrunk audio (faster-whisper tiny.en, corpus WER).
 
-Side by side on the pages, in the same run: ``ocr>=0.98`` through the earlier path (``reference=True``: each
-rendition's text detected and read as one RapidOCR call, plain bisection), its time per page and model against the
-current path's (the issue's target: 3 s at most) and the share of identical decisions (the same status, tokens and
-detail for the same page and model: kept, or the same rung of the ladder at the same level). Every OCR reading of
-both paths is kept with the height of the original's median line in the rendition's view, to show where reading
-stops (what ``START_LINE_PX`` and ``MIN_READ_LINE_PX`` in ``budgets/shrink`` rest on). Photos: how often the shrunk
-rendition keeps EfficientNet-Lite0's top class (top 1, and within the top 5) of the original as the model sees it,
-beside the recog measure.
+Side by side on the pages, in the same run: ``ocr>=0.98`` through the earlier path (``reference=True``: the search
+before issue 39, from the rung where the median line is 10 px tall, galloping down, whole detector passes, nothing
+kept between calls; ``eval/bench/shrink_speed.py`` measures today's path against it), its time per page and model
+against the current path's (the issue's target: 3 s at most) and the share of identical decisions (the same
+status, tokens and detail for the same page and model: kept, or the same rung of the ladder at the same level).
+Every OCR reading of both paths is kept with the height of the original's median line in the rendition's view, to
+show where reading stops (what ``START_LINE_PX`` and ``MIN_READ_LINE_PX`` in ``budgets/shrink`` rest on). Photos:
+how often the shrunk rendition keeps EfficientNet-Lite0's top class (top 1, and within the top 5) of the original as
+the model sees it, beside the recog measure.
 """
 
 from __future__ import annotations
