@@ -128,6 +128,37 @@ def samples() -> Path:
     return samples_dir()
 
 
+@pytest.fixture(scope="session")
+def qa_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The user cache's ``backbone-data`` folder once a digits-QA run has made its files there (the held-out
+    canvases' token ids: tokenizing 1,000 of them takes half a minute), as the tests that use the user cache find it:
+    one real one-item ``mmtok eval run``, which finds them there when an earlier test made them."""
+    from typer.testing import CliRunner
+
+    from mmtok.cache import cache_dir
+    from mmtok.cli.main import app
+
+    work = tmp_path_factory.mktemp("qa-cache")
+    suite = work / "qa.toml"
+    suite.write_text(
+        '[dataset]\nkind = "qa"\nsource = "builtin:digits-qa"\nlimit = 1\n[metrics]\nnames = ["accuracy"]\n'
+    )
+    result = CliRunner().invoke(app, ["eval", "run", str(suite), "--out", str(work / "run")])
+    assert result.exit_code == 0, result.output
+    return cache_dir("backbone-data")
+
+
+@pytest.fixture
+def seeded_cache(tmp_path: Path, qa_cache: Path) -> Path:
+    """A cache folder of this test's own (for ``MMTOK_CACHE_DIR``) that starts with :func:`qa_cache`'s files
+    (linked, not copied): what the test caches stays its own; the derived digits data is not made again."""
+    import shutil
+
+    folder = tmp_path / "cache"
+    shutil.copytree(qa_cache, folder / qa_cache.name, copy_function=os.link)
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def pillow_pixel_limit():
     """`--max-pixels` above Pillow's own limit raises Pillow's (a process-wide setting, as a CLI run should);

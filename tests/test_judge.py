@@ -253,10 +253,10 @@ def test_the_default_cache_is_mmtoks_user_cache_folder(monkeypatch, tmp_path, se
     assert len(list((tmp_path / "mmtok-cache" / "judge").glob("*.json"))) == 1
 
 
-def test_a_bad_judge_reply_in_a_run_is_that_items_error(serve, tmp_path, monkeypatch):
+def test_a_bad_judge_reply_in_a_run_is_that_items_error(serve, tmp_path, monkeypatch, seeded_cache):
     server = serve(answer(b'{"choices": [{"message": {"content": "\xff"}}]}'))
     monkeypatch.setenv("MMTOK_JUDGE_BASE_URL", server.url)
-    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MMTOK_CACHE_DIR", str(seeded_cache))
     suite = tmp_path / "qa.toml"
     suite.write_text(
         f"""
@@ -294,7 +294,9 @@ def _qa_suite(tmp_path, judge: str) -> Path:
     return suite
 
 
-def test_a_file_cannot_choose_which_secret_is_sent_where_nor_where_replies_are_written(serve, tmp_path, monkeypatch):
+def test_a_file_cannot_choose_which_secret_is_sent_where_nor_where_replies_are_written(
+    serve, tmp_path, monkeypatch, seeded_cache
+):
     """A suite naming its own endpoint, an environment variable and a cache folder once sent that variable's value
     to that endpoint and wrote there."""
     seen: list[str] = []
@@ -325,7 +327,7 @@ def test_a_file_cannot_choose_which_secret_is_sent_where_nor_where_replies_are_w
         assert result.exit_code == 2 and says in result.output, result.output  # the suite's error: nothing ran
     assert seen == [] and not (tmp_path / "chosen").exists()
     monkeypatch.setenv("MMTOK_JUDGE_BASE_URL", server.url)  # the user's choice: now the key goes there, and only it
-    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MMTOK_CACHE_DIR", str(seeded_cache))
     suite = _qa_suite(tmp_path, f'{{ kind = "http", base_url = "{server.url}", model = "m" }}')
     result = CliRunner().invoke(app, ["eval", "run", str(suite), "-o", str(tmp_path / "ok")])
     assert result.exit_code == 0, result.output
