@@ -458,7 +458,7 @@ def test_8_ctrl_c_during_a_run_is_one_line_and_exit_130(tmp_path, workers):
     assert (tmp_path / "run" / "results.jsonl").read_text().endswith("\n")  # whole rows only
 
 
-@pytest.mark.parametrize("workers", [pytest.param(1, marks=pytest.mark.slow), 2])
+@pytest.mark.parametrize("workers", [1, 2])
 def test_8_a_full_disk_is_one_line_and_exit_1(tmp_path, workers):
     """A disk that fills during a run (here a 20,000-byte file size limit: writes past it fail, as on a full disk)
     printed a traceback per worker."""

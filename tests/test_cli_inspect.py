@@ -110,11 +110,25 @@ def test_demo_rejects_unknown_steps(tmp_path):
     assert result.exit_code == 2 and "juggle" in result.output
 
 
-@pytest.mark.slow
-def test_demo_runs_every_step_and_writes_the_plan_report(tmp_path):
+def test_demo_runs_every_step_and_writes_the_plan_report(tmp_path, monkeypatch):
+    """Every step of `mmtok demo` in one run, its plan step on the demo's own spec with the search and calibration
+    cut to their smallest (the full search is the planner's tests' and the demo's own first run's to measure)."""
+    import dataclasses
+
+    from mmtok.budgets import planner
+
+    load_spec = planner.load_spec
+
+    def small(path):
+        spec = load_spec(path)
+        assert spec.name == "demo"
+        return dataclasses.replace(spec, population=4, generations=1, calibration_photos=2, calibration_speech=1)
+
+    monkeypatch.setattr(planner, "load_spec", small)
     result = runner.invoke(app, ["demo", "--out", str(tmp_path / "demo")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "demo" / "plan" / "report.md").is_file() and "report:" in result.stdout
+    assert all(f"{step}" in result.stdout.lower() for step in ("inspect", "price", "tokenize", "plan"))
 
 
 # --------------------------------------------------------------------------- inputs that are not regular files

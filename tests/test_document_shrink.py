@@ -72,7 +72,6 @@ def test_layer_holds_counts_what_ocr_reads_and_the_layer_lacks():
     assert layer_holds("", "anything") == 1.0
 
 
-@pytest.mark.slow  # OCR of every rendition measured: about 20 s on 2 cores
 def test_pages_as_images_replace_text_plus_page_on_claude_where_the_bars_hold(tmp_path, monkeypatch):
     monkeypatch.chdir(Path(__file__).parents[1])
     result = shrink_document("tests/data/report.pdf", "claude-haiku-4-5", pages="1", out=tmp_path)  # default bars

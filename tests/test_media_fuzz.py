@@ -82,9 +82,11 @@ def test_corrupt_files_give_media_error_or_load(case):
     _check(case)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.timeout(600)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 @given(corrupted())
-def test_many_random_corruptions(case):
+def test_random_corruptions_drawn_anew_each_run(case):
+    """The derandomized 200 above are the same every run; these 300 are new each run (hypothesis prints the seed
+    of one that fails), so the runs of CI search the space between them. A long search: ``--hypothesis-seed`` and
+    a larger ``max_examples`` by hand."""
     _check(case)

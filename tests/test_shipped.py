@@ -78,7 +78,6 @@ def test_vq_tokens_keep_the_teachers_zero_shot_accuracy_on_held_out_digits(vq):
     assert float(through_tokens) >= 0.9 * float(original)
 
 
-@pytest.mark.slow
 def test_vq_full_held_out_evaluation_meets_the_targets(vq):
     from mmtok.eval.vq_eval import evaluate
     from mmtok.models.teacher import Teacher

@@ -52,7 +52,6 @@ def test_a_tall_page_is_kept_with_how_small_its_text_gets_and_the_remedy(tmp_pat
     )
 
 
-@pytest.mark.slow
 def test_slice_cuts_a_tall_page_into_pieces_the_model_sees_whole_each_read_against_its_part(tmp_path):
     page = tall_page(tmp_path / "tall.png")
     result = shrink(page, "gpt-4o", keep=["ocr>=0.98"], slice=True, out=tmp_path / "out")

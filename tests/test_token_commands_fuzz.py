@@ -148,17 +148,10 @@ FUZZ = {"deadline": None, "database": None, "suppress_health_check": [HealthChec
 
 
 @needs_proc
-@settings(max_examples=6, **FUZZ)
+@settings(max_examples=12, **FUZZ)
 @given(case=token_files(), seed=st.integers(0, 2**16))
 def test_random_token_files_through_every_token_command_stay_bounded(tmp_path, warm, case, seed):
-    run_every_command(tmp_path, case, seed)
-
-
-@pytest.mark.slow
-@needs_proc
-@settings(max_examples=60, **FUZZ)
-@given(case=token_files(), seed=st.integers(0, 2**16))
-def test_many_random_token_files_through_every_token_command_stay_bounded(tmp_path, warm, case, seed):
+    """New files every run (no example database): the runs of CI search the space between them."""
     run_every_command(tmp_path, case, seed)
 
 
