@@ -80,3 +80,18 @@ def test_changed_options_are_kept_per_options_and_changes():
     assert changed(batch, bound).option == "batch"  # other options: their own
     assert changed(base, {**bound, "output_tokens": 61}).output_tokens == 61  # other changes: their own
     assert changed(base, {}) is base
+
+
+def test_message_framing_is_kept_per_rule_roles_and_counts_and_long_ones_are_not_kept():
+    from mmtok.budgets.pricing import price_request
+    from mmtok.budgets.pricing.overheads import message_framing
+
+    one = message_framing("o200k_base", ("user",), 1, 0)
+    assert message_framing("o200k_base", ("user",), 1, 0) is one
+    assert message_framing("o200k_base", ("system", "user"), 2, 0).item.count.tokens > one.item.count.tokens
+    assert message_framing("o200k_base", ("user", "bob"), 1, 1).item.count.tokens > one.item.count.tokens
+    assert message_framing("estimate:chars/4", ("user",), 1, 0) is not one
+    before = message_framing.cache_info().currsize
+    names = [{"role": "user", "name": f"user-{n:04d}-" + "x" * 40, "content": "hi"} for n in range(100)]
+    price_request({"model": "gpt-4o-mini", "max_tokens": 1, "messages": names})
+    assert message_framing.cache_info().currsize == before  # a body's many long names are counted, not kept

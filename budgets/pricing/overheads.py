@@ -14,6 +14,8 @@ from mmtok.budgets.pricing.models import Model
 from mmtok.request import Request
 
 OVERHEADS_FILE = Path(__file__).resolve().parent.parent / "overheads.toml"
+MAX_KEPT_FRAMING = 64  # roles and names (16 characters each on average) a kept framing may hold: names come from
+# bodies, which must not fill the cache with their text
 
 
 @functools.cache
@@ -28,7 +30,9 @@ def overheads(request: Request, model: Model) -> list[Attachment]:
     found = []
     chat = _table()["openai_chat_messages"]
     if request.api == "openai-chat" and model.provider in chat["providers"] and request.messages:
-        found.append(_message_framing(request, model, chat))
+        framed = (model.text_rule, request.framing, request.messages, request.named_messages)
+        small = len(request.framing) <= MAX_KEPT_FRAMING and sum(map(len, request.framing)) <= MAX_KEPT_FRAMING * 16
+        found.append(message_framing(*framed) if small else message_framing.__wrapped__(*framed))
     calibrated = model.family.overhead if model.family else {}
     if calibrated:  # a calibration sheet's family (mmtok calibrate) measured what bills carry beyond these rules
         found.append(_calibrated(request, model, calibrated))
@@ -38,13 +42,15 @@ def overheads(request: Request, model: Model) -> list[Attachment]:
     return found
 
 
-def _message_framing(request: Request, model: Model, rule: dict[str, Any]) -> Attachment:
+@functools.lru_cache(maxsize=1024)
+def message_framing(text_rule: str, framing: tuple[str, ...], messages: int, names: int) -> Attachment:
     """OpenAI's framing of Chat Completions messages: each message's role and name encoded as text, and fixed tokens
-    per message, per name and to prime the reply (the cookbook's ``num_tokens_from_messages``)."""
+    per message, per name and to prime the reply (the cookbook's ``num_tokens_from_messages``). Kept per (text rule,
+    roles and names, messages, names): its only inputs, which most calls repeat."""
     from mmtok.budgets.text import count_text
 
-    messages, names = request.messages, request.named_messages
-    words = sum(count_text(word, model.text_rule).tokens for word in request.framing)
+    rule = _table()["openai_chat_messages"]
+    words = sum(count_text(word, text_rule).tokens for word in framing)
     tokens = words + rule["per_message"] * messages + rule["per_name"] * names + rule["per_reply"]
     working = (
         f"roles and names {words} + {rule['per_message']} per message x {messages}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -95,9 +96,8 @@ def part_shape(measured: Any) -> dict[str, Any]:
 
 def predict(payload: dict[str, Any], where: Route, config: ProxyConfig) -> Prediction:
     """The prediction for one call (never raises for a bad body: the problem is said in the prediction)."""
-    from mmtok.budgets.pricing import Options, quote_request, resolve
-    from mmtok.media.remote import UrlPolicy
-    from mmtok.request import InvalidBody, OutputAsk, Policy, measuring, parse_body
+    from mmtok.budgets.pricing import quote_request, resolve
+    from mmtok.request import InvalidBody, OutputAsk, measuring, parse_body
 
     body = _body(payload, where)
     try:
@@ -107,12 +107,11 @@ def predict(payload: dict[str, Any], where: Route, config: ProxyConfig) -> Predi
     if where.api in COUNT_APIS:  # a counting call generates nothing, and its output settings are not sent on
         request = dataclasses.replace(request, invalid=(), output=OutputAsk())
     prediction = Prediction(where.model or request.model, settings=_settings(request))
-    policy = Policy(urls=UrlPolicy(read=config.read_urls, allow_private=config.allow_private))
     try:
         model = resolve(prediction.model or "", config.prices)
-        with measuring(request.parts, policy) as measured:
+        with measuring(request.parts, _policy(config.read_urls, config.allow_private)) as measured:
             prediction.parts = [part_shape(m) for m in measured]
-            quote = quote_request(request, measured, model, Options(), output_given=where.api in COUNT_APIS)
+            quote = quote_request(request, measured, model, _standard(), output_given=where.api in COUNT_APIS)
     except InvalidBody as e:
         prediction.invalid = "; ".join(str(p) for p in e.problems)
         prediction.problem = str(e)
@@ -124,21 +123,44 @@ def predict(payload: dict[str, Any], where: Route, config: ProxyConfig) -> Predi
     return prediction
 
 
+@functools.lru_cache(maxsize=8)
+def _policy(read_urls: bool, allow_private: bool) -> Any:
+    """What measuring a call's body may do, as the proxy's flags say (made once: a frozen value)."""
+    from mmtok.media.remote import UrlPolicy
+    from mmtok.request import Policy
+
+    return Policy(urls=UrlPolicy(read=read_urls, allow_private=allow_private))
+
+
+@functools.cache
+def _standard() -> Any:
+    """The options a call is priced with before its body's own settings: standard rates, today (a frozen value)."""
+    from mmtok.budgets.pricing import Options
+
+    return Options()
+
+
 def fill_from_quote(prediction: Prediction, quote: Any) -> None:
     """``prediction``'s tokens, cost and label from a quote (overhead lines, such as OpenAI's message framing,
-    apart from text)."""
-    prediction.tokens = {}
-    for line in quote.lines:
-        kind = "overhead" if line.item.startswith("<") and line.modality == "text" else line.modality
-        prediction.tokens[kind] = prediction.tokens.get(kind, 0) + line.tokens
-    prediction.input_tokens = quote.input_tokens
-    prediction.cost, prediction.label = quote.total_cost, quote.label
-    prediction.complete = quote.complete
-    prediction.problem = "; ".join(quote.missing)
+    apart from text), in one pass over its lines."""
+    from mmtok.budgets import formulas
     from mmtok.budgets.pricing.quote import OUTPUT_KINDS
 
+    tokens: dict[str, int] = {}
+    input_tokens, cost, output = 0, Decimal(0), None
+    for line in quote.lines:
+        kind = "overhead" if line.item.startswith("<") and line.modality == "text" else line.modality
+        tokens[kind] = tokens.get(kind, 0) + line.tokens
+        cost += line.cost  # in line order, as Quote.total_cost adds them
+        if line.modality in OUTPUT_KINDS:
+            output = output or line
+        else:
+            input_tokens += line.tokens
+    prediction.tokens, prediction.input_tokens, prediction.cost = tokens, input_tokens, cost
+    prediction.label = formulas.weakest([ln.label for ln in quote.lines])
+    prediction.complete = quote.complete
+    prediction.problem = "; ".join(quote.missing)
     prediction.limits = list(quote.limits)
-    output = next((ln for ln in quote.lines if ln.modality in OUTPUT_KINDS), None)
     if output is not None:
         prediction.settings["output_bound"] = output.working
     if quote.cache is not None:
