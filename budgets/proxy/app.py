@@ -34,7 +34,15 @@ from mmtok.budgets.proxy import attribution, dashboard, forward, quoting, shrink
 from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.budgets.proxy.limits import Budgets, Refusal, cost_refusal
 from mmtok.budgets.proxy.metrics import Metrics
-from mmtok.budgets.proxy.providers import COUNT_APIS, Route, error_response, forwarded_headers, provider_of, route
+from mmtok.budgets.proxy.providers import (
+    COUNT_APIS,
+    DEFAULT_UPSTREAMS,
+    Route,
+    error_response,
+    forwarded_headers,
+    provider_of,
+    route,
+)
 from mmtok.budgets.proxy.recorder import Recorder
 from mmtok.budgets.proxy.warm import warm, warm_loop
 from mmtok.budgets.usage import Usage, billed_cost
@@ -142,6 +150,7 @@ class Proxy:
         else:
             tls = httpx.create_ssl_context()  # one for all the pools: making each costs ~25 ms
             self.clients = [_client(self.config, tls) for _ in range(POOLS)]
+            await preconnect(self.clients, configured_upstreams(self.config))
         try:
             async with self.budgets.heartbeat() if self.budgets else contextlib.nullcontext():
                 yield
@@ -413,6 +422,31 @@ async def _read_capped(request: Request, cap: int, pause_s: float) -> bytes:
     except TimeoutError:
         raise BodyTooSlow(f"the request body paused for over {pause_s:g} s ({size:,} bytes read)") from None
     return b"".join(chunks)
+
+
+PRECONNECT_S = 2.0  # the most start-up waits for the upstreams to answer
+
+
+def configured_upstreams(config: ProxyConfig) -> list[str]:
+    """The upstream base URLs the user named (``--openai-upstream`` ...), not the providers' defaults."""
+    named = {url.rstrip("/") for provider, url in config.upstreams.items() if url != DEFAULT_UPSTREAMS.get(provider)}
+    return sorted(named)
+
+
+async def preconnect(clients: list[httpx.AsyncClient], upstreams: list[str]) -> None:
+    """Open a connection from each pool to each upstream the user named, so the first calls find one as later calls
+    do (a first call opened its own: about half its time over a later call's). One ``HEAD`` of the base URL each,
+    with no header of any caller's (no key), its answer read and ignored; the providers' default hosts are never
+    contacted here, and an upstream that does not answer within :data:`PRECONNECT_S` delays nothing further."""
+
+    async def one(client: httpx.AsyncClient, url: str) -> None:
+        with contextlib.suppress(Exception):
+            await client.head(url, timeout=PRECONNECT_S)
+
+    if upstreams:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(PRECONNECT_S):
+                await asyncio.gather(*(one(client, url) for client in clients for url in upstreams))
 
 
 def _client(config: ProxyConfig, tls: Any) -> httpx.AsyncClient:
