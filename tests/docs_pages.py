@@ -36,14 +36,17 @@ def unique(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def mmtok_commands(line: str) -> list[list[str]]:
-    """The ``mmtok ...`` invocations of a shell line (at its start, after a pipe, ``--``, ``&&`` or ``;``), each as
-    its words up to the next pipe or separator; comments dropped."""
+    """The ``mmtok ...`` invocations of a shell line (at its start, after a pipe, ``--``, ``&&`` or ``;``, or run by
+    ``uvx`` / ``pipx run``, with ``--from`` / ``--spec`` naming the package), each as its words up to the next pipe
+    or separator; comments dropped."""
     words = shlex.split(line, comments=True)
     found, current = [], None
     for i, word in enumerate(words):
+        before = words[i - 2 : i]
+        runner = (i and words[i - 1] in ("uvx", "run")) or (len(before) == 2 and before[0] in ("--from", "--spec"))
         if word in ("|", "&&", ";"):
             current = None
-        elif word == "mmtok" and (i == 0 or words[i - 1] in ("|", "--", "&&", ";")):
+        elif word == "mmtok" and (i == 0 or words[i - 1] in ("|", "--", "&&", ";") or runner):
             current = []
             found.append(current)
         elif current is not None:
