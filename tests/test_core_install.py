@@ -44,6 +44,17 @@ from mmtok.cli.main import app
 app()
 """
 
+RUN_AND_LIST = """
+sys.argv = ["mmtok", *{args!r}]
+from mmtok.cli.main import app
+try:
+    app()
+except SystemExit:
+    pass
+import json
+print(json.dumps(sorted({{m.partition(".")[0] for m in sys.modules}})))
+"""
+
 
 def blocked_python(body: str, blocked: tuple[str, ...] = NEVER_IN_CORE, **kwargs) -> subprocess.CompletedProcess:
     """``body`` run by this interpreter with ``blocked`` unimportable."""
@@ -213,3 +224,13 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     import os
 
     return {**os.environ, **extra}
+
+
+def test_pricing_a_photo_imports_nothing_it_does_not_use(samples):
+    """`mmtok price photo.jpg` reads headers: no decoder, array, network, server or model library is loaded for it
+    (what it costs to start is measured by eval/bench/startup.py)."""
+    body = RUN_AND_LIST.format(args=["price", str(samples / "chelsea.jpg"), "-m", "gpt-4o"])
+    loaded = set(json.loads(_ok(blocked_python(body)).stdout.strip().splitlines()[-1]))
+    unused = {"numpy", "PIL", "av", "soundfile", "pypdfium2", "pillow_heif", "httpx", "httpx2", "starlette", "uvicorn",
+              "mcp", "pydantic", "scipy", "matplotlib", "onnxruntime", "cv2", "torch", "prometheus_client"}  # fmt: skip
+    assert not loaded & unused, sorted(loaded & unused)
