@@ -141,7 +141,7 @@ def test_the_race_overspends_without_reservations(upstream, tmp_path, monkeypatc
     with running_proxy(upstream, ledger, budget_usd_per_day=BUDGET, sync_ledger=False) as proxy:
         asyncio.run(race(proxy, stream=False, **next(iter(BODIES.values()))))
     spent, excess, _ = overspend(ledger)
-    assert spent > 5 * BUDGET and excess == 0
+    assert spent > BUDGET and excess == 0  # by how much depends on when the writer's commits land (1.8-20x seen)
 
 
 def test_a_stream_whose_bill_never_arrives_keeps_its_reservation(upstream, tmp_path):
