@@ -36,7 +36,8 @@ MAX_SIDE_PX = 2000  # RapidOCR detects on images shrunk to this long side (its m
 TILE_LINE_PX = 12  # lines shorter than this once RapidOCR has shrunk the image: searched again in tiles
 TILE_SHRINK = 2.0  # a tall or wide image RapidOCR would shrink more than this is searched in tiles
 TILE_OVERLAP_PX = 200  # tiles overlap by this: a line up to this tall is whole in one tile
-MAX_DETECT_PIXELS = 1_000_000  # one detector pass at most: its feature maps take ~185 bytes a pixel
+MAX_DETECT_PIXELS = 500_000  # one detector pass at most: its feature maps take ~185 bytes a pixel
+BAND_OVERLAP_PX = 128  # bands of rows overlap by this (in the image the detector reads: lines are shorter)
 MIN_LINE_PX = 2  # a box under this height or width is not read (nothing to cut out)
 TRAILING_BLANK = 1.2  # each line is recognised with this much room: its own width and 20% of blank after it
 DETECTOR = (
@@ -179,9 +180,9 @@ def _found(image: PIL.Image.Image, most: int | None) -> list[Line]:
 
 def _detect(array: np.ndarray, most: int | None = MAX_DETECT_PIXELS) -> list[Line]:
     """The lines RapidOCR's detector finds in a BGR array, which it reads shrunk to ``MAX_SIDE_PX`` on its long
-    side; where that is over ``most`` pixels, band by band of rows (overlapping by ``TILE_OVERLAP_PX``, each line
+    side; where that is over ``most`` pixels, band by band of rows (overlapping by ``BAND_OVERLAP_PX``, each line
     kept in the band its centre is closest to), so that one pass's feature maps stay bounded (they take ~185 bytes a
-    pixel: a 2000x1250 pass peaks 460 MB over the process, bands of 1 MP ~290 MB)."""
+    pixel: a 2000x1250 pass peaked 460 MB over the process; in bands of 0.5 MP a shrink peaks under 450 MB)."""
     engine = _engine()
     height, width = array.shape[:2]
     ratio = min(1.0, MAX_SIDE_PX / max(height, width))
@@ -192,9 +193,9 @@ def _detect(array: np.ndarray, most: int | None = MAX_DETECT_PIXELS) -> list[Lin
     from rapidocr_onnxruntime.utils.process_img import reduce_max_side
 
     resized, ratio_h, ratio_w = reduce_max_side(array, MAX_SIDE_PX) if ratio < 1 else (array, 1.0, 1.0)
-    rows = max(2 * TILE_OVERLAP_PX, most // resized.shape[1] // 32 * 32)
+    rows = max(2 * BAND_OVERLAP_PX, most // resized.shape[1] // 32 * 32)
     lines = []
-    for top, bottom, core_top, core_bottom in _spans(resized.shape[0], rows, TILE_OVERLAP_PX):
+    for top, bottom, core_top, core_bottom in _spans(resized.shape[0], rows, BAND_OVERLAP_PX):
         with _lock:
             boxes, _ = engine.text_det(np.ascontiguousarray(resized[top:bottom]))
         for box in boxes if boxes is not None else ():

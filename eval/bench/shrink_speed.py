@@ -17,9 +17,10 @@ over the page in 2,000-px tiles at full resolution (shrunk whole to 2,000 px, it
 nothing would be read), so that the anchor reads the text once, as shrink must.
 
 **Shrink** is timed in a fresh process per measurement, with a fresh cache folder (no analysis kept from another
-run), after the same warm-up as the anchor's (OCR engine and recognition network loaded and run once on another
-image): ``mmtok.budgets.shrink.shrink_models`` for one model (gpt-4o), for three (gpt-4o, claude-opus-4-7,
-gemini-3-flash-preview), and with ``--slice`` on the tall page (gpt-4o), at the default bars. Cold figures (the same
+run), after the same warm-up as the anchor's (the same call run once on another image: the OCR engine, the
+recognition network and the price data loaded): ``mmtok.budgets.shrink.shrink_models`` for one model (gpt-4o), for
+three (gpt-4o, claude-opus-4-7, gemini-3-flash-preview), and with ``--slice`` on the tall page (gpt-4o), at the
+default bars. Cold figures (the same
 call without the warm-up: loading included) are kept beside them. The hook is timed whole, as Claude Code runs it:
 ``mmtok hook claude-code`` started as a process with a PreToolUse event on stdin (process start, imports, loading,
 shrinking and the answer), with a fresh cache; and again on the same image (its copy reused). Each ratio is the
@@ -212,7 +213,7 @@ def _shrink(job: dict[str, Any]) -> dict[str, Any]:
     from mmtok.budgets.shrink import make_bars, shrink_models
 
     if job["warm"]:
-        _warm()
+        _warm(job["models"], Path(job["out"]).parent / "warm")
     path = Path(job["path"])
     start = time.perf_counter()
     results = list(shrink_models(path, job["models"], make_bars(None), Path(job["out"]), path.stem,
@@ -221,14 +222,16 @@ def _shrink(job: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": seconds, "results": [_summary(r) for r in results]}
 
 
-def _warm() -> None:
-    """The OCR engine and the recognition network loaded and run once, on an image that is not the input."""
-    from mmtok.budgets.shrink import ocr as O
-    from mmtok.budgets.shrink import recognition as R
+def _warm(models: list[str] | None = None, out: Path | None = None) -> None:
+    """As the anchor's engine is run once on another image first: the same shrink call run once on an image that
+    is not the input (OCR engine, recognition network and price data loaded; nothing about the input kept)."""
+    from mmtok.budgets.shrink import make_bars, shrink_models
 
-    image = _warm_image()
-    O.read(image)
-    R.look(image, R.eval_size(*image.size))
+    folder = Path(tempfile.mkdtemp(prefix="mmtok-warm-")) if out is None else out
+    folder.mkdir(parents=True, exist_ok=True)
+    image = folder / "warm.png"
+    _warm_image().save(image)
+    list(shrink_models(image, models or list(ONE), make_bars(None), folder, "warm"))
 
 
 def _summary(result: Any) -> dict[str, Any]:
