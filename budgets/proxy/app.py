@@ -77,6 +77,7 @@ class _NoDeliberateCuts(logging.Filter):
 logging.getLogger("uvicorn.error").addFilter(_NoDeliberateCuts())
 
 
+WARM_CALLS = 10  # Python specialises a function's code after its first few runs (8 in 3.11): one call is not enough
 WARM_PATH = "/v1/chat/completions"
 WARM_BODY = {"model": "gpt-4o-mini", "max_tokens": 5, "messages": [{"role": "user", "content": "Say hello."}]}
 WARM_ANSWER = json.dumps({
@@ -101,6 +102,16 @@ class _Discard:
         return None
 
     def refused(self, *_args: Any) -> None:
+        return None
+
+    @property
+    def in_flight(self) -> _Discard:  # the gauge of calls being served: inc() and dec() do nothing here too
+        return self
+
+    def inc(self, *_args: Any) -> None:
+        return None
+
+    def dec(self, *_args: Any) -> None:
         return None
 
 
@@ -161,9 +172,10 @@ class Proxy:
             self.recorder.close()  # every record queued is written before the process ends
 
     async def _warm_call(self) -> None:
-        """One call through this proxy's own path before it is ready (a first call ran it all for the first time:
-        ~2x a later one), on a throwaway copy: its upstream a mock transport that answers as the provider does, its
-        records and metrics kept nowhere. Nothing leaves the process; best effort, as :func:`warm`."""
+        """Calls through this proxy's own app before it is ready (a first call ran it all for the first time: ~2x a
+        later one), :data:`WARM_CALLS` of them, on a throwaway copy: its upstream a mock transport that answers as the
+        provider does, its records and metrics kept nowhere. Nothing leaves the process; best effort, as
+        :func:`warm`."""
         answer = WARM_ANSWER
 
         def upstream(_request: httpx.Request) -> httpx.Response:
@@ -185,11 +197,10 @@ class Proxy:
         async def send(_message: dict[str, Any]) -> None:
             return None
 
+        app = Starlette(routes=[StarletteRoute("/{path:path}", copy.handle, methods=["POST"])])
         try:
-            where = route(WARM_PATH)
-            assert where is not None
-            response = await copy._call(Request(scope, receive), where)
-            await response(scope, receive, send)
+            for _ in range(WARM_CALLS):
+                await app(scope, receive, send)
         except Exception as e:  # best effort: the first call would do this work itself
             log.debug("warming a call: %s", e)
         finally:
