@@ -123,7 +123,7 @@ BEGIN
 END $$"""
 
 
-ROWS_PER_STATEMENT = 200  # SQLite: rows of 34 values in one INSERT, within its 32,766 variables
+ROWS_PER_STATEMENT = 200  # rows of 34 values in one INSERT: within SQLite's 32,766 variables, PostgreSQL's 65,535
 
 
 class Refused(Exception):
@@ -526,6 +526,8 @@ class PostgresLedger(Store):
                 result = conn.execute(text(sql), params or {})
                 return [tuple(row) for row in result] if result.returns_rows else []
 
+            run.driver = conn.connection.driver_connection  # type: ignore[attr-defined]
+
             if lock:
                 run("SELECT pg_advisory_xact_lock(:key)", {"key": lock})
             yield run
@@ -549,6 +551,25 @@ class PostgresLedger(Store):
 
     def _ddl(self) -> list[str]:
         return _ddl("BIGINT", "DOUBLE PRECISION", "BYTEA")
+
+    # A batch in two statements and a pipeline: a round trip and SQLAlchemy's work per statement were ~0.25 ms of
+    # CPU a record.
+    def _release(self, run: Run, ids: list[str]) -> None:
+        for start in range(0, len(ids), ROWS_PER_STATEMENT):
+            run("DELETE FROM holds WHERE call_id = ANY(:ids)", {"ids": ids[start : start + ROWS_PER_STATEMENT]})
+
+    def _rows(self, run: Run, values: list[dict[str, Any]]) -> set[str]:
+        driver = getattr(run, "driver", None)  # psycopg's own connection, in the same transaction
+        if driver is None or not hasattr(driver, "pipeline"):
+            return super()._rows(run, values)
+        written: set[str] = set()
+        with driver.cursor() as cursor:  # one prepared statement, its rows sent in a pipeline
+            cursor.executemany(_INSERT_PSYCOPG, [[row[c] for c in ROW_COLUMNS] for row in values], returning=True)
+            while True:
+                written.update(found for (found,) in cursor.fetchall())
+                if not cursor.nextset():
+                    break
+        return written
 
     def _routines(self, run: Run) -> None:
         found = run(
@@ -580,6 +601,10 @@ class PostgresLedger(Store):
         self.engine.dispose()
 
 
+_INSERT_PSYCOPG = (
+    f"INSERT INTO calls ({', '.join(ROW_COLUMNS)}) VALUES ({', '.join(['%s'] * len(ROW_COLUMNS))}) "
+    "ON CONFLICT (id) DO NOTHING RETURNING id"
+)
 _RESERVE_CALL = (
     f"SELECT over_scope, counted FROM {RESERVE_FUNCTION}(%s, %s, %s, %s::float8, %s::bigint, %s, %s::text[], "
     "%s::numeric[])"
