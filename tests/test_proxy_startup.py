@@ -52,3 +52,28 @@ def test_only_the_upstreams_the_user_named_are_contacted_before_a_call():
     assert configured_upstreams(ProxyConfig(ledger="x.sqlite")) == []  # the providers' defaults: never
     named = ProxyConfig(ledger="x.sqlite", upstreams={"openai": "http://127.0.0.1:9/v1/"})
     assert configured_upstreams(named) == ["http://127.0.0.1:9/v1"]
+
+
+def test_upstream_urls_are_parsed_once_and_never_kept_with_a_query_string():
+    import asyncio
+
+    from mmtok.budgets.ledger import Record
+    from mmtok.budgets.proxy import forward
+
+    url = "http://127.0.0.1:9/v1beta/models/gemini-2.5-flash:generateContent"
+    assert forward.parsed_url(url) is forward.parsed_url(url)
+    assert str(forward.parsed_url(url + "x")) == url + "x"  # the whole URL is the key
+    seen: list[str] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(200, json=ANSWER)
+
+    async def call(target: str) -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(upstream)) as client:
+            await forward.send(client, target, {}, b"{}", Record())
+
+    asyncio.run(call(url))
+    before = forward.parsed_url.cache_info().currsize
+    asyncio.run(call(url + "?key=secret"))  # a Gemini key in the query string: sent, never kept
+    assert seen == [url, url + "?key=secret"] and forward.parsed_url.cache_info().currsize == before

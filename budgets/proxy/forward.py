@@ -9,6 +9,7 @@ cut short upstream is cut short to the client (the SDK sees the connection end, 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -46,7 +47,7 @@ async def send(
     """POST ``content`` to ``url`` with the caller's headers; the response is opened as a stream."""
     sent = time.perf_counter()
     headers = {**headers, "accept-encoding": ACCEPTED_ENCODINGS}
-    request = client.build_request("POST", url, headers=headers, content=content)
+    request = client.build_request("POST", parsed_url(url) if "?" not in url else url, headers=headers, content=content)
     try:
         response = await client.send(request, stream=True)
     except httpx.TimeoutException as e:
@@ -57,6 +58,13 @@ async def send(
         return Upstream(None, 502, "upstream_error", f"the upstream connection failed ({type(e).__name__}: {e})")
     record.upstream_ms = (time.perf_counter() - sent) * 1000
     return Upstream(response, response.status_code)
+
+
+@functools.lru_cache(maxsize=512)
+def parsed_url(url: str) -> httpx.URL:
+    """An upstream URL parsed once (httpx parses a string on every request: ~15 us). Only URLs without a query string
+    are kept here: a Gemini key may ride in one."""
+    return httpx.URL(url)
 
 
 def failure(route: Route, upstream: Upstream) -> Response:
