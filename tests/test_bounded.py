@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -440,9 +441,12 @@ def photo_run(folder: Path, workers: int, preexec=None, interrupt: bool = False)
         deadline = time.monotonic() + 120
         results = out / "results.jsonl"
         while time.monotonic() < deadline and not (results.is_file() and results.stat().st_size):
-            time.sleep(0.1)
-        time.sleep(0.5)
-        os.killpg(child.pid, 2)
+            time.sleep(0.02)
+        # The run holds still (SIGSTOP) while Ctrl-C is queued, then goes on and meets it mid-run: on a busy machine
+        # the rest of the 200 photos cannot be done before the signal lands.
+        os.killpg(child.pid, signal.SIGSTOP)
+        os.killpg(child.pid, signal.SIGINT)
+        os.killpg(child.pid, signal.SIGCONT)
     stdout, stderr = child.communicate(timeout=300)
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr)
 

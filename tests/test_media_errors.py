@@ -282,3 +282,13 @@ def test_unreadable_folders_and_files_are_reported_by_the_kernel_too(samples, tm
         str(tmp_path / "open" / "fine.jpg"),
         f"{tmp_path / 'open' / 'locked.jpg'}: permission denied: the file is not readable",
     ]
+
+
+def test_an_audio_stream_whose_frames_change_format_midway_is_one_media_error(tmp_path):
+    """One byte put into speech.mp3 (found by test_media_fuzz's random corruptions) makes a frame whose sample
+    format differs from the stream's first: PyAV's resampler refused it with a ValueError, a crash of mmtok."""
+    original = mmtok.sample_path("speech.mp3").read_bytes()
+    path = tmp_path / "speech.mp3"
+    path.write_bytes(original[:875] + b"\xbb" + original[875:])
+    with pytest.raises(MediaError, match=r"speech\.mp3: audio stream changes its sample format, layout or rate midway"):
+        mmtok.load(path).samples()

@@ -291,7 +291,7 @@ class Audio:
                 resampler = av.AudioResampler(format="flt", layout="mono" if mono else f"{channels}c", rate=rate)
                 frames = container.decode(stream)
                 for frame in [*frames, None]:
-                    for out in resampler.resample(frame):
+                    for out in _resampled(self.path, resampler, frame):
                         pending.append(_planar(self.path, out, channels))
                         held += out.samples
                     while held >= block or (frame is None and held):
@@ -400,6 +400,15 @@ def _padding_samples(rate: int) -> int:
     return round(2048 * rate / 44_100) + 1
 
 
+def _resampled(path: Path | None, resampler: Any, frame: Any) -> list[Any]:
+    """``resampler.resample(frame)``; a frame whose sample format, layout or rate is not the stream's first (PyAV
+    refuses it: "Frame does not match AudioResampler setup") is a damaged stream, a :class:`MediaError`."""
+    try:
+        return resampler.resample(frame)
+    except ValueError as e:
+        raise MediaError(path, f"audio stream changes its sample format, layout or rate midway ({e})") from None
+
+
 def _planar(path: Path | None, frame: Any, channels: int) -> np.ndarray:
     """A packed float32 frame as ``(C, n)``. Packed, because PyAV's planar ``to_ndarray`` reads past the eight data
     pointers of a frame with more than eight planes (a 10-channel stream crashed the process)."""
@@ -420,8 +429,8 @@ def _decode_av_audio(path: Path | None, stream_index: int, fmt: str, channels: i
             # Packed float32 at the header's layout and rate, even if a damaged stream changes them midway.
             resampler = av.AudioResampler(format="flt", layout=f"{channels}c", rate=rate)
             for frame in container.decode(stream):
-                pieces.extend(_planar(path, out, channels) for out in resampler.resample(frame))
-            pieces.extend(_planar(path, out, channels) for out in resampler.resample(None))
+                pieces.extend(_planar(path, out, channels) for out in _resampled(path, resampler, frame))
+            pieces.extend(_planar(path, out, channels) for out in _resampled(path, resampler, None))
     except av.FFmpegError as e:
         if not pieces:
             raise MediaError(path, f"cannot decode {fmt} audio: {ffmpeg_reason(e)}") from None
