@@ -68,8 +68,8 @@ def test_slice_cuts_a_tall_page_into_pieces_the_model_sees_whole_each_read_again
     assert result.tokens_after == tokens > result.tokens_before  # priced piece by piece, dearer than one image
     assert f"{tokens:,} tokens against {result.tokens_before:,} for the one image" in result.action
     as_sent = next(t for t in result.tried if t["size"].endswith("as sent"))
-    assert not as_sent["meets"]  # the one image, as the model sees it, fails the bar (known: its text is ~5 px)
-    assert as_sent["ocr"] is None and as_sent["reasons"]["ocr"].startswith("not read: the original's lines")
+    assert not as_sent["meets"]  # the one image, as the model sees it, fails the bar: read, or known to fail
+    assert as_sent["ocr"] < 0.98 if as_sent["ocr"] is not None else as_sent["reasons"]["ocr"].startswith("not read")
     assert result.to_dict()["pieces"] == [str(p) for p in result.pieces]
 
 

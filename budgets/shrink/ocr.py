@@ -20,9 +20,10 @@ does not apply: "no text found" is the result.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,9 @@ TILE_SHRINK = 2.0  # a tall or wide image RapidOCR would shrink more than this i
 TILE_OVERLAP_PX = 200  # tiles overlap by this: a line up to this tall is whole in one tile
 MAX_DETECT_PIXELS = 500_000  # one detector pass at most: its feature maps take ~185 bytes a pixel
 BAND_OVERLAP_PX = 128  # bands of rows overlap by this (in the image the detector reads: lines are shorter)
+# A rendition's view is read whole up to this (gpt-4o's largest view, 2048x768, is 1.57 MP): bands move a few boxes,
+# and a reading near the bar by 0.005, so a view is read as the path before issue 39 read it wherever memory allows
+VIEW_DETECT_PIXELS = 1_600_000
 MIN_LINE_PX = 2  # a box under this height or width is not read (nothing to cut out)
 TRAILING_BLANK = 1.2  # each line is recognised with this much room: its own width and 20% of blank after it
 DETECTOR = (
@@ -67,11 +71,11 @@ class Line:
 
 @functools.cache
 def _engine(reference: bool = False) -> Any:
-    """RapidOCR's engine. Its detector runs on every core; its recogniser reads one line per call on one thread,
-    several lines at once on :func:`_pool`'s threads (work too small to share within a call: two intra-op threads
-    contending on a busy 2-core machine took 2.6 s for 16 lines where one took 0.9 s). Neither spins waiting for work
-    (onnxruntime's default), which on a busy machine takes the cores other work needs. ``reference``: RapidOCR's own
-    settings, as the reference path had them."""
+    """RapidOCR's engine, each model loaded once (``_sessions_of_our_own``). Its detector runs on every core; its
+    recogniser reads one line per call on one thread, several lines at once on :func:`_pool`'s threads (work too
+    small to share within a call: two intra-op threads contending on a busy 2-core machine took 2.6 s for 16 lines
+    where one took 0.9 s). Neither spins waiting for work (onnxruntime's default), which on a busy machine takes the
+    cores other work needs. ``reference``: RapidOCR's own settings, as the document path reads pages with them."""
     from mmtok.extras import require
 
     RapidOCR = require("rapidocr_onnxruntime", "the ocr bar (RapidOCR)").RapidOCR
@@ -79,10 +83,8 @@ def _engine(reference: bool = False) -> Any:
     # every image to a 736-px short side, which would read text smaller than any model is shown.
     if reference:
         return RapidOCR(det_limit_type="max")
-    engine = RapidOCR(det_limit_type="max", rec_intra_op_num_threads=1, rec_inter_op_num_threads=1)
-    engine.text_det.infer.session = _session(DETECTION_MODEL, _threads())
-    engine.text_rec.session.session = _session(RECOGNITION_MODEL, 1)
-    return engine
+    with _sessions_of_our_own():
+        return RapidOCR(det_limit_type="max")
 
 
 def _threads() -> int:
@@ -95,23 +97,28 @@ def _threads() -> int:
         return max(1, min(8, os.cpu_count() or 1))
 
 
-def _session(name: str, threads: int) -> Any:
-    """The RapidOCR wheel's model ``name`` in a session of ``threads`` intra-op threads that do not spin between
-    calls, without onnxruntime's memory arena (it would keep the largest input's buffers for the process's life)."""
-    from pathlib import Path
+@contextlib.contextmanager
+def _sessions_of_our_own() -> Iterator[None]:
+    """While RapidOCR builds its sessions (each model loaded once, its memory arena already off), their options are
+    ours: the detector on every core, the recogniser and classifier on one thread each (RapidOCR's own per-model
+    thread arguments do not reach its sessions: its global -1 overwrites them), and no thread spinning while it
+    waits for work."""
+    from rapidocr_onnxruntime.utils.infer_engine import OrtInferSession
 
-    import onnxruntime as ort
-    import rapidocr_onnxruntime
+    made = OrtInferSession.__dict__["_init_sess_opts"]
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.enable_cpu_mem_arena = False
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    path = Path(rapidocr_onnxruntime.__file__).parent / "models" / name
-    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    def options(config: dict[str, Any]) -> Any:
+        chosen = made.__func__(config)
+        chosen.intra_op_num_threads = _threads() if str(config.get("model_path", "")).endswith(DETECTION_MODEL) else 1
+        chosen.inter_op_num_threads = 1
+        chosen.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return chosen
+
+    OrtInferSession._init_sess_opts = staticmethod(options)
+    try:
+        yield
+    finally:
+        OrtInferSession._init_sess_opts = made
 
 
 @functools.cache
@@ -147,15 +154,16 @@ def _bgr(image: PIL.Image.Image) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(image.convert("RGB"))[:, :, ::-1])  # RapidOCR takes OpenCV's BGR order
 
 
-def detect(image: PIL.Image.Image, banded: bool = True) -> list[Line]:
+def detect(image: PIL.Image.Image, banded: bool = True, most: int = MAX_DETECT_PIXELS) -> list[Line]:
     """The lines of text RapidOCR's detector finds in an RGB image (corners only, nothing read yet), in reading
     order. RapidOCR shrinks an image to 2,000 px on its long side to look for text: a tall or wide image (one side
     at least twice the other) it would shrink more than ``TILE_SHRINK`` times is searched in overlapping tiles at
     its own resolution instead (a full-page screenshot's text would be shrunk out of sight), and so is any image
-    where the lines it finds are under ``TILE_LINE_PX`` once shrunk (a long view). ``banded`` False: each pass
-    whole, however large (the path before issue 39, kept for the benchmark's side-by-side)."""
+    where the lines it finds are under ``TILE_LINE_PX`` once shrunk (a long view). A pass over ``most`` pixels is
+    made in bands of rows (``_detect``); ``banded`` False: each pass whole, however large (the path before issue 39,
+    kept for the benchmark's side-by-side)."""
     try:
-        return _found(image, MAX_DETECT_PIXELS if banded else None)
+        return _found(image, most if banded else None)
     finally:
         _release()
 
@@ -267,17 +275,18 @@ def _recognise_line(engine: Any, array: np.ndarray, corners: np.ndarray) -> tupl
 
 
 def read(image: PIL.Image.Image, banded: bool = True) -> str:
-    """The text in an RGB image as the ``ocr`` bar reads a rendition: the lines the detector finds at this size,
-    each recognised alone, those with a score >= ``MIN_SCORE``, top to bottom."""
-    lines = detect(image, banded)
+    """The text in an RGB image as the ``ocr`` bar reads a rendition: the lines the detector finds at this size (in
+    bands only over ``VIEW_DETECT_PIXELS``), each recognised alone, those with a score >= ``MIN_SCORE``, top to
+    bottom."""
+    lines = detect(image, banded, VIEW_DETECT_PIXELS)
     readings = recognise(image, [line.corners for line in lines])
     return "\n".join(text for text, score in readings if score >= MIN_SCORE)
 
 
 def read_text(image: PIL.Image.Image) -> str:
     """The text RapidOCR reads in an RGB image, lines top to bottom (detection and recognition of the whole image,
-    in batches of 6 lines, with RapidOCR's own thread settings): the earlier path's reading, kept as the benchmark's
-    reference."""
+    in batches of 6 lines, with RapidOCR's own thread settings): how a PDF page's text layer is checked against what
+    its page shows (``document.py``)."""
     engine = _engine(reference=True)
     with _lock:
         result, _ = engine(_bgr(image), use_cls=False)
