@@ -7,7 +7,8 @@ It runs ``make test`` (lint, the core tests in ``.venv-core``, the rest in ``.ve
 pytest session's own summary line (tests passed, failed, skipped, seconds); the figure is the sum of the sessions'
 seconds. ``--before`` reads the same summary from an earlier run's log (the suite before this round: one session,
 one process) to put beside it. The machine's load average at the start and end is kept: on a machine other work
-shares, the seconds are an upper bound of what a quiet one takes.
+shares, the seconds are an upper bound of what a quiet one takes, and the CPU seconds of every process ``make test``
+waited for, divided by the cores, a lower bound.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import subprocess
 import time
 from pathlib import Path
@@ -44,9 +46,12 @@ def main() -> None:
     parser.add_argument("--txt", type=Path, default=RESULTS / "bench_suite.txt")
     args = parser.parse_args()
     load_before = os.getloadavg()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     done = subprocess.run(["make", "test"], cwd=ROOT, capture_output=True, text=True)
     wall = time.monotonic() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     after = sessions(done.stdout + done.stderr)
     before = sessions(args.before.read_text()) if args.before else []
     before_s = round(sum(s["seconds"] for s in before), 1) if before else None
@@ -56,6 +61,8 @@ def main() -> None:
         "command": "make test",
         "exit_code": done.returncode,
         "make_wall_s": round(wall, 1),
+        "make_cpu_s": round(cpu, 1),  # user + system of every process make test waited for: load-independent
+        "cpu_per_core_s": round(cpu / (os.cpu_count() or 1), 1),  # what a quiet machine's cores could do it in
         "load_average_start": [round(x, 2) for x in load_before],
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "sessions": after,
@@ -82,6 +89,8 @@ def report(p: dict[str, Any]) -> str:
     for i, s in enumerate(p["sessions"]):
         lines.append(f"  {names[i] if i < len(names) else f'session {i + 1}':<32} {s['seconds']:8.1f} s  {counts(s)}")
     lines.append(f"  {'pytest in all':<32} {p['pytest_s']:8.1f} s  (budget {p['budget_s']:.0f} s)")
+    cpu = f"({p['make_cpu_s']:.0f} CPU s: what a quiet machine's cores could do it in, at best)"
+    lines.append(f"  {'CPU of make test / cores':<32} {p['cpu_per_core_s']:8.1f} s  {cpu}")
     if p["before"]["pytest_s"] is not None:
         for s in p["before"]["sessions"]:
             lines.append(f"  {'before (one process)':<32} {s['seconds']:8.1f} s  {counts(s)}")
