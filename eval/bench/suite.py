@@ -66,6 +66,7 @@ def main() -> None:
         "load_average_start": [round(x, 2) for x in load_before],
         "load_average_end": [round(x, 2) for x in os.getloadavg()],
         "sessions": after,
+        "failed_tests": re.findall(r"^(?:FAILED|ERROR) (\S+)", done.stdout + done.stderr, re.MULTILINE),
         "pytest_s": round(sum(s["seconds"] for s in after), 1),
         "before": {"log": str(args.before) if args.before else None, "sessions": before, "pytest_s": before_s},
         "budget_s": BUDGET_S,
@@ -91,6 +92,7 @@ def report(p: dict[str, Any]) -> str:
     lines.append(f"  {'pytest in all':<32} {p['pytest_s']:8.1f} s  (budget {p['budget_s']:.0f} s)")
     cpu = f"({p['make_cpu_s']:.0f} CPU s: what a quiet machine's cores could do it in, at best)"
     lines.append(f"  {'CPU of make test / cores':<32} {p['cpu_per_core_s']:8.1f} s  {cpu}")
+    lines += [f"  failed: {name}" for name in p["failed_tests"]]
     if p["before"]["pytest_s"] is not None:
         for s in p["before"]["sessions"]:
             lines.append(f"  {'before (one process)':<32} {s['seconds']:8.1f} s  {counts(s)}")
