@@ -34,17 +34,19 @@ MIN_READ_LINE_PX = 7.0  # lines shorter than this in a view are not read at bars
 GEOMETRY_BAR = 0.9
 LEGIBLE_LINE_PX = 7.5  # text this tall in a view is predicted read (the search starts there; see the bench)
 CLASS_CHANGED = "missed: the classifier's top class changed"  # the recog bar's other condition
+KEPT_RENDERS = 2  # renditions kept decoded (each its full size: ~8 MB for a 1762x1506 one)
 MIN_TEXT_CHARS = 4  # fewer characters read in the whole original is no text to keep (a photo's stray "6")
 NO_TEXT = f"no text found ({O.DETECTOR}; fewer than {MIN_TEXT_CHARS} characters): the ocr bar does not apply"
 
 
 class ImageJob:
     """One decoded image and the measurements made on it, shared by every model it is shrunk for; the original's
-    analysis (border, lines, their readings, the network's looks) is kept between calls (``analysis.py``).
+    analysis (border, lines, their readings, the network's looks) is kept between calls (``analysis.py``; ``kept``
+    False: neither read nor written).
     ``reference``: the path before issue 39 (nothing kept between calls, each detector pass whole, the search from
     the 10-px rung), for the benchmark's side-by-side."""
 
-    def __init__(self, path: Path, media: Image, reference: bool = False) -> None:
+    def __init__(self, path: Path, media: Image, reference: bool = False, kept: bool = True) -> None:
         from mmtok.budgets.shrink import analysis
 
         self.path = Path(path)
@@ -52,7 +54,7 @@ class ImageJob:
         self.reference = reference
         self.decoded = P.decode(path, media.format)
         self.width, self.height = self.decoded.size
-        kept = not reference and analysis.enabled()
+        kept = kept and not reference and analysis.enabled()
         self.analysis = analysis.load(self.path) if kept else analysis.Analysis(None)
         self._views: dict[tuple[int, int], PIL.Image.Image] = {}
         self._renders: dict[tuple, PIL.Image.Image] = {}
@@ -93,6 +95,8 @@ class ImageJob:
         are encoded and decoded back, so the measures see the compression too."""
         key = (box, size, fmt)
         if key not in self._renders:
+            if len(self._renders) >= KEPT_RENDERS:  # the oldest goes: a search measures a rendition, then moves on
+                del self._renders[next(iter(self._renders))]
             pixels = self.pixels(box, size)
             if fmt == "PNG":
                 self._renders[key] = pixels if pixels.mode == "RGB" else P.over_white(pixels)

@@ -39,9 +39,11 @@ TILE_SHRINK = 2.0  # a tall or wide image RapidOCR would shrink more than this i
 TILE_OVERLAP_PX = 200  # tiles overlap by this: a line up to this tall is whole in one tile
 MAX_DETECT_PIXELS = 500_000  # one detector pass at most: its feature maps take ~185 bytes a pixel
 BAND_OVERLAP_PX = 128  # bands of rows overlap by this (in the image the detector reads: lines are shorter)
-# A rendition's view is read whole up to this (gpt-4o's largest view, 2048x768, is 1.57 MP): bands move a few boxes,
-# and a reading near the bar by 0.005, so a view is read as the path before issue 39 read it wherever memory allows
-VIEW_DETECT_PIXELS = 1_600_000
+# A rendition's view is read whole up to this: bands move a few boxes, and a reading near the bar by 0.005 (a 768x844
+# view of a diagram: 0.984 whole, 0.979 in bands), so a view is read as the path before issue 39 read it wherever
+# memory allows (a 1.6-MP pass added 450 MB to a process of 260; Claude reading a dense diagram's 1-1.7 MP views
+# peaked 640-700 MB with 1-MP bands, 500 MB with these)
+VIEW_DETECT_PIXELS = 700_000
 MIN_LINE_PX = 2  # a box under this height or width is not read (nothing to cut out)
 TRAILING_BLANK = 1.2  # each line is recognised with this much room: its own width and 20% of blank after it
 DETECTOR = (

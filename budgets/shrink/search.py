@@ -219,26 +219,27 @@ class LadderSearch:
 
     def _climb(self, failed: int) -> int | None:
         """From a rung that missed the bars, up to the rung aimed at (``_aim``) until one meets them, then bisection
-        between the last that missed and it."""
-        n, low = len(self.ladder), failed + 1
+        between the last that missed and it. Each miss at least doubles the step in log scale (3%, 6%, 12% ...), so
+        text that stays just under the bar costs a few readings, not one per rung."""
+        n, low, least = len(self.ladder), failed + 1, math.log(1.03)
         while low < n:
-            target = self._aim(failed)
+            target = self._aim(failed, least)
             probe = next((i for i in range(low, n) if self.scale(i) >= target - 1e-9), n - 1)
             if self.meets(probe):
                 return self._bisect(low, probe + 1)
-            low, failed = probe + 1, probe
+            low, failed, least = probe + 1, probe, least * 2
         return None
 
-    def _aim(self, failed: int) -> float:
+    def _aim(self, failed: int, least: float) -> float:
         """The scale to read next after rung ``failed`` missed: where its OCR agreement says the bar would be met, on
-        a line of ``OCR_SLOPE`` logits per unit of log scale through it (between 3% and 50% larger); 10% larger
-        where another bar missed or the agreement is not known."""
+        a line of ``OCR_SLOPE`` logits per unit of log scale through it, at least ``least`` larger in log scale and
+        at most 50% larger; 10% larger where another bar missed or the agreement is not known."""
         scale, measured, bar = self.scale(failed), self.results.get(failed), self.ocr_bar
         value = measured.values.get("ocr") if measured is not None else None
         if bar is None or not isinstance(value, float):  # OCR is measured last: a value means the others were met
-            return scale * 1.1
+            return scale * math.exp(max(least, math.log(1.1)))
         gap = _logit(bar.value) - _logit(value)
-        return scale * math.exp(min(math.log(1.5), max(math.log(1.03), gap / OCR_SLOPE)))
+        return scale * math.exp(max(least, min(math.log(1.5), gap / OCR_SLOPE)))
 
     def _galloped(self) -> int | None:
         """The search before issue 39 (the benchmark's reference): from another model's passing scale the bracket

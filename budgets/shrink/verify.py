@@ -4,11 +4,12 @@ search with, and what a user can check a copy with.
     >>> from mmtok.budgets.shrink.verify import measure_written                      # doctest: +SKIP
     >>> measure_written(result)  # {'ssim': 0.97, 'recog': 0.99, 'ocr': 1.0, 'missed': [], 'ok': True}  # doctest: +SKIP
 
-Nothing the search kept is used: the original is decoded again, its text found by whole detector passes (no bands)
-and read line by line, the written file decoded from disk and seen as the model sees it (its view at the detail
-it is sent with), laid over the original's view for SSIM and recog (a crop pasted back onto the border colour;
-each measured by its own function, not by the search's job), and its own text found and read at its view. A
-sliced page's pieces are read each at its own size and their readings, together, are held to the original's text.
+Nothing the search kept or inferred is used: the original is decoded again and its text found and read whole,
+line by line (no analysis kept from another call), the written file decoded from disk and seen as the model sees
+it (its view at the detail it is sent with), laid over the original's view for SSIM and recog (a crop pasted back
+onto the border colour; each measured by its own function, not by the search's job), and its own text found and
+read at its view, with the same detector and recogniser settings as the search. A sliced page's pieces are read each
+at its own size and their readings, together, are held to the original's text.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def measure_written(
 ) -> dict[str, Any]:
     """``result``'s written image (or pieces) measured against its source at ``bars`` (default: the result's own):
     each measure, the bars missed, and ``ok``. An original kept as it is meets every bar. ``original``: an
-    ``ImageJob(source, media, reference=True)`` to reuse for several results of one source."""
+    ``ImageJob(source, media, kept=False)`` to reuse for several results of one source."""
     import mmtok
     from mmtok.budgets.shrink.job import ImageJob
 
@@ -37,7 +38,7 @@ def measure_written(
     wanted = bars_for({b.metric: b for b in wanted}, "image")
     if result.status == "kept":
         return {"ok": True, "missed": [], "kept": True}
-    job = original or ImageJob(result.source, mmtok.load(result.source), reference=True)
+    job = original or ImageJob(result.source, mmtok.load(result.source), kept=False)
     measures = _pieces(job, result) if result.pieces else _one(job, result, {b.metric for b in wanted})
     missed = [str(b) for b in wanted if b.metric in measures and (measures[b.metric] is None or not b.met(
         measures[b.metric]))]  # fmt: skip
@@ -70,7 +71,7 @@ def _one(job: Any, result: ShrinkResult, metrics: set[str]) -> dict[str, float |
         if not same and class_changed(before, after):
             measures["recog"] = None  # the bar's other condition: the classifier's top class is the original's
     if "ocr" in metrics and job.text_found:
-        measures["ocr"] = O.agreement(job.truth_text, O.read(P.resized(out, out_view.size), banded=False))
+        measures["ocr"] = O.agreement(job.truth_text, O.read(P.resized(out, out_view.size)))
     return measures
 
 
@@ -80,5 +81,5 @@ def _pieces(job: Any, result: ShrinkResult) -> dict[str, float | None]:
 
     if not job.text_found:
         return {}
-    readings = [O.read(P.decode_bytes(piece.read_bytes()), banded=False) for piece in result.pieces]
+    readings = [O.read(P.decode_bytes(piece.read_bytes())) for piece in result.pieces]
     return {"ocr": O.agreement(job.truth_text, "\n".join(readings))}

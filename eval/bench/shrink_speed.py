@@ -31,9 +31,11 @@ process's maximum resident set (``wait4``'s ``ru_maxrss``), the warm-up included
 gemini-3-flash-preview by the path before issue 39 (``reference=True``: the search from the 10-px rung galloping
 down, whole detector passes, nothing kept between calls) and by today's path, in one call each (so each path shares
 its work across the models as a user's ``-m a -m b`` does). A pair agrees when today's answer costs the same or
-fewer tokens; every answer of today's path is then measured again in full, from the written file, by a job of the
-earlier kind (SSIM and recog at the model's view, the file's text found and read at its view against the original's
-text found and read whole), and must meet every bar.
+fewer tokens; every answer of today's path is then measured again in full, from the written file
+(``verify.measure_written``: nothing kept between calls or inferred by the search, SSIM and recog at the model's
+view, the file's text found and read at its view against the original's text found and read whole, by today's
+detector settings), and must meet every bar. The earlier path reads views and originals without bands; today's
+searches an original over 0.5 MP, and a view over 0.7 MP, in bands (memory): that difference is in the agreement.
 """
 
 from __future__ import annotations
@@ -389,7 +391,7 @@ def _full_job(path: Path) -> Any:
     import mmtok
     from mmtok.budgets.shrink.job import ImageJob
 
-    return ImageJob(path, mmtok.load(path), reference=True)
+    return ImageJob(path, mmtok.load(path), kept=False)
 
 
 # ------------------------------------------------------------------------------------------------------ summary
