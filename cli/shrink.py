@@ -6,7 +6,6 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,16 +13,12 @@ import click
 import typer
 
 from mmtok.cli.common import (
-    Column,
-    console,
     err_console,
     flushes_json_lines,
-    fmt_num,
     max_pixels_option,
     print_error,
     print_json_line,
     print_note,
-    print_table,
     print_warning,
     resolve_max_pixels,
     short_path,
@@ -36,7 +31,6 @@ if TYPE_CHECKING:
     from mmtok.budgets.shrink import ShrinkResult
 
 MISSING_EXTRA = 2  # an input needed an extra that is not installed (mmtok.extras): the run ends in exit 2
-DONE_MIN_WIDTH = 30  # narrower than this, what was done is printed under the table, one line per result
 DEFAULT_MODEL = "gpt-4o"  # price's, when neither -m, a body nor the settings name one
 
 
@@ -88,26 +82,41 @@ def shrink(
     cost more than the original (--slice: said when they do); where no cheaper version meets the bars the original
     is copied once and said so. A file several models share is written once."""
     bars = _checked_bars(keep, speed, detail)
-    limit = resolve_max_pixels(max_pixels)
     out = out.expanduser()
     local = [Path(p) for p in paths if not _is_url(p)]
+    _check_out(out, local)
+    paths, batched = _batch_files(paths, local, model, out, json_out, bars, lossless, slice_, prices)
+    if not paths:  # batch files alone
+        raise typer.Exit(0 if batched else 1)
+    options = {
+        "lossless": lossless, "detail": detail, "speed": speed, "min_silence_s": min_silence, "crop": not no_crop,
+        "slice": slice_, "prices": prices, "max_pixels": resolve_max_pixels(max_pixels), "allow_private": allow_private,
+    }  # fmt: skip
+    _shrink_inputs(paths, model, bars, out, options, json_out, batched)
+
+
+def _check_out(out: Path, local: list[Path]) -> None:
+    """Exit 2 with one line where --out cannot hold the outputs (:func:`_out_problem`)."""
     problem = _out_problem(out, local)
     if problem:
         print_error(problem)
         raise typer.Exit(2)
-    paths, batched = _batch_files(paths, local, model, out, json_out, bars, lossless, slice_, prices)
-    if not paths:  # batch files alone
-        raise typer.Exit(0 if batched else 1)
+
+
+def _shrink_inputs(
+    paths: list[str], model: list[str], bars: dict, out: Path, options: dict, json_out: bool, batched: bool
+) -> None:
+    """Shrink the inputs that are not batch files for each model (none named: a body's own, else the settings'), print
+    the table, and end with the run's exit code."""
+    prices = options["prices"]
     usable = _usable_models(model, prices, json_out) if model else []
-    fallback = None if model else _usable_models([_configured_model()], prices, json_out)[0]  # for files
-    options = {
-        "lossless": lossless, "detail": detail, "speed": speed, "min_silence_s": min_silence, "crop": not no_crop,
-        "slice": slice_, "prices": prices, "max_pixels": limit, "allow_private": allow_private, "fallback": fallback,
-    }  # fmt: skip
-    with _Downloads(allow_private) as downloads:
+    options["fallback"] = None if model else _usable_models([_configured_model()], prices, json_out)[0]  # for files
+    with _Downloads(options["allow_private"]) as downloads:
         results, failures = _shrink_all(paths, usable, bars, out, options, json_out, downloads)
     if not json_out and results:
-        _print_table(results, downloads.urls)
+        from mmtok.cli.shrink_table import print_shrink_table
+
+        print_shrink_table(results, downloads.urls)
     if failures or len(usable) != len(model) or not batched:
         raise typer.Exit(2 if failures == MISSING_EXTRA else 1)
 
@@ -213,6 +222,7 @@ def _progress(files: int, models: int, min_items: int) -> Iterator[Callable[[int
     if not stderr_is_terminal() or files < min_items:
         yield lambda n, item, model: None
         return
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
@@ -221,7 +231,7 @@ def _progress(files: int, models: int, min_items: int) -> Iterator[Callable[[int
         done = [0]
 
         def now(n: int, item: Path, model: str) -> None:
-            bar.update(task, description=f"{_escape(short_path(item))} · {model}", completed=done[0])
+            bar.update(task, description=f"{escape(short_path(item))} · {model}", completed=done[0])
             done[0] += 1
 
         yield now
@@ -463,128 +473,3 @@ def _body_result(source: Path, model: str, path: Path, done: Any) -> ShrinkResul
 
 
 # ------------------------------------------------------------------------------------------------------- table
-
-
-def _print_table(results: list[ShrinkResult], urls: dict[Path, str] | None = None) -> None:
-    """One row per input, its models as sub-rows under it (tokens, cost after, saving, what happened); what was done
-    and measured in a column where it fits, else on lines under the table; a total for the run."""
-    from mmtok.cli.price import money
-
-    def shown(source: Path) -> str:  # a URL's copy is named by its URL
-        return (urls or {}).get(source) or short_path(source)
-
-    columns = [
-        Column("input · model", fold=True, min_width=24),
-        Column("tokens", numeric=True),
-        Column("USD", numeric=True, priority=2),
-        Column("saving", numeric=True),
-        Column("result"),
-        Column("done", fold=True, priority=1, min_width=DONE_MIN_WIDTH),
-    ]
-    rows: list[list[str]] = []
-    last = None
-    for r in results:
-        if r.source != last:
-            rows.append([_escape(shown(r.source)), "", "", "", "", ""])
-            last = r.source
-        cost = money(r.after.total_cost)
-        rows.append(["  " + _escape(r.model), _tokens(r), cost, _saving(r), _status(r), _escape(_done(r))])
-    before = sum((r.before.total_cost for r in results), Decimal(0))
-    after = sum((r.after.total_cost for r in results), Decimal(0))
-    tokens_before, tokens_after = sum(r.tokens_before for r in results), sum(r.tokens_after for r in results)
-    saved = _share(1 - float(after / before)) if before else ""
-    inputs = len({r.source for r in results})
-    total = f"{fmt_num(tokens_before)}→{fmt_num(tokens_after)}"
-    rows.append([f"[bold]total[/] ({inputs} × {len({r.model for r in results})})", total, money(after), saved, "", ""])
-    dropped = print_table(columns, rows, section_at=len(rows) - 1, note_left_out=False)
-    if "done" in dropped:  # folded out of a narrow table: each result's working under it, by input
-        last = None
-        for r in results:
-            if r.source != last:
-                console().print(f"[dim]{_escape(shown(r.source))}[/]")
-                last = r.source
-            cost = f"USD {money(r.before.total_cost)} -> {money(r.after.total_cost)}; " if "USD" in dropped else ""
-            console().print(f"  [dim]{_escape(r.model)}:[/] {cost}{_escape(_done(r))}")
-    console().print(
-        f"total: {fmt_num(tokens_before)} -> {fmt_num(tokens_after)} tokens, USD {money(before)} -> {money(after)}"
-        f"{f' ({_in_words(saved)})' if saved else ''}, {inputs} input{'s' if inputs != 1 else ''}, "
-        f"{len(results)} result{'s' if len(results) != 1 else ''}"
-    )
-    _footer(results)
-
-
-def _tokens(r: ShrinkResult) -> str:
-    text = f"{fmt_num(r.tokens_before)}→{fmt_num(r.tokens_after)}"
-    if r.seconds_before is not None and r.kind == "audio":
-        text += f"\n{r.seconds_before:.1f}→{r.seconds_after:.1f} s"
-    return text
-
-
-def _saving(r: ShrinkResult) -> str:
-    return _share(r.saving)
-
-
-def _share(saving: float) -> str:
-    """A saving as the table shows it: 62%, or +800% where the output costs more (a sliced page's pieces)."""
-    return f"{saving:.0%}" if saving >= 0 else f"+{-saving:.0%}"
-
-
-def _in_words(share: str) -> str:
-    return f"{share.lstrip('+')} more" if share.startswith("+") else f"{share} saved"
-
-
-def _status(r: ShrinkResult) -> str:
-    if r.status == "sliced":
-        return f"{len(r.pieces)} pieces"
-    return r.status
-
-
-def _done(r: ShrinkResult) -> str:
-    """What was done, measured, and where it is: one line for people."""
-    from mmtok.budgets.shrink.image import ESTIMATED_VIEW_NOTE
-
-    parts = [r.action]
-    measures = _measures(r)
-    if measures:
-        estimated = any(ESTIMATED_VIEW_NOTE in note for note in r.notes)  # Gemini 3: no internal size is published
-        parts.append(f"{measures} at an estimated view" if estimated else measures)
-    if r.detail and r.status not in ("kept", "converted"):
-        parts.append(f"send with {r.detail_name}={r.detail}")
-    if r.status in ("lossless", "re-encoded") or (r.kind == "image" and r.bytes_after != r.bytes_before):
-        parts.append(f"{fmt_num(r.bytes_before)} -> {fmt_num(r.bytes_after)} bytes")
-    if r.same_file_as:
-        parts.append(f"the same file as {r.same_file_as}'s, {r.path.name}")
-    return "; ".join(parts)
-
-
-def _measures(r: ShrinkResult) -> str:
-    shown = []
-    for metric, value in r.measures.items():
-        if value is not None:
-            shown.append(f"{metric} {value:.3f}")
-        elif r.reasons.get(metric, "").startswith("no text found"):
-            shown.append(f"{metric} n/a (no text found)")
-    return ", ".join(shown)
-
-
-def _footer(results: list[ShrinkResult]) -> None:
-    from mmtok.budgets.shrink.ocr import DETECTOR
-
-    folders = sorted({short_path(r.path.parent) for r in results})
-    bars = sorted({b for r in results for b in r.bars.values()})
-    console().print(f"[dim]bars: {', '.join(bars) or 'none'}; written to {_escape(', '.join(folders))}[/]")
-    if any(r.reasons.get("ocr", "").startswith("no text found") for r in results):
-        console().print(f"[dim]ocr n/a: no text found by {DETECTOR}[/]")
-    for status, said in (("kept", "kept as they were"), ("converted", "converted to a file format the provider takes")):
-        count = sum(r.status == status for r in results)
-        if count:
-            err_console().print(f"[dim]{count} of {len(results)} {said} (each says why, above)[/]")
-    shared = sum(r.same_file_as is not None for r in results)
-    if shared:
-        err_console().print(f"[dim]{shared} of {len(results)} share a file written for another model[/]")
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)

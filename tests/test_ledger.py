@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mmtok.budgets.ledger import Record, open_ledger
-from mmtok.budgets.ledger_sql import PostgresLedger, SqliteLedger
+from mmtok.budgets.ledger_postgres import PostgresLedger
+from mmtok.budgets.ledger_sql import SqliteLedger
 from mmtok.budgets.proxy.recorder import Recorder
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError

@@ -194,15 +194,7 @@ def make_quote(
     tier = shared.tier(input_tokens)
     rates = card.tiers[tier].rates
     counted, plan = _cache_plan(model, counted, rates)
-    lines = []
-    for name, modality, count, quantity, cache in counted:
-        try:
-            how, rate, words = shared.priced(tier, modality, cache)
-        except PriceError as e:
-            left_out.append(f"{name}: {e}")
-            continue
-        cost = count.tokens * rate / MILLION if how == "tokens" else rate * Decimal(str(round(quantity, 6)))
-        lines.append(Line(name, modality, count.tokens, cost, count.working, words, count.label, cache))
+    lines = _priced_lines(shared, tier, counted, left_out)
     if left_out and not lines:
         raise PriceError("; ".join(left_out))  # nothing in the request can be priced: an error, not a zero
     if options.output_tokens:
@@ -220,11 +212,7 @@ def make_quote(
     above = card.tiers[tier].above_input_tokens
     if above:
         said.append(f"{input_tokens:,} input tokens: the long-context rates above {above:,} apply")
-    said += [
-        f"{line.item}: {line.tokens:,} {line.modality} tokens priced at $0 ({line.rate})"
-        for line in lines
-        if line.tokens and not line.cost
-    ]
+    said += [f"{x.item}: {x.tokens:,} {x.modality} tokens priced at $0 ({x.rate})" for x in _free(lines)]
     return Quote(
         label,
         model.asked,
@@ -242,6 +230,27 @@ def make_quote(
         limits=tuple(limits),
         cache=plan,
     )
+
+
+def _priced_lines(
+    shared: Basis, tier: int, counted: list[tuple[str, str, F.TokenCount, float, str]], left_out: list[str]
+) -> list[Line]:
+    """One priced line per counted part at ``tier``'s rates; a part without a rate goes to ``left_out``, named."""
+    lines = []
+    for name, modality, count, quantity, cache in counted:
+        try:
+            how, rate, words = shared.priced(tier, modality, cache)
+        except PriceError as e:
+            left_out.append(f"{name}: {e}")
+            continue
+        cost = count.tokens * rate / MILLION if how == "tokens" else rate * Decimal(str(round(quantity, 6)))
+        lines.append(Line(name, modality, count.tokens, cost, count.working, words, count.label, cache))
+    return lines
+
+
+def _free(lines: list[Line]) -> list[Line]:
+    """The lines with tokens and no cost: said, so that a $0 rate is never mistaken for a count of nothing."""
+    return [line for line in lines if line.tokens and not line.cost]
 
 
 def _cache_plan(
