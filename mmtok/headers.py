@@ -2,17 +2,18 @@
 
 Pricing and inspecting a photo folder only needs each image's displayed size. Pillow's lazy ``Image.open`` builds
 a full plugin object per file (~0.6 ms); walking the header ourselves costs a few microseconds beyond the read of
-the first 4 KiB, which is the physical limit. Formats: PNG, JPEG, WebP, GIF, BMP, TIFF. Anything the fast path does
-not understand (AVIF and HEIF among them: :func:`image_format` names them) raises :class:`HeaderError`, and the
-caller falls back to Pillow.
+the first 4 KiB, which is the physical limit. Formats: PNG, JPEG, WebP, GIF, BMP, TIFF, and HEIF/HEIC and AVIF from
+their boxes (:mod:`mmtok.headers_heif`: the core prices an iPhone photo without a HEIF decoder). Anything the fast
+path does not understand raises :class:`HeaderError`, and the caller falls back to Pillow.
 
 Orientation follows Pillow's ``ImageOps.exif_transpose``: EXIF tag 0x0112 of IFD0, values 5–8 swap width and height.
 Known limit: a PNG ``eXIf`` chunk placed after the image data is not seen (Pillow-written files put it before).
 
 A header says nothing about whether the rest of the file arrived, so :func:`check_image_end` looks at the end of a
 JPEG, PNG or WebP file, still without decoding: JPEG scan data must be followed by an end-of-image marker (FF D9),
-a PNG must hold its IEND chunk, and a WebP file must be as long as its RIFF header says. A cut-off download or copy
-fails there, at the cost of one read of the file's last 4 KiB.
+a PNG must hold its IEND chunk, a WebP file must be as long as its RIFF header says, and a HEIF or AVIF file must
+reach the end of its items' data (``iloc``). A cut-off download or copy fails there, at the cost of one read of the
+file's last 4 KiB.
 """
 
 from __future__ import annotations
@@ -68,11 +69,12 @@ class TruncatedError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ImageHeader:
-    format: str  # "png" | "jpeg" | "webp" | "gif" | "bmp" | "tiff"
+    format: str  # "png" | "jpeg" | "webp" | "gif" | "bmp" | "tiff" | "heif" | "avif"
     stored_width: int  # as stored in the file, before orientation
     stored_height: int
     orientation: int  # EXIF orientation 1..8 (1 when absent)
-    body_offset: int | None = None  # JPEG: the end of the frame header (check_image_end walks on from there)
+    # JPEG: the end of the frame header (check_image_end walks on from there); HEIF/AVIF: the end of the items' data
+    body_offset: int | None = None
     min_bytes: int = 0  # the fewest bytes any file with this header holds (``min_jpeg_bytes``, ``min_png_bytes``)
 
     @property
@@ -170,7 +172,11 @@ def read_image_header(fd: Readable | None, head: bytes, fmt: str) -> ImageHeader
         if fmt == "tiff":
             tags = _tiff_tags(src, 0)
             return _checked("tiff", tags.get(256, 0), tags.get(257, 0), tags.get(_ORIENTATION_TAG, 1))
-    except struct.error as e:
+        if fmt in ("heif", "avif"):
+            from mmtok.headers_heif import read_heif_header
+
+            return read_heif_header(src, fmt)
+    except (struct.error, IndexError) as e:
         raise HeaderError(f"malformed {fmt} header: {e}") from None
     raise HeaderError(f"unknown image format {fmt!r}")
 
@@ -368,13 +374,19 @@ def _tiff_tags(src: _Source, base: int) -> dict[int, int]:
 
 # ------------------------------------------------------------------------------------------------ end of file
 def check_image_end(fd: Readable | None, head: bytes, fmt: str, size: int, body_offset: int | None = None) -> None:
-    """Raise :class:`TruncatedError` when a JPEG, PNG or WebP file of ``size`` bytes stops before its end.
+    """Raise :class:`TruncatedError` when a JPEG, PNG, WebP, HEIF or AVIF file of ``size`` bytes stops before its end.
 
     Reads only the last :data:`TAIL_BYTES` in the common case. Data appended after the end marker (a camera's
     trailer, a motion photo's video) is allowed: when the marker is not in the tail, the file is searched from its
     image data on, which is a full read only for files that turn out to be cut off. Other formats pass unchecked.
-    ``body_offset`` is :attr:`ImageHeader.body_offset` when the header was parsed (it saves re-walking it).
+    ``body_offset`` is :attr:`ImageHeader.body_offset` when the header was parsed (it saves re-walking it; for HEIF
+    and AVIF it is where the items' data ends, and the only thing checked).
     """
+    if fmt in ("heif", "avif"):
+        if body_offset is not None and size < body_offset:
+            name = fmt.upper()
+            raise TruncatedError(f"{name} item data runs to byte {body_offset:,}, but the file has {size:,} bytes")
+        return
     if fd is None and size > len(head):
         return  # only part of the file is at hand: nothing can be said about its end
     if fmt == "webp":

@@ -39,6 +39,7 @@ CORE_TESTS = frozenset(
         "test_document_requests.py",
         "test_formats.py",
         "test_headers.py",
+        "test_headers_heif.py",
         "test_hook.py",
         "test_ledger.py",
         "test_mcp.py",

@@ -100,8 +100,9 @@ def decode(path: object, source_format: str) -> Decoded:
 
     notes: list[str] = []
     warnings: list[str] = []
+    formats = pillow_formats(source_format)  # outside the try: a missing HEIF decoder names its extra (exit 2)
     try:
-        with PIL.Image.open(path, formats=pillow_formats(source_format)) as im:
+        with PIL.Image.open(path, formats=formats) as im:
             frames = getattr(im, "n_frames", 1)
             if frames > 1:
                 im.seek(0)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mmtok.errors import MediaError, ffmpeg_reason
+from mmtok.extras import MissingExtra
 from mmtok.headers import (
     HEAD_BYTES,
     HeaderError,
@@ -74,8 +75,8 @@ def _load_image(path: Path, f: io.FileIO, head: bytes, fmt: str, size_bytes: int
     fd = f.fileno()
     try:
         header: ImageHeader | None = read_image_header(fd, head, fmt)
-    except HeaderError:
-        header = None
+    except HeaderError as e:
+        header, header_error = None, e
     if header is not None:
         width, height = header.size
         orientation = header.orientation
@@ -89,7 +90,7 @@ def _load_image(path: Path, f: io.FileIO, head: bytes, fmt: str, size_bytes: int
             )
     else:
         _check_end(path, fd, head, fmt, size_bytes, None)  # a cut-off file reads as cut off, not as a Pillow error
-        width, height, orientation = _pillow_size(path, f, fmt)
+        width, height, orientation = _pillow_size(path, f, fmt, header_error)
         _check_pixels(path, width, height, max_pixels)
     return Image(path, fmt, width, height, orientation, size_bytes)
 
@@ -112,13 +113,18 @@ def _check_end(path: Path, fd: int, head: bytes, fmt: str, size_bytes: int, body
         raise MediaError(path, f"cannot read: {e.strerror}") from None
 
 
-def _pillow_size(path: Path, f: io.FileIO, fmt: str) -> tuple[int, int, int]:
-    """Slow path for header variants the fast parser does not handle (and AVIF, HEIF: no header path)."""
+def _pillow_size(path: Path, f: io.FileIO, fmt: str, header_error: HeaderError) -> tuple[int, int, int]:
+    """Slow path for header variants the fast parser does not handle. A HEIF whose boxes do not parse, where
+    pillow-heif is not installed (the core), is reported with the parser's reason."""
     import PIL.Image
 
     try:
+        formats = pillow_formats(fmt)
+    except MissingExtra:
+        raise MediaError(path, f"corrupt {fmt} image: {header_error}") from None
+    try:
         f.seek(0)
-        with PIL.Image.open(f, formats=pillow_formats(fmt)) as im:
+        with PIL.Image.open(f, formats=formats) as im:
             width, height = im.size
             orientation = int(im.getexif().get(0x0112, 1) or 1)
     except PIL.Image.DecompressionBombError as e:  # sizes only Pillow reads: its guard decides before ours can

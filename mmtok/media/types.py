@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Union
 
 from mmtok.errors import MediaError, ffmpeg_reason
+from mmtok.extras import MissingExtra
 from mmtok.files import UnreadableFile, open_checked
 from mmtok.media.resampling import resample
 
@@ -124,7 +125,7 @@ class Image:
                     if factor >= 2:
                         oriented = oriented.reduce(factor)
                 return _to_rgb(oriented)
-        except MediaError:
+        except (MediaError, MissingExtra):
             raise
         except Exception as e:  # Pillow raises many types (OSError, SyntaxError, ValueError, ...) on bad data
             raise MediaError(self.path, f"cannot decode {self.format} image: {e}") from None
@@ -142,7 +143,9 @@ class Image:
 def pillow_formats(fmt: str) -> list[str] | None:
     """The Pillow plugin to open an image of ``fmt`` with (None: let Pillow find it). HEIF/HEIC goes through
     pillow-heif's opener, registered on the first HEIF file (so other runs do not pay for its import); AVIF through
-    Pillow's own, by name, since pillow-heif's would also claim an AVIF branded mif1 and cannot decode AV1."""
+    Pillow's own, by name, since pillow-heif's would also claim an AVIF branded mif1 and cannot decode AV1.
+    pillow-heif comes with the ``heif`` extra (and those that decode: shrink, models): without it, decoding a HEIF
+    is a :class:`~mmtok.extras.MissingExtra` (its size is read from its header all the same)."""
     if fmt == "heif":
         _register_heif()
         return ["HEIF"]
@@ -151,9 +154,9 @@ def pillow_formats(fmt: str) -> list[str] | None:
 
 @functools.cache
 def _register_heif() -> None:
-    import pillow_heif
+    from mmtok.extras import require
 
-    pillow_heif.register_heif_opener()
+    require("pillow_heif", "decoding a HEIF/HEIC image").register_heif_opener()
 
 
 @contextlib.contextmanager

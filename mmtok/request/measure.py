@@ -28,7 +28,7 @@ from mmtok.media.types import MAX_IMAGE_PIXELS, Image, Text
 from mmtok.request.inline import Base64Bytes
 from mmtok.request.types import MediaRef, Part
 
-FAST_IMAGE_FORMATS = frozenset({"png", "jpeg", "webp", "gif", "bmp", "tiff"})
+FAST_IMAGE_FORMATS = frozenset({"png", "jpeg", "webp", "gif", "bmp", "tiff", "heif", "avif"})
 MIME_FORMATS = {"image/jpg": "jpeg", "image/pjpeg": "jpeg", "image/x-png": "png", "image/heic": "heif"}
 
 
