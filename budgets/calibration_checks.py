@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing import formulas as F
 from mmtok.errors import PriceError
 
 T = TypeVar("T")

@@ -94,7 +94,7 @@ def patch_candidates(base: dict[str, Any], obs: Sequence[Observation], level: st
 
 
 def _implied_multipliers(base: dict[str, Any], obs: Sequence[Observation], level: str) -> list[float]:
-    from mmtok.budgets import formulas as F
+    from mmtok.budgets.pricing import formulas as F
 
     found = set()
     sizing = base["levels"][level]

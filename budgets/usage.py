@@ -328,8 +328,8 @@ def billed_cost(model: str, usage: Usage, prices: tuple[Any, ...] = (), option: 
     A ``PriceError`` where the model or a needed rate is unknown, never a silent zero."""
     from decimal import Decimal
 
-    from mmtok.budgets.money import MILLION
     from mmtok.budgets.pricing import rate_card, resolve
+    from mmtok.budgets.pricing.money import MILLION
     from mmtok.errors import PriceError
 
     if usage.input_tokens is None and usage.output_tokens is None:

@@ -130,7 +130,7 @@ def _worth_it(result: dict[str, Any], note: str) -> bool:
     if saved > len(note.encode()):
         return True
     from mmtok.budgets.pricing import resolve
-    from mmtok.budgets.text import count_text
+    from mmtok.budgets.pricing.text import count_text
 
     return saved > count_text(note, resolve(result["model"]).text_rule).tokens
 

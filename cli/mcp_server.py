@@ -3,7 +3,7 @@
 Built on the official SDK's high-level server (``mcp.server.mcpserver.MCPServer``, mcp 2.x; FastMCP in 1.x). Each
 tool (:mod:`mmtok.cli.mcp_tools`) is a thin call into the same library functions the CLI uses (:func:`mmtok.price`,
 :func:`mmtok.budgets.pricing.price_request`, :func:`mmtok.shrink`, :func:`mmtok.load`,
-:func:`mmtok.budgets.listing.model_rows`); what it refuses is a tool error of one line, and the server goes on.
+:func:`mmtok.budgets.pricing.listing.model_rows`); what it refuses is a tool error of one line, and the server goes on.
 
 Trust: the arguments come from a model that may have read anything, so they are data. Files are read only under
 the roots the client grants (MCP roots) or the ``--root`` folders given at start (:class:`ReadPolicy`); URLs by

@@ -280,7 +280,7 @@ class Tools:
     ) -> CallToolResult:
         """Priced models: what each takes, its media rules and their labels, prices per 1M tokens, context window
         and retirement date."""
-        from mmtok.budgets.listing import model_rows
+        from mmtok.budgets.pricing.listing import model_rows
 
         rows = [r for r in model_rows(provider, modality) if not contains or contains.lower() in r["model"].lower()]
         if not rows:

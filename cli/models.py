@@ -54,7 +54,7 @@ def models(
     """Priced models, the LLMs a request is sent to: what each takes, its media rule and label, prices per 1M
     tokens, context, retirement. (mmtok's own networks, the tokenizers and critics it runs, are
     `mmtok.list_tokenizers()` and `mmtok.list_models()` in Python.)"""
-    from mmtok.budgets.listing import model_rows
+    from mmtok.budgets.pricing.listing import model_rows
 
     one_output_format(json_out, csv_out)
     if modality is not None and modality not in ("text", "image", "audio", "video"):

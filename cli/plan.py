@@ -39,8 +39,8 @@ def plan(
     from mmtok.budgets.planner import load_spec
     from mmtok.budgets.planner import plan as run_plan
     from mmtok.budgets.planner.spec import check_search_size
+    from mmtok.budgets.pricing.sheets import sheets
     from mmtok.budgets.report import write_report
-    from mmtok.budgets.sheets import sheets
 
     try:
         sheets(tuple(prices))  # a bad sheet is one line naming it, before anything else

@@ -286,7 +286,7 @@ def _check_pages(pages: str | None) -> None:
 
 def _check_sheets(prices: list[Path]) -> None:
     """A bad sheet is one line, not one per model."""
-    from mmtok.budgets.sheets import sheets
+    from mmtok.budgets.pricing.sheets import sheets
 
     sheets(tuple(prices))
 

@@ -49,7 +49,7 @@ prices_app = typer.Typer(
 @flushes_json_lines
 def prices_status(json_out: bool = typer.Option(False, "--json", help="One JSON object.")) -> None:
     """Which price data and model catalog are in use, and how old they are."""
-    from mmtok.budgets.status import price_status
+    from mmtok.budgets.pricing.status import price_status
 
     with _exits_on_price_error(1):
         status = price_status()
@@ -84,7 +84,7 @@ def prices_update(
 ) -> None:
     """Take in newer price data or a newer model catalog, offline: from a file you downloaded, or from a newer
     installed genai-prices (`pip install -U genai-prices`, then run this). Nothing is downloaded."""
-    from mmtok.budgets.status import reset_taken_in, take_in
+    from mmtok.budgets.pricing.status import reset_taken_in, take_in
 
     if reset and source is not None:
         raise typer.BadParameter("--reset forgets taken-in data; it takes no --from file", param_hint="--reset")
@@ -109,7 +109,7 @@ def prices_list(
 ) -> None:
     """Models priced by price sheets (self-hosted models and yours): provider, date and the source of each price.
     Provider models are priced from genai-prices instead (see `mmtok prices status`)."""
-    from mmtok.budgets.sheets import model_rows, shipped_sheets
+    from mmtok.budgets.pricing.sheets import model_rows, shipped_sheets
 
     one_output_format(json_out, csv_out)
     with _exits_on_price_error(2):
@@ -167,7 +167,7 @@ def prices_import_litellm(
     json_out: bool = typer.Option(False, "--json", help="One JSON object: the sheet written and its model count."),
 ) -> None:
     """Convert LiteLLM's price map into an mmtok price sheet (a second source, or rates to edit and calibrate)."""
-    from mmtok.budgets.litellm import import_litellm
+    from mmtok.budgets.pricing.litellm import import_litellm
     from mmtok.cli.common import check_out_file
 
     try:

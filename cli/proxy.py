@@ -162,7 +162,7 @@ def _announce(where: str) -> Any:
 
 def _check_sheets(prices: list[Path]) -> None:
     """Read the price sheets now: a bad one is one line before the proxy listens, not an unpriced call later."""
-    from mmtok.budgets.sheets import families, sheets
+    from mmtok.budgets.pricing.sheets import families, sheets
 
     paths = tuple(prices)
     sheets(paths)

@@ -57,7 +57,7 @@ class TiktokenTokenizer:
     modality = "text"
 
     def __init__(self, encoding: str = "o200k_base", name: str = "") -> None:
-        from mmtok.budgets.text import encoding as load_encoding
+        from mmtok.budgets.pricing.text import encoding as load_encoding
 
         self.encoding = load_encoding(encoding)
         self.name = name or f"text-{encoding.split('_')[0]}"

@@ -16,7 +16,6 @@ import tomllib
 import pytest
 from typer.testing import CliRunner
 
-from mmtok.budgets import formulas as F
 from mmtok.budgets.calibrate import Observation, RuleCounter, calibrate, calibrate_model, describe_fit
 from mmtok.budgets.calibration_checks import (
     HeldOut,
@@ -28,6 +27,7 @@ from mmtok.budgets.calibration_checks import (
     sizes_to_send,
 )
 from mmtok.budgets.ledger import Record, open_ledger
+from mmtok.budgets.pricing import formulas as F
 from mmtok.budgets.pricing import image_tokens, resolve
 from mmtok.cli.main import app
 

@@ -100,8 +100,8 @@ def test_read_stdin_input_returns_the_bytes_and_refuses_more_than_its_cap(monkey
     "model", ["claude-opus-4-7", "claude-sonnet-4-6", "gpt-5.2", "gpt-4o", "gemini-3-flash-preview"]
 )
 def test_models_names_the_image_rule_as_price_does(samples, model):
-    from mmtok.budgets.listing import describe
     from mmtok.budgets.pricing import resolve
+    from mmtok.budgets.pricing.listing import describe
 
     quote = mmtok.price([samples / "chelsea.jpg"], model=model)
     assert describe(resolve(model))["rules"]["image"]["rule"] == quote.family

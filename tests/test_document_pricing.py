@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 import mmtok
-from mmtok.budgets import documents as D
+from mmtok.budgets.pricing import documents as D
 from mmtok.budgets.pricing import resolve
-from mmtok.budgets.text import count_text
+from mmtok.budgets.pricing.text import count_text
 from mmtok.cli.main import app
 from mmtok.errors import PriceError
 from mmtok.eval.bench.documents import PageSpec, scanned_page, write_pdf

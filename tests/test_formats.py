@@ -1,4 +1,4 @@
-"""Which file formats each provider takes (budgets/formats.toml): a quote warns when its input's format is not
+"""Which file formats each provider takes (budgets/pricing/formats.toml): a quote warns when its input's format is not
 among them, with the provider's page; a taken format, and a model with no entry (self-hosted), stay quiet."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import PIL.Image
 import pytest
 from typer.testing import CliRunner
 
-from mmtok.budgets.formats import NAMES, accepted
 from mmtok.budgets.pricing import price
+from mmtok.budgets.pricing.formats import NAMES, accepted
 from mmtok.cli.main import app
 from mmtok.errors import PriceError
 from tests.makers import write_video

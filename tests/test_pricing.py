@@ -13,10 +13,10 @@ import torch
 from genai_prices import Usage, calc_price
 
 import mmtok
-from mmtok.budgets.catalog import catalog
-from mmtok.budgets.litellm import import_litellm
 from mmtok.budgets.pricing import price, resolve
-from mmtok.budgets.sheets import model_rows
+from mmtok.budgets.pricing.catalog import catalog
+from mmtok.budgets.pricing.litellm import import_litellm
+from mmtok.budgets.pricing.sheets import model_rows
 from mmtok.errors import PriceError
 from mmtok.media import Image
 from mmtok.tokens import TokenSequence
@@ -266,8 +266,8 @@ def test_an_audio_rate_genai_prices_lacks_is_taken_from_litellms_map_where_it_ha
 
 
 def test_stored_rate_cards_keep_duration_prices_and_where_each_rate_came_from():
-    from mmtok.budgets.money import RateCard
     from mmtok.budgets.pricing import rate_card
+    from mmtok.budgets.pricing.money import RateCard
 
     for model in ("gpt-live-1", "gpt-4o-audio-preview-2025-06-03", "gpt-4o-audio-preview"):
         card = rate_card(resolve(model), TODAY)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mmtok.budgets import text
-from mmtok.budgets.text import CountCache, count_text
+from mmtok.budgets.pricing import text
+from mmtok.budgets.pricing.text import CountCache, count_text
 
 
 def test_text_count_cache_gives_what_a_fresh_count_gives_for_each_rule():
@@ -35,8 +35,7 @@ def test_text_count_cache_is_bounded_by_the_characters_it_holds():
 def test_quote_basis_is_kept_per_model_date_and_option_and_remade_with_new_price_data():
     import datetime as dt
 
-    from mmtok.budgets import money
-    from mmtok.budgets.pricing import price_request, resolve
+    from mmtok.budgets.pricing import money, price_request, resolve
     from mmtok.budgets.pricing.quoting import basis
 
     model, other = resolve("gpt-4o-mini"), resolve("gpt-4o")

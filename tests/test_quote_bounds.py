@@ -235,7 +235,7 @@ def test_anthropic_refuses_more_than_four_breakpoints_and_a_one_hour_mark_after_
 
 # ---------------------------------------------------------------------------------------------- the catalog
 def test_the_catalog_keeps_each_models_maximum_output_and_whether_it_reasons():
-    from mmtok.budgets.catalog import catalog
+    from mmtok.budgets.pricing.catalog import catalog
 
     gpt4o, o3, sonnet = (catalog().get(name) for name in ("gpt-4o", "o3", "claude-sonnet-4-5"))
     assert (gpt4o.max_output_tokens, o3.max_output_tokens, sonnet.max_output_tokens) == (16_384, 100_000, 64_000)

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from mmtok.budgets import formulas as F
-from mmtok.budgets.money import MILLION, RateCard
+from mmtok.budgets.pricing import formulas as F
 from mmtok.budgets.pricing.models import INPUT_RATES, Model, PriceSheets, rate_card, resolve
+from mmtok.budgets.pricing.money import MILLION, RateCard
 from mmtok.budgets.pricing.options import Options
 from mmtok.budgets.pricing.quote import OUTPUT_KINDS, Quote
 from mmtok.budgets.pricing.requests import quote_request

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from mmtok.budgets.money import MILLION
+from mmtok.budgets.pricing.money import MILLION
 
 ANTHROPIC_PAGE = "https://platform.claude.com/docs/en/build-with-claude/prompt-caching"
 OPENAI_PAGE = "https://developers.openai.com/api/docs/guides/prompt-caching"

@@ -6,7 +6,7 @@ import math
 import sys
 from typing import Any, NamedTuple
 
-from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing import formulas as F
 from mmtok.budgets.pricing.models import Model, PriceSheets, closest_names, resolve
 from mmtok.budgets.pricing.options import DETAIL_LEVELS
 from mmtok.errors import PriceError
@@ -191,14 +191,14 @@ def count_parts(
             "video": item.duration_s, "audio": sound}  # fmt: skip
         return [(m, c, seconds[m]) for m, c in parts], note
     if isinstance(item, Text):
-        from mmtok.budgets.text import count_text  # tiktoken loads only when there is text to count
+        from mmtok.budgets.pricing.text import count_text  # tiktoken loads only when there is text to count
 
         if not item.text.strip():
             raise PriceError("empty text (or only white space): nothing to price")
 
         return [("text", count_text(item.text, model.text_rule), 1.0)], ""
     if getattr(item, "kind", None) == "document":
-        from mmtok.budgets.documents import document_parts  # PDFium's rules load only when there is a PDF
+        from mmtok.budgets.pricing.documents import document_parts  # PDFium's rules load only when there is a PDF
 
         return document_parts(model, item, detail)
     raise PriceError(f"cannot price a {type(item).__name__}")

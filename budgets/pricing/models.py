@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.catalog import Catalog, CatalogEntry, catalog, dashed_date, split_name
-from mmtok.budgets.money import CARDS, OPTIONS, RateCard, Tier, litellm_card, plain
+from mmtok.budgets.pricing.catalog import Catalog, CatalogEntry, catalog, dashed_date, split_name
+from mmtok.budgets.pricing.money import CARDS, OPTIONS, RateCard, Tier, litellm_card, plain
 from mmtok.budgets.pricing.names import closest_names
-from mmtok.budgets.sheets import Family, ModelRow, families, sheet_stamp, sheets
+from mmtok.budgets.pricing.sheets import Family, ModelRow, families, sheet_stamp, sheets
 from mmtok.errors import PriceError
 
 PriceSheets = Sequence[str | os.PathLike[str]]
@@ -164,7 +164,7 @@ def _genai_name(model: Model) -> str:
 
 
 def _sheet_card(row: ModelRow, option: str) -> RateCard:
-    from mmtok.budgets.sheets import ITEM_KEYS, MTOK_KEYS, RELATIVE_KEYS
+    from mmtok.budgets.pricing.sheets import ITEM_KEYS, MTOK_KEYS, RELATIVE_KEYS
 
     if option != "standard":
         raise PriceError(f"{row.sheet}: {row.name} has no {option} prices (a sheet row holds one set of rates)")

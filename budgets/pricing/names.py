@@ -6,8 +6,8 @@ import datetime as dt
 import re
 from pathlib import Path
 
-from mmtok.budgets.catalog import catalog, split_name
-from mmtok.budgets.sheets import sheets
+from mmtok.budgets.pricing.catalog import catalog, split_name
+from mmtok.budgets.pricing.sheets import sheets
 
 WORD = re.compile(r"[-_/.:\s]+")
 SNAPSHOT = re.compile(r"^(\d{8}|\d{4})$")  # a dated snapshot's date (20260416), or a year/month-day piece

@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from mmtok.budgets.money import OPTIONS
+from mmtok.budgets.pricing.money import OPTIONS
 from mmtok.errors import PriceError
 
 DETAIL_LEVELS = ("low", "medium", "high", "ultra_high", "original", "auto")

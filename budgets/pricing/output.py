@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mmtok.budgets.catalog import catalog
+from mmtok.budgets.pricing.catalog import catalog
 from mmtok.budgets.pricing.models import Model
 from mmtok.errors import PriceError
 from mmtok.request import Invalid, InvalidBody, Request

@@ -1,5 +1,6 @@
-"""Tokens a provider adds to a request beyond its parts (``budgets/overheads.toml``): OpenAI's message framing, the
-tool-use system prompt Anthropic adds when a body gives tools. Each comes with its source, read date and label."""
+"""Tokens a provider adds to a request beyond its parts (``overheads.toml``, beside this module): OpenAI's message
+framing, the tool-use system prompt Anthropic adds when a body gives tools. Each comes with its source, read date and
+label."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing import formulas as F
 from mmtok.budgets.pricing.counts import Attachment, Given
 from mmtok.budgets.pricing.models import Model
 from mmtok.request import Request
 
-OVERHEADS_FILE = Path(__file__).resolve().parent.parent / "overheads.toml"
+OVERHEADS_FILE = Path(__file__).resolve().parent / "overheads.toml"
 MAX_KEPT_FRAMING = 64  # roles and names (16 characters each on average) a kept framing may hold: names come from
 # bodies, which must not fill the cache with their text
 
@@ -47,7 +48,7 @@ def message_framing(text_rule: str, framing: tuple[str, ...], messages: int, nam
     """OpenAI's framing of Chat Completions messages: each message's role and name encoded as text, and fixed tokens
     per message, per name and to prime the reply (the cookbook's ``num_tokens_from_messages``). Kept per (text rule,
     roles and names, messages, names): its only inputs, which most calls repeat."""
-    from mmtok.budgets.text import count_text
+    from mmtok.budgets.pricing.text import count_text
 
     rule = _table()["openai_chat_messages"]
     words = sum(count_text(word, text_rule).tokens for word in framing)

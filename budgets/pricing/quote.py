@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing import formulas as F
 from mmtok.budgets.pricing.caching import CachePlan
 
 

@@ -10,19 +10,19 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets import formulas as F
-from mmtok.budgets.formats import format_warning
-from mmtok.budgets.money import MILLION, RateCard, plain
 from mmtok.budgets.pricing import caching as C
+from mmtok.budgets.pricing import formulas as F
 from mmtok.budgets.pricing.counts import Attachment, count_parts
+from mmtok.budgets.pricing.formats import format_warning
 from mmtok.budgets.pricing.limits import broken_limits
 from mmtok.budgets.pricing.models import INPUT_RATES, Model, provider_of, rate_card
+from mmtok.budgets.pricing.money import MILLION, RateCard, plain
 from mmtok.budgets.pricing.options import Options
 from mmtok.budgets.pricing.quote import Line, Quote
 from mmtok.errors import PriceError
 
 AUDIO_RATE_WORDS = {"input_audio": "audio input", "output_audio": "audio output"}  # money.DOUBTFUL_INHERITED
-SAME_RATE_FILE = Path(__file__).resolve().parent.parent / "modality_rates.toml"
+SAME_RATE_FILE = Path(__file__).resolve().parent / "modality_rates.toml"
 
 
 class UnknownRate(PriceError):
@@ -38,7 +38,7 @@ def _same_rate_table() -> list[dict[str, Any]]:
 
 def same_input_rates(model: Model) -> dict[str, str]:
     """The rates ``model``'s provider documents as its text rate (rate name -> the page and the date it was read),
-    from ``budgets/modality_rates.toml``."""
+    from ``budgets/pricing/modality_rates.toml``."""
     names = (model.name, model.asked.lower())
     found: dict[str, str] = {}
     for rule in _same_rate_table():

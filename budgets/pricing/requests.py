@@ -141,7 +141,7 @@ def _attachment(measured: Measured, request: Request, model: Model, same_provide
     if measured.error:
         return Attachment(measured.name, Uncountable(measured.error))
     if measured.part.where == "tools":  # the definitions as compact JSON: each provider renders them its own way
-        from mmtok.budgets.text import count_text
+        from mmtok.budgets.pricing.text import count_text
 
         count = count_text(measured.media.text, model.text_rule)
         working = f"{count.working} (the definitions as JSON; the provider renders them its own way)"

@@ -143,7 +143,7 @@ def _standard() -> Any:
 def fill_from_quote(prediction: Prediction, quote: Any) -> None:
     """``prediction``'s tokens, cost and label from a quote (overhead lines, such as OpenAI's message framing,
     apart from text), in one pass over its lines."""
-    from mmtok.budgets import formulas
+    from mmtok.budgets.pricing import formulas
     from mmtok.budgets.pricing.quote import OUTPUT_KINDS
 
     tokens: dict[str, int] = {}

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.formats import format_warning
 from mmtok.budgets.pricing import Model, price, resolve
+from mmtok.budgets.pricing.formats import format_warning
 from mmtok.budgets.shrink.bars import Bar, bars_for, make_bars
 from mmtok.budgets.shrink.result import (
     Plan,
@@ -202,7 +202,7 @@ class _Options:
 
             image_bars = bars_for(bars, "image")
             return plan_video(job, model, image_bars, lossless=self.lossless, detail=self.detail, prices=self.prices)
-        from mmtok.budgets.formats import taken_formats
+        from mmtok.budgets.pricing.formats import taken_formats
         from mmtok.budgets.shrink.audio import plan_audio
 
         taken = taken_formats(model, "audio")

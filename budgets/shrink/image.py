@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mmtok.budgets.formats import NAMES, animation_refused, taken_formats
 from mmtok.budgets.pricing import Model, image_token_count
+from mmtok.budgets.pricing.formats import NAMES, animation_refused, taken_formats
 from mmtok.budgets.pricing.limits import image_refused
 from mmtok.budgets.pricing.models import provider_of
 from mmtok.budgets.shrink import candidates as C

@@ -39,9 +39,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mmtok.budgets import formulas as F
+from mmtok.budgets.pricing import formulas as F
+from mmtok.budgets.pricing.text import encoding
 from mmtok.budgets.proxy.server import bind
-from mmtok.budgets.text import encoding
 
 GEMINI = re.compile(r"^/v1(?:beta)?/models/([^:/]+):(\w+)$")
 REPLY = "A photo of a person in a space suit."

@@ -22,7 +22,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.formulas import LABELS
+from mmtok.budgets.pricing.formulas import LABELS
 from mmtok.errors import PriceError
 from mmtok.files import UNPRINTABLE, read_toml
 

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mmtok.budgets.formulas import TokenCount
+from mmtok.budgets.pricing.formulas import TokenCount
 
 if TYPE_CHECKING:
     import tiktoken

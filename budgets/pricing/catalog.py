@@ -5,7 +5,7 @@ audio and video input, output modalities), context windows and deprecation dates
 has none of these. mmtok ships a compact catalog of the five providers it has media rules for, built from the map
 by this module and committed with the LiteLLM version it came from::
 
-    python -m mmtok.budgets.catalog path/to/model_prices_and_context_window.json --out budgets/data/models.json
+    python -m mmtok.budgets.pricing.catalog model_prices_and_context_window.json --out budgets/pricing/data/models.json
 
 ``mmtok prices update --from FILE`` builds the same catalog from a newer map into the user cache, where it takes
 precedence over the shipped one. Reading the catalog is one small JSON load; LiteLLM itself is never imported.

@@ -192,7 +192,7 @@ def accepted(path: Path | None = None) -> tuple[Accepted, ...]:
 
 @functools.cache
 def _shipped_families() -> frozenset[str]:
-    from mmtok.budgets.sheets import families
+    from mmtok.budgets.pricing.sheets import families
 
     return frozenset(f.name for f in families())
 

@@ -7,10 +7,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from mmtok.budgets.catalog import catalog
 from mmtok.budgets.pricing import Model, model_image_count, rate_card, resolve
+from mmtok.budgets.pricing.catalog import catalog
 from mmtok.budgets.pricing.quoting import same_input_rates
-from mmtok.budgets.sheets import sheets
+from mmtok.budgets.pricing.sheets import sheets
 from mmtok.errors import PriceError
 
 SHOWN_RATES = ("input", "cache_read", "cache_write", "output", "input_audio", "output_audio", "output_image")
@@ -18,7 +18,7 @@ SHOWN_RATES = ("input", "cache_read", "cache_write", "output", "input_audio", "o
 
 def _rule(model: Model, modality: str, params: dict[str, Any]) -> dict[str, Any]:
     """A rule's name, formula, label and parameters. The name is the one ``mmtok price`` gives the rules a quote
-    was counted by (the model's family in ``budgets/families.toml``, ``anthropic-high-resolution``); the formula is
+    was counted by (the model's family in ``families.toml``, ``anthropic-high-resolution``); the formula is
     the arithmetic it applies (``anthropic-patches``). The label is the rule's, and what a quote at the default
     detail carries where that differs (OpenAI's ``detail=auto`` is billed as high: an upper bound; Gemini 2.5's
     default pan & scan is an estimate), taken from a quote of a 1,024 x 1,024 image."""
@@ -59,7 +59,7 @@ def describe(model: Model, at: dt.date | None = None) -> dict[str, Any]:
     base = card.tiers[0].rates
     documented = same_input_rates(model) if card.inherited else {}
     # a rate that is only the text rate (no audio rate in the price data) is not shown as the audio rate, unless the
-    # provider documents one price for every modality (budgets/modality_rates.toml)
+    # provider documents one price for every modality (budgets/pricing/modality_rates.toml)
     row["prices"] = {k: str(base[k]) for k in SHOWN_RATES if k in base and (k not in card.inherited or k in documented)}
     row["no_rate"] = [k for k in card.inherited if k not in documented]
     row["long_context"] = [

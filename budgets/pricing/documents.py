@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mmtok.budgets.formulas import TokenCount, anthropic_patches, weakest
+from mmtok.budgets.pricing.formulas import TokenCount, anthropic_patches, weakest
 from mmtok.errors import PriceError
 from mmtok.media.document import RENDER_DPI  # mmtok's own page renders, and its assumption where none is published
 
@@ -233,7 +233,7 @@ def page_counts(model: Model, document: Document, detail: str | None = None) -> 
     """Each page's text and image tokens on ``model`` (``detail``: OpenAI's PDF detail, or Gemini 3's
     media_resolution), after the provider's limits are checked: a broken one raises ``PriceError`` naming them all."""
     from mmtok.budgets.pricing.counts import model_image_count
-    from mmtok.budgets.text import count_text
+    from mmtok.budgets.pricing.text import count_text
 
     rule = rule_for(model)
     if not model.accepts("image"):

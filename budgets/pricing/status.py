@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets import catalog as catalog_module
-from mmtok.budgets import money
-from mmtok.budgets.catalog import SHIPPED, catalog, user_catalog_path, write_catalog
-from mmtok.budgets.money import genai_data_file, genai_snapshot
-from mmtok.budgets.sheets import sheets, shipped_sheets
+from mmtok.budgets.pricing import catalog as catalog_module
+from mmtok.budgets.pricing import money
+from mmtok.budgets.pricing.catalog import SHIPPED, catalog, user_catalog_path, write_catalog
+from mmtok.budgets.pricing.money import genai_data_file, genai_snapshot
+from mmtok.budgets.pricing.sheets import sheets, shipped_sheets
 from mmtok.errors import PriceError
 from mmtok.files import read_json
 

@@ -24,7 +24,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from mmtok.budgets.catalog import CatalogEntry, split_name
+from mmtok.budgets.pricing.catalog import CatalogEntry, split_name
 from mmtok.errors import PriceError
 
 MILLION = Decimal(1_000_000)

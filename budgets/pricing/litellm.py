@@ -14,7 +14,7 @@ import os
 from decimal import Decimal
 from typing import Any
 
-from mmtok.budgets.sheets import UNPRINTABLE, families
+from mmtok.budgets.pricing.sheets import UNPRINTABLE, families
 from mmtok.errors import PriceError
 from mmtok.files import read_json, write_atomic
 
