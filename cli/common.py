@@ -56,7 +56,9 @@ def err_console() -> Console:
 def _console(stderr: bool, width: int | None, columns: str | None) -> Console:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, width=width)
+    # emoji=False: a file named cat:smile:.jpg is shown as it is named, not as cat😄.jpg (and rich's emoji table
+    # is not imported at each start)
+    return Console(stderr=stderr, highlight=False, emoji=False, width=width)
 
 
 def stderr_is_terminal() -> bool:
@@ -294,7 +296,7 @@ class Column:
 def _cell_width(cell: str) -> int:
     from rich.text import Text
 
-    return max((Text.from_markup(line).cell_len for line in cell.split("\n")), default=0)
+    return max((Text.from_markup(line, emoji=False).cell_len for line in cell.split("\n")), default=0)
 
 
 FOLD_FLOOR = 6  # a fold column squeezed below its own min_width when nothing else can give way
@@ -308,7 +310,7 @@ def _longest_piece(cell: str) -> int:
     from rich.cells import cell_len
     from rich.text import Text
 
-    pieces = _PIECES.findall(Text.from_markup(cell).plain)
+    pieces = _PIECES.findall(Text.from_markup(cell, emoji=False).plain)
     return min(
         max((cell_len(p) for p in pieces if not p.isspace() and not p.endswith("/")), default=0), WHOLE_PIECE_MAX
     )
@@ -322,7 +324,7 @@ def fold_at_separators(cell: str, width: int) -> Text:
     from rich.text import Text
 
     lines = []
-    for line in Text.from_markup(cell).split("\n", allow_blank=True):
+    for line in Text.from_markup(cell, emoji=False).split("\n", allow_blank=True):
         start, used = 0, 0
         for match in _PIECES.finditer(line.plain):
             piece_width = cell_len(match.group())

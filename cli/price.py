@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -23,7 +24,6 @@ from mmtok.cli.common import (
 from mmtok.cli.price_inputs import Batch, Body, Files, Inputs, Reader
 from mmtok.cli.quotes import Output, money
 from mmtok.errors import MmtokError, PriceError
-from mmtok.request.measure import Copies
 
 __all__ = ["money", "price"]
 DEFAULT_MODEL = "gpt-4o"  # for media and text when no -m is given (a request body names its own)
@@ -98,14 +98,14 @@ def price(
     models = _usable_models(asked, prices, options, out) or [_configured_model()]
 
     limit = resolve_max_pixels(max_pixels)
-    reader = Reader(limit, _policy(offline, allow_private, limit), Copies(), text_files, pages)
+    reader = Reader(limit, functools.partial(_policy, offline, allow_private, limit), text_files, pages)
     run = _Run(out, models, asked, options, prices, output_tokens is not None, reader)
     run.per_line = per_line
     try:
         bare = "<text>" if text or not attach else str(attach[0])  # the label of a request of --text / -a alone
         run.requests(paths or [], run.attachments(attach), text, one_request, bare)
     finally:
-        reader.copies.close()
+        reader.close()
     out.finish()
     if out.failures:
         raise typer.Exit(1)

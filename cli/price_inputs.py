@@ -4,9 +4,10 @@ unless --text-files). ``-`` (stdin) reaches here as a file the app wrote (``mmto
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,22 +52,39 @@ class Inputs:
 
 class Reader:
     """Reads inputs with the pixel limit and the URL policy; copies (stdin, URLs' media) go in ``copies``, which
-    the caller closes."""
+    the caller closes (:meth:`close`)."""
 
-    def __init__(self, max_pixels: int, policy: Any, copies: Any, text_files: bool, pages: str | None = None) -> None:
+    def __init__(self, max_pixels: int, policy: Callable[[], Any], text_files: bool, pages: str | None = None) -> None:
         self.max_pixels = max_pixels
-        self.policy = policy
-        self.copies = copies
+        self._policy = policy  # made on first use: files alone never import the URL and body machinery
         self.text_files = text_files
         self.pages = pages  # "1-3,7": the pages of each PDF that would be sent
+
+    @functools.cached_property
+    def policy(self) -> Any:
+        """The URL policy and caps (``mmtok.request.Policy``)."""
+        return self._policy()
+
+    @functools.cached_property
+    def copies(self) -> Any:
+        """The private folder of copies (``mmtok.request.measure.Copies``), made when a URL or body needs one."""
+        from mmtok.request.measure import Copies
+
+        return Copies()
+
+    def close(self) -> None:
+        """Remove the copies, if any were made."""
+        if "copies" in self.__dict__:
+            self.copies.close()
 
     def entries(self, raw: list[str]) -> Iterator[tuple[str, Path | str | MmtokError, bool]]:
         """(label, what to read, found in a folder) for each input; folders walked first, so a bar has a total."""
         from mmtok.media import iter_files
-        from mmtok.media.addresses import shown
 
         for given in raw:
             if _is_url(given):
+                from mmtok.media.addresses import shown
+
                 yield shown(given), given, False  # named without credentials or a signed query string
                 continue
             walked = Path(given).is_dir()
@@ -156,7 +174,7 @@ def _read_regular(path: Path, limit: int, whole_if: Any) -> bytes:
 
 def _is_batch(path: Path) -> bool:
     """A batch file named on the command line (JSON that starts as a batch's first request, or a batch document)."""
-    from mmtok.request.detect import looks_like_body
+    from mmtok.request.sniff import looks_like_body
 
     try:
         if not path.is_file():  # a FIFO or a device is never opened here (it could block): load says what it is

@@ -85,3 +85,12 @@ def test_files_of_several_folders_are_named_from_each_folder_and_same_named_fold
     with input_folders([tmp_path / "a/photos", tmp_path / "b/photos"]):  # photos/x.jpg twice: the path as given
         assert short_path(file) == str(file)
     assert short_path(file) == str(file)  # outside a command, a file outside the working folder keeps its path
+
+
+def test_a_file_named_with_an_emoji_code_is_shown_as_named(samples, tmp_path):
+    """rich turned ``:smile:`` in a file name into an emoji (cat:smile:.jpg was shown as cat😄.jpg)."""
+    photo = tmp_path / "cat:smile:.jpg"
+    shutil.copy(samples / "chelsea.jpg", photo)
+    result = runner.invoke(app, ["price", "-m", "gpt-4o", str(tmp_path)], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "cat:smile:.jpg" in result.output and "😄" not in result.output

@@ -234,3 +234,15 @@ def test_pricing_a_photo_imports_nothing_it_does_not_use(samples):
     unused = {"numpy", "PIL", "av", "soundfile", "pypdfium2", "pillow_heif", "httpx", "httpx2", "starlette", "uvicorn",
               "mcp", "pydantic", "scipy", "matplotlib", "onnxruntime", "cv2", "torch", "prometheus_client"}  # fmt: skip
     assert not loaded & unused, sorted(loaded & unused)
+
+
+def test_pricing_a_photo_loads_no_body_reader_url_reader_or_emoji_table(samples):
+    """A photo is no request body and no URL: their readers (and the socket module, rich's emoji table) are left
+    unimported, as a start-up that does not use them should (eval/bench/startup.py measures what it costs)."""
+    code = RUN_AND_LIST.replace('m.partition(".")[0] for m in sys.modules', "m for m in sys.modules")
+    body = code.format(args=["price", str(samples / "chelsea.jpg"), "-m", "gpt-4o"])
+    loaded = set(json.loads(_ok(blocked_python(body)).stdout.strip().splitlines()[-1]))
+    unused = {"mmtok.request.measure", "mmtok.request.detect", "mmtok.request.openai", "mmtok.request.types",
+              "mmtok.media.remote", "mmtok.media.addresses", "mmtok.media.reach", "socket",
+              "rich._emoji_codes"}  # fmt: skip
+    assert "mmtok.budgets.pricing" in loaded and not loaded & unused, sorted(loaded & unused)

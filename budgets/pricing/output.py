@@ -27,11 +27,14 @@ The model's maximum output comes from LiteLLM's map (``max_output_tokens``, in t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mmtok.budgets.pricing.catalog import catalog
 from mmtok.budgets.pricing.models import Model
 from mmtok.errors import PriceError
-from mmtok.request import Invalid, InvalidBody, Request
+
+if TYPE_CHECKING:
+    from mmtok.request import Request
 
 PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic", "gemini": "Google"}
 
@@ -97,6 +100,8 @@ def _over_maximum(request: Request, model: Model, maximum: int, same_provider: b
     api = request.api.split("-")[0]
     said = f"{request.output.limit:,} is above {model.asked}'s maximum output of {maximum:,} (LiteLLM map)"
     if same_provider and api in ("openai", "anthropic"):
+        from mmtok.request import Invalid, InvalidBody  # a body's reader is loaded only where a body is priced
+
         raise InvalidBody(request.source, [Invalid(field, said)], PROVIDER_NAMES[api])
     if same_provider:
         notes.append(f"{field} {said}: Google may refuse it")

@@ -7,12 +7,14 @@ from __future__ import annotations
 import fnmatch
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmtok.budgets.pricing import formulas as F
 from mmtok.budgets.pricing.counts import Attachment, Given
 from mmtok.budgets.pricing.models import Model
-from mmtok.request import Request
+
+if TYPE_CHECKING:
+    from mmtok.request import Request
 
 OVERHEADS_FILE = Path(__file__).resolve().parent / "overheads.toml"
 MAX_KEPT_FRAMING = 64  # roles and names (16 characters each on average) a kept framing may hold: names come from

@@ -23,8 +23,6 @@ from mmtok.headers import (
     image_format,
     read_image_header,
 )
-from mmtok.media.reach import stream_seconds
-from mmtok.media.sampling import check_not_cut_short
 from mmtok.media.types import (
     AUDIO_EXTENSIONS,
     IMAGE_EXTENSIONS,
@@ -312,6 +310,9 @@ def _check_index_in_file(path: Path, what: str, stream: Any, duration_s: float, 
     of the file is a file cut short (a faststart MP4 cut off keeps its index of the whole): the earliest sample past
     the end is where its data stops, held to the rule decoding applies (``check_not_cut_short``). Reads only the
     index FFmpeg made when it opened the file, and walks it only when its last entry lies past the end."""
+    from mmtok.media.reach import stream_seconds
+    from mmtok.media.sampling import check_not_cut_short
+
     entries = stream.index_entries
     count = len(entries)
     if not count or _entry_end(entries[count - 1]) <= size_bytes:
@@ -331,6 +332,7 @@ def _held_to_packets(
     import av
 
     from mmtok.media import reach
+    from mmtok.media.sampling import check_not_cut_short
 
     timed = [  # video first: its keyframes are what a container indexes (Matroska's cues), so seeks there are fast
         s
@@ -371,6 +373,8 @@ def _measured(f: io.FileIO, fmt: str, container: Any) -> dict[int, float]:
 
 
 def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int, measured: dict[int, float]) -> Audio | None:
+    from mmtok.media.reach import stream_seconds
+
     if not container.streams.audio:
         return None
     stream = container.streams.audio[0]
@@ -402,6 +406,8 @@ def _av_audio_meta(path: Path, fmt: str, container: Any, size_bytes: int, measur
 def _av_video_meta(
     path: Path, fmt: str, container: Any, stream: Any, audio: Audio | None, size_bytes: int, measured: dict[int, float]
 ) -> Video:
+    from mmtok.media.reach import stream_seconds
+
     ctx = stream.codec_context
     if ctx is None:
         raise MediaError(path, "video stream uses a codec FFmpeg does not know")

@@ -3,10 +3,11 @@
     >>> request = parse_body(open("body.json", "rb").read())          # doctest: +SKIP
     >>> request.api, request.model, [p.kind for p in request.parts]     # doctest: +SKIP
 
-Modules: ``types`` (Request, Part, MediaRef, OutputAsk, Invalid), ``detect`` (which API a body is for), ``openai`` /
-``anthropic`` / ``gemini`` (one reader per provider), ``settings`` (what a body asks of the reply, and the values a
-provider refuses), ``refs`` (data URLs, URLs, file ids), ``inline`` (base64 read by offset), ``measure`` (each part's
-media, within the caps), ``write`` (a body with its media replaced).
+Modules: ``types`` (Request, Part, MediaRef, OutputAsk, Invalid), ``sniff`` (whether bytes could be a body),
+``detect`` (which API a body is for), ``openai`` / ``anthropic`` / ``gemini`` (one reader per provider), ``settings``
+(what a body asks of the reply, and the values a provider refuses), ``refs`` (data URLs, URLs, file ids), ``inline``
+(base64 read by offset), ``measure`` (each part's media, within the caps), ``write`` (a body with its media
+replaced).
 """
 
 import importlib
@@ -14,9 +15,9 @@ from typing import Any
 
 # name -> its module, imported on first use: a command that prices a photo never loads the body readers
 _LAZY = {
-    "MAX_BODY_BYTES": "mmtok.request.detect",
+    "MAX_BODY_BYTES": "mmtok.request.sniff",
     "detect_api": "mmtok.request.detect",
-    "looks_like_body": "mmtok.request.detect",
+    "looks_like_body": "mmtok.request.sniff",
     "not_a_body": "mmtok.request.detect",
     "parse_body": "mmtok.request.detect",
     "Measured": "mmtok.request.measure",

@@ -17,9 +17,10 @@ from typing import Any
 
 from mmtok.errors import RequestError
 from mmtok.request import anthropic, gemini, openai
+from mmtok.request.sniff import MAX_BODY_BYTES, looks_like_body
 from mmtok.request.types import APIS, Request
 
-MAX_BODY_BYTES = 256 * 1024 * 1024  # larger than any provider accepts (OpenAI 512 MB of images is across parts)
+__all__ = ["MAX_BODY_BYTES", "detect_api", "looks_like_body", "not_a_body", "parse_body"]
 MAX_BODY_CONTAINERS = 1_000_000  # objects and arrays: about 200 MB once parsed, where megabytes of ``{}`` would take GB
 READERS = {
     "openai-chat": openai.read_chat,
@@ -145,9 +146,3 @@ def not_a_body(value: Any) -> str:
     keys = ", ".join(list(value)[:6]) if isinstance(value, dict) else type(value).__name__
     known = "; ".join(name.split(" (")[0] for name in APIS.values())
     return f"JSON, but not a request body of a known API ({known}); its keys: {keys or 'none'}"
-
-
-def looks_like_body(data: bytes) -> bool:
-    """Whether a file's first bytes can begin a JSON object (cheap: before it is parsed); a UTF-8 byte order mark
-    and any amount of leading white space within the first 4 KiB are passed over."""
-    return data[:4096].removeprefix(b"\xef\xbb\xbf").lstrip()[:1] == b"{"
