@@ -73,8 +73,8 @@ def _sizes(text: str | None) -> tuple[tuple[int, int], ...] | None:
 
 
 def _measure(path: str, models: list[str], sizes: Any, upstreams: dict[str, str | None], prices: list[Path]) -> None:
+    from mmtok.budgets.calibrate.measure import DEFAULT_SIZES, measure, provider_for
     from mmtok.budgets.ledger import open_ledger
-    from mmtok.budgets.proxy.measure import DEFAULT_SIZES, measure, provider_for
 
     book = open_ledger(path)
     try:
@@ -145,10 +145,10 @@ def calibrate(
 
 
 def _from_batch(output: str, batch_input: Path, prices: list[Path], out: Path | None, json_out: bool) -> None:
-    """Fit to a batch's bills: its output paired with its input (``budgets/batch_results.py``), then fitted and
+    """Fit to a batch's bills: its output paired with its input (``budgets/ledger/batch_results.py``), then fitted and
     checked exactly as a ledger's calls are."""
-    from mmtok.budgets.batch_results import Pairing, batch_records, check_pair
     from mmtok.budgets.calibrate import calibrate as fit
+    from mmtok.budgets.ledger.batch_results import Pairing, batch_records, check_pair
 
     check_pair(output, batch_input)
     pairing = Pairing()

@@ -1,5 +1,5 @@
 """``mmtok ledger``: a thin command over :mod:`mmtok.budgets.ledger` and its report
-(:mod:`mmtok.budgets.proxy.report`).
+(:mod:`mmtok.budgets.ledger.report`).
 
 A malformed row is skipped and named (its id and column) on stderr, the rest reported, and the command ends with
 exit code 1; ``--csv`` piped into a reader that leaves early (``| head -1``) ends quietly."""
@@ -48,7 +48,7 @@ def ledger(
     """Report a proxy's ledger: spend per day and model, savings from shrink, and predicted against billed tokens
     per model and modality (errors and worst cases); with --by, spend per key, model, day or tag. `mmtok ledger
     import OUTPUT --batch-input INPUT --ledger L` stores a batch's results as rows (cli/ledger_import.py)."""
-    from mmtok.budgets.proxy import report
+    from mmtok.budgets.ledger import report
     from mmtok.cli.ledger_import import check_import_args, import_batch
 
     if check_import_args(path, output, batch_input, into):
@@ -69,7 +69,7 @@ def ledger(
 
 
 def _report(book: Any, rows: list[Any], json_out: bool, csv_out: bool, html: Path | None, by: str | None) -> None:
-    from mmtok.budgets.proxy import report
+    from mmtok.budgets.ledger import report
 
     if html is not None:
         page = report.write_html(rows, html, book.where, book.skipped)
@@ -90,7 +90,7 @@ GROUP_FIELDS = ("group", "calls", "refused", "spend", "billed", "predicted", "sa
 
 
 def _checked_by(by: str | None) -> str | None:
-    from mmtok.budgets.proxy.report import check_grouping
+    from mmtok.budgets.ledger.report import check_grouping
 
     if by is None:
         return None

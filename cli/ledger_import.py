@@ -1,6 +1,6 @@
 """``mmtok ledger import OUTPUT --batch-input INPUT --ledger L``: a batch's results stored as ledger rows, so that the
-proxy's reports and budgets count batch spend too (``budgets/batch_results.py``). Reached through ``mmtok ledger``
-(its PATH ``import``), which otherwise reports a ledger."""
+proxy's reports and budgets count batch spend too (``budgets/ledger/batch_results.py``). Reached through ``mmtok
+ledger`` (its PATH ``import``), which otherwise reports a ledger."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def check_import_args(path: str, output: str | None, batch_input: Path | None, i
 
 def import_batch(output: str, batch_input: Path, into: str, prices: tuple[Any, ...], json_out: bool) -> None:
     """Pair the output with its input, write a row per request, and say what was stored and what did not pair."""
-    from mmtok.budgets.batch_results import Pairing, batch_records, check_pair
     from mmtok.budgets.ledger import open_ledger
+    from mmtok.budgets.ledger.batch_results import Pairing, batch_records, check_pair
 
     check_pair(output, batch_input)
     pairing = Pairing()

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from mmtok.budgets.batch_results import Pairing, batch_records
 from mmtok.budgets.calibrate import calibrate
 from mmtok.budgets.ledger import open_ledger
+from mmtok.budgets.ledger.batch_results import Pairing, batch_records
 from mmtok.cli.main import app
 from tests.batch_sdk import write_jsonl
 from tests.sdk_bodies import anthropic_messages, as_json, b64, gemini_generate, openai_chat

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from mmtok.budgets.ledger import Record, open_ledger
-from mmtok.budgets.ledger_sql import Refused
+from mmtok.budgets.ledger.sql import Refused
 from mmtok.budgets.proxy.limits import BudgetRules, budget_rules, parse_budget
 from mmtok.errors import ConfigError
 from mmtok.eval.bench.budget_race import BILLED_OUTPUT, overspend, race, today
@@ -125,8 +125,8 @@ def test_200_concurrent_calls_never_pass_the_days_budget(upstream, tmp_path, str
 def test_the_race_overspends_without_reservations(upstream, tmp_path, monkeypatch):
     """The race above has teeth: with the check kept but nothing held for calls in flight, the same 200 calls pass
     the budget many times over (so removing the reservations fails it)."""
-    from mmtok.budgets.ledger import NANO, to_nusd
-    from mmtok.budgets.ledger_sql import BUDGET_LOCK, Store
+    from mmtok.budgets.ledger.records import NANO, to_nusd
+    from mmtok.budgets.ledger.sql import BUDGET_LOCK, Store
 
     def check_only(self, record, amount, limits, ttl_s):
         """The budget as it stood before reservations: what was spent is checked; nothing is held."""

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from mmtok.budgets.ledger import Record, open_ledger
-from mmtok.budgets.ledger_sql import Refused
+from mmtok.budgets.ledger.sql import Refused
 from mmtok.eval.bench.budget_race import today
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 

@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mmtok.budgets.calibrate import Observation, RuleCounter, calibrate, calibrate_model, describe_fit
-from mmtok.budgets.calibration_checks import (
+from mmtok.budgets.calibrate.checks import (
     HeldOut,
     held_out_check,
     leave_one_out,

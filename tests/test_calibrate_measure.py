@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mmtok.budgets.calibrate import calibrate
+from mmtok.budgets.calibrate.measure import measure
 from mmtok.budgets.ledger import open_ledger
-from mmtok.budgets.proxy.measure import measure
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError
 from tests.upstream import Upstream, make_app, serve

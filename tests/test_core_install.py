@@ -123,7 +123,12 @@ def test_the_proxy_mcp_and_hook_modules_import_without_torch():
         "mmtok.cli.hook",
         "mmtok.cli.ledger",
         "mmtok.cli.calibrate",
-        *(f"mmtok.budgets.proxy.{p.stem}" for p in (ROOT / "budgets" / "proxy").glob("*.py") if p.stem != "__init__"),
+        *(
+            f"mmtok.budgets.{package}.{p.stem}"
+            for package in ("proxy", "ledger", "calibrate")
+            for p in (ROOT / "budgets" / package).glob("*.py")
+            if p.stem != "__init__"
+        ),
     ]
     body = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules)
     body += "assert not {m for m in sys.modules if m.partition('.')[0] in BLOCKED}\n"

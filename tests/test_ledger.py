@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mmtok.budgets.ledger import Record, open_ledger
-from mmtok.budgets.ledger_postgres import PostgresLedger
-from mmtok.budgets.ledger_sql import SqliteLedger
+from mmtok.budgets.ledger.postgres import PostgresLedger
+from mmtok.budgets.ledger.sql import SqliteLedger
 from mmtok.budgets.proxy.recorder import Recorder
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError
@@ -382,7 +382,7 @@ def test_a_ledger_path_that_is_a_link_to_a_missing_file_is_refused_and_nothing_i
 
 def test_a_schema_1_ledger_is_migrated_with_its_days_spend(tmp_path):
     path = tmp_path / "old.sqlite"
-    from mmtok.budgets.ledger_sql import V1_COLUMNS
+    from mmtok.budgets.ledger.sql import V1_COLUMNS
 
     v1_columns = ["id TEXT PRIMARY KEY", "day", "spend_nusd", *sorted(V1_COLUMNS - {"id"})]
     with sqlite3.connect(path) as conn:

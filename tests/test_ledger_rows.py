@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from mmtok.budgets import ledger
 from mmtok.budgets.ledger import Record, row_values
+from mmtok.budgets.ledger import records as ledger
 
 
 def test_plain_nested_values_are_written_as_the_careful_path_writes_them():

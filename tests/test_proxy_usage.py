@@ -7,7 +7,14 @@ from decimal import Decimal
 
 import pytest
 
-from mmtok.budgets.usage import MAX_SSE_LINE_BYTES, StreamUsage, Usage, billed_cost, usage_from_body, usage_from_bytes
+from mmtok.budgets.ledger.usage import (
+    MAX_SSE_LINE_BYTES,
+    StreamUsage,
+    Usage,
+    billed_cost,
+    usage_from_body,
+    usage_from_bytes,
+)
 from mmtok.errors import PriceError
 from tests.upstream import Bill, anthropic_messages, gemini_generate, openai_chat, openai_responses
 

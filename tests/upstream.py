@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from mmtok.budgets.proxy.measure import photo
+from mmtok.budgets.calibrate.measure import photo
 from mmtok.budgets.proxy.server import bind
 from mmtok.eval.bench.proxy_upstream import (
     IMAGE_RULES,

@@ -16,8 +16,8 @@ Each provider's rule, read 2026-12-05 (the stored copies the search tool holds):
   OpenAI's (no write cost, cached reads at the cache rate above the model's minimum); a ``cachedContent`` the body
   names holds tokens mmtok cannot see (``mmtok.request.gemini``): the quote is incomplete.
 
-The ledger's billed cost reads the cache usage fields of the response (``budgets/usage.py``): this module is only the
-quote's side.
+The ledger's billed cost reads the cache usage fields of the response (``budgets/ledger/usage.py``): this module is
+only the quote's side.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from mmtok.budgets.ledger import Ledger, Record, open_ledger
+from mmtok.budgets.ledger.usage import Usage, billed_cost
 from mmtok.budgets.proxy import attribution, dashboard, forward, quoting, shrinking
 from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.budgets.proxy.limits import Budgets, Refusal, cost_refusal
@@ -45,7 +46,6 @@ from mmtok.budgets.proxy.providers import (
 )
 from mmtok.budgets.proxy.recorder import Recorder
 from mmtok.budgets.proxy.warm import warm, warm_loop
-from mmtok.budgets.usage import Usage, billed_cost
 from mmtok.errors import MmtokError
 
 log = logging.getLogger("mmtok.proxy")

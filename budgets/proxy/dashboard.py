@@ -22,8 +22,8 @@ from importlib import resources
 from typing import Any
 
 from mmtok.budgets.ledger import Record
+from mmtok.budgets.ledger.report import groups
 from mmtok.budgets.proxy.limits import BudgetRules
-from mmtok.budgets.proxy.report import groups
 
 SUMMARY_TTL_S = 1.0
 TOP_ROWS = 20  # rows per table (most spent first)

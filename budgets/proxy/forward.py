@@ -23,8 +23,8 @@ import httpx
 from starlette.responses import Response, StreamingResponse
 
 from mmtok.budgets.ledger import Record
+from mmtok.budgets.ledger.usage import StreamUsage, Usage, usage_from_bytes
 from mmtok.budgets.proxy.providers import Route, error_response, returned_headers
-from mmtok.budgets.usage import StreamUsage, Usage, usage_from_bytes
 
 WHOLE_BODY_BYTES = 8 * 2**20  # a non-streamed answer up to this size (decoded) is read whole and sent with its length
 PIECE_BYTES = 2**20  # compressed answers are inflated at most this much at a time

@@ -4,7 +4,7 @@ over its limit (global, per key, per tag).
 A request is judged by its prediction, an upper bound (output at the body's limit or the model's maximum, times
 ``n``). Before a call is sent, that bound is reserved in the ledger, in the same transaction that checks what the
 day has spent and what calls in flight hold in each budget the call counts in (:meth:`Store.reserve`
-in :mod:`mmtok.budgets.ledger_sql`); the record written when the call ends replaces the hold by the bill, in one
+in :mod:`mmtok.budgets.ledger.sql`); the record written when the call ends replaces the hold by the bill, in one
 transaction. So with 200 calls at once, across any number of proxies on one ledger, a day's spend passes a budget
 by at most what bills exceed their bounds, and with honest bounds not at all. A call whose bill never comes (a
 stream cut short) keeps its reservation as its spend; the holds of a proxy that stopped (SIGKILL) expire after
@@ -143,7 +143,7 @@ class Budgets:
     async def reserve(self, record: Record, cost: Decimal) -> Refusal | None:
         """Hold ``cost`` for ``record``'s call in every budget it counts in, or the refusal of the first it would
         pass."""
-        from mmtok.budgets.ledger_sql import Refused
+        from mmtok.budgets.ledger.sql import Refused
 
         limits = self.rules.limits(record)
         if not limits:

@@ -8,7 +8,7 @@ know its record is on disk waits for it (``await recorder.write(record)``: the p
 drain), so only a SIGKILL can lose the last few milliseconds of records, never a committed one.
 
 One record never keeps another out: the ledger writes a batch whole or, when that fails, record by record
-(:meth:`mmtok.budgets.ledger_sql.Store.write`). A record the database still refuses (it is down, its disk full) is
+(:meth:`mmtok.budgets.ledger.sql.Store.write`). A record the database still refuses (it is down, its disk full) is
 said on stderr and kept to be tried again with the next batch and at close (up to :data:`MAX_UNWRITTEN`); meanwhile
 its reservation stays in the ledger, so the budgets still count the call at its bound.
 """

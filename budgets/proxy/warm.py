@@ -50,8 +50,8 @@ def warm(config: ProxyConfig) -> None:
     ledger row of such a call without writing it (errors are logged: warming is best effort, a model missing from a
     user's own sheets must not stop the proxy)."""
     from mmtok.budgets.ledger import Record, row_values
+    from mmtok.budgets.ledger.usage import Usage, billed_cost, usage_from_bytes
     from mmtok.budgets.proxy.quoting import predict
-    from mmtok.budgets.usage import Usage, billed_cost, usage_from_bytes
 
     for path, body in BODIES.items():
         where = route(path)

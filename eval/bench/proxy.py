@@ -231,8 +231,8 @@ def stop(process: subprocess.Popen[str]) -> None:
 def shrink_times(upstream_port: str, folder: Path) -> dict[str, Any]:
     """Seconds per image: a call through a proxy with --shrink, against mmtok.shrink in this process and
     ``mmtok shrink`` as a command (end to end, start-up included), on the same photo, each in turn."""
+    from mmtok.budgets.calibrate.measure import photo
     from mmtok.budgets.ledger import open_ledger
-    from mmtok.budgets.proxy.measure import photo
     from mmtok.budgets.shrink import shrink
 
     ledger = folder / "shrink.sqlite"
@@ -386,12 +386,12 @@ def step_costs(folder: Path, repeats: int = 2000) -> dict[str, float]:
     import hashlib
 
     from mmtok.budgets.ledger import Record, open_ledger, row_values
+    from mmtok.budgets.ledger.usage import billed_cost, usage_from_bytes
     from mmtok.budgets.proxy import attribution
     from mmtok.budgets.proxy.config import ProxyConfig
     from mmtok.budgets.proxy.metrics import Metrics
     from mmtok.budgets.proxy.providers import route
     from mmtok.budgets.proxy.quoting import predict
-    from mmtok.budgets.usage import billed_cost, usage_from_bytes
 
     config, where, payload = (
         ProxyConfig(ledger=str(folder / "steps.sqlite")),

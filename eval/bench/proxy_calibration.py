@@ -24,9 +24,9 @@ from typing import Any
 import httpx
 
 from mmtok.budgets.calibrate import calibrate, describe_fit, write_sheet
+from mmtok.budgets.calibrate.measure import photo
 from mmtok.budgets.ledger import open_ledger
 from mmtok.budgets.proxy import ProxyConfig, create_app
-from mmtok.budgets.proxy.measure import photo
 from mmtok.eval.bench import machine, write_json
 from mmtok.eval.bench.proxy_upstream import Upstream, make_app, serve
 

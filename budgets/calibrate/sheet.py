@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mmtok.budgets.calibrate import Calibration, Fit, ModelCalibration
+    from mmtok.budgets.calibrate.fit import Calibration, Fit, ModelCalibration
 
 
 def write_sheet(calibration: Calibration, path: str | Path, today: dt.date | None = None) -> Path:
@@ -53,7 +53,7 @@ def write_sheet(calibration: Calibration, path: str | Path, today: dt.date | Non
 def describe_fit(m: ModelCalibration) -> str:
     """A few sentences for people: what the bills showed against the documented rule, what was fitted, and whether
     the sheet holds it (if not: why, and which sizes to send to settle it)."""
-    from mmtok.budgets.calibrate import flat
+    from mmtok.budgets.calibrate.fit import flat
 
     if m.candidate is None or m.documented is None:
         return "; ".join(m.notes) or "not fitted"

@@ -1,4 +1,4 @@
-"""The ledger in PostgreSQL (:mod:`mmtok.budgets.ledger_sql` has the store's design and SQLite): SQLAlchemy's pool
+"""The ledger in PostgreSQL (:mod:`mmtok.budgets.ledger.sql` has the store's design and SQLite): SQLAlchemy's pool
 with psycopg (``pip install 'mmtok[sql]'``), the reservation as one call of a server-side function, and a psycopg
 connection kept for it."""
 
@@ -10,8 +10,8 @@ from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
-from mmtok.budgets.ledger import Record
-from mmtok.budgets.ledger_sql import BUDGET_LOCK, ROW_COLUMNS, ROWS_PER_STATEMENT, Run, Store, _ddl, _why
+from mmtok.budgets.ledger.records import Record
+from mmtok.budgets.ledger.sql import BUDGET_LOCK, ROW_COLUMNS, ROWS_PER_STATEMENT, Run, Store, _ddl, _why
 from mmtok.errors import ConfigError
 
 RESERVE_FUNCTION = "mmtok_reserve_v1"

@@ -28,10 +28,10 @@ from typing import Any
 import httpx
 
 from mmtok.budgets.ledger import Ledger, Record
+from mmtok.budgets.ledger.usage import usage_from_bytes
 from mmtok.budgets.proxy import quoting
 from mmtok.budgets.proxy.config import ProxyConfig
 from mmtok.budgets.proxy.providers import DEFAULT_UPSTREAMS, route
-from mmtok.budgets.usage import usage_from_bytes
 from mmtok.errors import ConfigError
 
 PROMPT = "Describe this picture."

@@ -14,11 +14,11 @@ Output files (each provider's page read 2026-12-05):
   "error", "metadata": {"key"}}``, matched to the inline requests by key, else by order)
   (ai.google.dev/gemini-api/docs/batch-api).
 
-Usage is read by :func:`mmtok.budgets.usage.usage_from_body`, the proxy's own reader; the prediction is the request
-quoted at batch rates (:mod:`mmtok.budgets.pricing.batch`) and the bill priced at batch rates too. The results are read
-first and held as usage (a few numbers per request, bounded by the provider's request count); the requests are then
-read one at a time, so neither file is held whole. A row's id is derived from the response's own id (or the line),
-so importing the same results twice leaves one row per request.
+Usage is read by :func:`mmtok.budgets.ledger.usage.usage_from_body`, the proxy's own reader; the prediction is the
+request quoted at batch rates (:mod:`mmtok.budgets.pricing.batch`) and the bill priced at batch rates too. The
+results are read first and held as usage (a few numbers per request, bounded by the provider's request count); the
+requests are then read one at a time, so neither file is held whole. A row's id is derived from the response's own
+id (or the line), so importing the same results twice leaves one row per request.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.ledger import Record
-from mmtok.budgets.usage import Usage, usage_from_body
+from mmtok.budgets.ledger.records import Record
+from mmtok.budgets.ledger.usage import Usage, usage_from_body
 from mmtok.errors import MmtokError, RequestError
 from mmtok.request.batch import MAX_LINE_BYTES, BadLine, BatchLine, jsonl_lines, open_batch
 
@@ -272,7 +272,7 @@ def _settings(request: Any) -> dict[str, Any]:
 
 
 def _billed_cost(model: str, usage: Usage, prices: tuple[Any, ...]) -> Any:
-    from mmtok.budgets.usage import billed_cost
+    from mmtok.budgets.ledger.usage import billed_cost
 
     for option in ("batch", "standard"):
         try:

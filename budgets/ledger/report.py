@@ -29,7 +29,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.ledger import Record
+from mmtok.budgets.ledger.records import Record
 
 CSV_FIELDS = (
     "id",

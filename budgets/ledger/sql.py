@@ -37,7 +37,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from mmtok.budgets.ledger import (
+from mmtok.budgets.ledger.records import (
     COLUMNS,
     INT64_MAX,
     NANO,
@@ -457,7 +457,7 @@ def open_store(target: str, read_only: bool = False) -> Store:
     if target.startswith("sqlite:///"):
         return SqliteLedger(target[len("sqlite:///") :], read_only)
     if "://" in target:
-        from mmtok.budgets.ledger_postgres import PostgresLedger
+        from mmtok.budgets.ledger.postgres import PostgresLedger
 
         return PostgresLedger(target, read_only)
     return SqliteLedger(target, read_only)

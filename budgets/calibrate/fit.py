@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mmtok.budgets.calibration_checks import (
+from mmtok.budgets.calibrate.checks import (
     HeldOut,
     Verdict,
     held_out_check,
@@ -230,7 +230,7 @@ def image_target(o: Observation, overhead: Overhead | None) -> int | None:
 @dataclass
 class ModelCalibration:
     """A model's documented rule against its bills, the best rule fitted to them, and whether it may replace the
-    documented one (:mod:`mmtok.budgets.calibration_checks`)."""
+    documented one (:mod:`mmtok.budgets.calibrate.checks`)."""
 
     model: str
     family: str  # the documented rule family
@@ -375,13 +375,13 @@ class _Fitter:
         return score(self.counter, self.rule, obs, self.overhead)
 
     def own(self, obs: Sequence[Observation], first: dict[str, Any] | None = None) -> Fit | None:
-        from mmtok.budgets.calibration_search import first_tried, own_candidates, search
+        from mmtok.budgets.calibrate.search import first_tried, own_candidates, search
 
         candidates = own_candidates(self.counter, self.rule, obs, self.overhead)
         return search(self.counter, first_tried(first, candidates), obs, self.overhead, self.rule)
 
     def other(self, obs: Sequence[Observation], first: dict[str, Any] | None = None) -> Fit | None:
-        from mmtok.budgets.calibration_search import first_tried, other_candidates, search
+        from mmtok.budgets.calibrate.search import first_tried, other_candidates, search
 
         candidates = other_candidates(self.counter, obs, self.overhead)
         return search(self.counter, first_tried(first, candidates), obs, self.overhead, self.rule)
@@ -461,10 +461,3 @@ def calibrate(records: Iterable[Record], prices: Sequence[Any] = (), source: str
         except PriceError as e:
             skipped[f"{name}: {e}"] += len(found[name])
     return Calibration(models, skipped, source)
-
-
-# The sheet and the words for people live in their own module; imported here, where callers have found them.
-from mmtok.budgets.calibration_sheet import describe_fit, settle_text, write_sheet  # noqa: E402
-
-__all__ = ["Calibration", "ModelCalibration", "Observation", "RuleCounter", "calibrate", "calibrate_model",
-           "describe_fit", "fit_overhead", "observations", "settle_text", "write_sheet"]  # fmt: skip

@@ -3,7 +3,7 @@
 The default store is an SQLite file (standard library ``sqlite3``, WAL journal, ``synchronous=NORMAL``: a commit
 survives the process being killed; several proxies may share the file on one machine). A PostgreSQL URL
 (``postgresql://...``; the ``sql`` extra: SQLAlchemy and psycopg) stores the same tables in one database that
-proxies on several machines share (:mod:`mmtok.budgets.ledger_sql` holds both stores).
+proxies on several machines share (:mod:`mmtok.budgets.ledger.sql` holds both stores).
 
 Rows are keyed by an id drawn when the call arrives (``INSERT ... ON CONFLICT DO NOTHING``): a record written twice
 leaves one row. A row holds the call's shape (each part's kind, geometry, settings and content hash), the prediction,
@@ -46,7 +46,7 @@ class Record:
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     time: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"))
     provider: str = ""  # openai | anthropic | gemini
-    api: str = ""  # openai-chat, anthropic-messages, gemini-generate, ... (mmtok.budgets.usage.APIS)
+    api: str = ""  # openai-chat, anthropic-messages, gemini-generate, ... (mmtok.budgets.ledger.usage.APIS)
     model: str | None = None
     path: str = ""  # the path asked for, without its query string (which may hold a key)
     stream: bool = False
@@ -62,7 +62,7 @@ class Record:
     predicted_input: int | None = None
     predicted_cost: Decimal | None = None  # the quote: an upper bound unless its label says otherwise
     predicted_label: str | None = None  # exact | documented | upper bound | estimate
-    billed: dict[str, Any] | None = None  # mmtok.budgets.usage.Usage.to_dict()
+    billed: dict[str, Any] | None = None  # mmtok.budgets.ledger.usage.Usage.to_dict()
     billed_input: int | None = None
     billed_output: int | None = None
     billed_cost: Decimal | None = None  # the billed tokens at the model's rates
@@ -351,7 +351,7 @@ def _row_id(row: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------------------------------ interface
 class Ledger(Protocol):
-    """Where records go (:mod:`mmtok.budgets.ledger_sql`: SQLite and PostgreSQL)."""
+    """Where records go (:mod:`mmtok.budgets.ledger.sql`: SQLite and PostgreSQL)."""
 
     where: str  # for people: a path, or a URL with its password hidden
     salt: str  # for key fingerprints: one per ledger, so every proxy on it names a key alike
@@ -373,6 +373,6 @@ def open_ledger(target: str | os.PathLike[str], read_only: bool = False) -> Any:
     """A ledger at ``target``: a file path (SQLite, standard library; ``sqlite:///path`` names one too) or a
     PostgreSQL URL. ``read_only``: an SQLite file is opened for reading only (reports, calibration) and nothing is
     written to it (SQLite still keeps its -shm and -wal files beside a file in WAL mode)."""
-    from mmtok.budgets import ledger_sql
+    from mmtok.budgets.ledger.sql import open_store
 
-    return ledger_sql.open_store(os.fspath(target), read_only)
+    return open_store(os.fspath(target), read_only)

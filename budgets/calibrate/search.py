@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from mmtok.budgets.calibrate import Fit, Observation, Overhead, RuleCounter, image_target, least_squares, score
+from mmtok.budgets.calibrate.fit import Fit, Observation, Overhead, RuleCounter, image_target, least_squares, score
 
 
 def _rank(fit: Fit, documented: dict[str, Any]) -> tuple[Any, ...]:
