@@ -24,7 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "eval" / "results"
-CHOICES = ("core", "shrink", "report", "models", "eval", "sql", "docs", "all")
+CHOICES = ("core", "heif", "shrink", "report", "models", "eval", "sql", "docs", "all")
 LIMITS_MB = {"core": 400, "shrink": 1000}  # issue 40: the core and mmtok[shrink]
 HEAVY = {"torch": "torch", "torchvision": "torchvision", "torchaudio": "torchaudio", "triton": "triton",
          "opencv-python": "OpenCV", "opencv-python-headless": "OpenCV"}  # fmt: skip
