@@ -229,6 +229,8 @@ def _data_end(iloc: bytes | None) -> int:
         base = int.from_bytes(_take(iloc, pos + 2, base_size), "big")
         extents = int.from_bytes(_take(iloc, pos + 2 + base_size, 2), "big")
         pos += 4 + base_size
+        if not index_size + offset_size + length_size:
+            continue  # extents of no bytes place nothing (and would loop without reading)
         for _ in range(extents):
             pos += index_size
             offset = int.from_bytes(_take(iloc, pos, offset_size), "big")

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import mmtok
@@ -143,3 +145,19 @@ def test_pricing_a_heic_imports_no_heif_decoder():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[1:] == ["False", "False"], out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_damage_to_a_heif_header_is_a_header_error_or_a_size(data):
+    """Bytes changed anywhere in the boxes: the reading gives a size or one HeaderError, never another exception."""
+    photo = bytearray((HEIF / "rotated.heic").read_bytes())
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, 600))
+        if at < len(photo):
+            photo[at] = data.draw(st.integers(0, 255))
+    try:
+        header = read_image_header(None, bytes(photo), "heif")
+    except HeaderError:
+        return
+    assert header.stored_width > 0 and header.stored_height > 0

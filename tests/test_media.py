@@ -376,6 +376,8 @@ def test_a_files_warnings_still_show_when_tokenizing_it_then_fails(samples, tmp_
 
 
 def test_an_avif_declaring_more_pixels_than_pillow_decodes_is_refused_as_that_not_as_corrupt(tmp_path):
+    """Its size comes from its ispe box, as a JPEG's from its frame header: over the limit it is refused at load;
+    with the limit raised past what Pillow decodes, decoding it is refused naming Pillow's guard."""
     import struct
 
     from mmtok.errors import MediaError
@@ -385,5 +387,9 @@ def test_an_avif_declaring_more_pixels_than_pillow_decodes_is_refused_as_that_no
     data = path.read_bytes()
     at = data.index(b"ispe") + 8  # the image spatial extents: version/flags, then width and height
     path.write_bytes(data[:at] + struct.pack(">II", 14000, 14000) + data[at + 8 :])
-    with pytest.raises(MediaError, match=r"huge\.avif: .*196000000 pixels.*Pillow's decompression-bomb guard"):
-        mmtok.load(path, max_pixels=400_000_000)
+    with pytest.raises(MediaError, match=r"huge\.avif: 14000x14000 image has 196,000,000 pixels, above the limit"):
+        mmtok.load(path)
+    huge = mmtok.load(path, max_pixels=400_000_000)
+    assert (huge.width, huge.height) == (14000, 14000)
+    with pytest.raises(MediaError, match=r"huge\.avif: cannot decode avif image: .*196000000 pixels.*bomb"):
+        huge.to_tensor()
