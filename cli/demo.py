@@ -309,7 +309,7 @@ def _plan_step(out: Path, show: bool) -> dict[str, Any]:
     from importlib.resources import files
 
     from mmtok.budgets.planner import load_spec, plan
-    from mmtok.budgets.report import write_report
+    from mmtok.budgets.planner.report import write_report
     from mmtok.cli.plan import print_summary
 
     spec_path = Path(str(files("mmtok.budgets") / "examples" / "demo.toml"))

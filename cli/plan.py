@@ -38,9 +38,9 @@ def plan(
     setting that meets the quality bars."""
     from mmtok.budgets.planner import load_spec
     from mmtok.budgets.planner import plan as run_plan
+    from mmtok.budgets.planner.report import write_report
     from mmtok.budgets.planner.spec import check_search_size
     from mmtok.budgets.pricing.sheets import sheets
-    from mmtok.budgets.report import write_report
 
     try:
         sheets(tuple(prices))  # a bad sheet is one line naming it, before anything else
@@ -126,7 +126,7 @@ def _eta_column() -> Any:
 
 
 def _dollars(value: float) -> str:
-    from mmtok.budgets.report import dollars
+    from mmtok.budgets.planner.report import dollars
 
     return dollars(value)
 
@@ -168,7 +168,14 @@ def print_summary(result: Any, files: dict[str, Path] | None = None) -> None:
     from rich import box
     from rich.table import Table
 
-    from mmtok.budgets.report import KNOB_LABELS, fixed_text, knob_cell, knob_columns, objective_text, recommendations
+    from mmtok.budgets.planner.report import (
+        KNOB_LABELS,
+        fixed_text,
+        knob_cell,
+        knob_columns,
+        objective_text,
+        recommendations,
+    )
 
     spec = result.spec
     if result.shortfall:

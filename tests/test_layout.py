@@ -142,3 +142,39 @@ def test_no_library_module_is_longer_than_six_hundred_lines():
         if lines > MAX_MODULE_LINES:
             long.append(f"{relative}: {lines} lines")
     assert not long, f"modules over {MAX_MODULE_LINES} lines:\n" + "\n".join(long)
+
+
+CONCERNS = {"pricing", "ledger", "calibrate", "proxy", "shrink", "planner"}  # budgets/: one package per concern
+CORE_CONCERNS = CONCERNS - {"planner"}  # what `pip install mmtok` runs; the planner comes with the models extra
+
+
+def test_budgets_holds_one_package_per_concern_and_no_loose_module():
+    """Pricing, the ledger, calibration, the proxy, shrink and the planner are each one package under budgets/
+    (issue 40): a module beside them would be a concern without a home."""
+    budgets = ROOT / "budgets"
+    loose = sorted(p.name for p in budgets.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules loose in budgets/ (move each into its concern's package): {loose}"
+    packages = {p.parent.name for p in budgets.glob("*/__init__.py")}
+    assert packages == CONCERNS, f"budgets/ packages {sorted(packages)}; the layout names {sorted(CONCERNS)}"
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    """A package folder missing from pyproject.toml's packages is left out of the wheel: ``pip install mmtok`` would
+    fail on its first import."""
+    folders = package_dirs()
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {module_name(init, folders) for folder in folders for init in (ROOT / folder).rglob("__init__.py")}
+    assert found - listed == set(), f"package folders missing from [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+def test_the_core_budget_packages_import_nothing_from_the_planner():
+    """The planner (pymoo, torch: the models extra) sits apart from what the core runs: no pricing, ledger,
+    calibration, proxy or shrink module imports it, even lazily."""
+    folders = package_dirs()
+    offenders = []
+    for concern in sorted(CORE_CONCERNS):
+        for path in sorted((ROOT / "budgets" / concern).rglob("*.py")):
+            for line, name in imported_modules(path, module_name(path, folders)):
+                if name == "mmtok.budgets.planner" or name.startswith("mmtok.budgets.planner."):
+                    offenders.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert not offenders, "a core package imports the planner:\n" + "\n".join(offenders)

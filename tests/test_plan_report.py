@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mmtok.budgets.planner import Plan, load_spec
-from mmtok.budgets.report import recommendations, shown_front, write_report
+from mmtok.budgets.planner.report import recommendations, shown_front, write_report
 from tests.page_checks import min_font_px
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "budgets" / "examples"

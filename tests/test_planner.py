@@ -33,7 +33,7 @@ from mmtok.budgets.planner import (
     user_photos,
     user_speech,
 )
-from mmtok.budgets.report import objective_text, recommendations, write_report
+from mmtok.budgets.planner.report import objective_text, recommendations, write_report
 from mmtok.cli.main import app
 from mmtok.errors import ConfigError, PriceError
 from mmtok.samples import samples_dir
@@ -272,7 +272,7 @@ def test_plan_json_is_one_object_with_the_plan(tmp_path, cache, monkeypatch):
 
 
 def test_an_unmeasured_judge_shows_a_dash_never_nan():
-    from mmtok.budgets.report import objective_text
+    from mmtok.budgets.planner.report import objective_text
 
     assert objective_text("judge", None) == "—" and objective_text("judge", float("nan")) == "—"
     assert objective_text("judge", 3.14159) == "3.14" and objective_text("cost", 0.00026649) == "$0.000266"

@@ -237,7 +237,7 @@ def write_report(plan: Plan, out: str | Path) -> dict[str, Path]:
     written through)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    from mmtok.budgets.report_figures import figures as draw_figures
+    from mmtok.budgets.planner.report_figures import figures as draw_figures
 
     figures = draw_figures(plan, out)
     _write_front_csv(plan, out / "front.csv")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mmtok.budgets.planner import OBJECTIVES, Plan
-from mmtok.budgets.report import LABELS, _dollar_tick, objective_text, recommendations, shown_front
+from mmtok.budgets.planner.report import LABELS, _dollar_tick, objective_text, recommendations, shown_front
 from mmtok.files import atomic_path
 
 FONT_PT = 9.0
