@@ -25,6 +25,7 @@ from tests.batch_sdk import (
 )
 
 GEMINI = "gemini-2.5-flash"
+HI_BODY = {"model": "gpt-4o-mini", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]}
 
 
 @pytest.fixture(scope="module")
@@ -237,3 +238,52 @@ def test_options_for_single_requests_are_said_not_to_apply_to_a_batch():
                                 env={"COLUMNS": "200"})  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "--output-tokens, --batch/--tier not applied" in result.stderr
+
+
+def test_a_line_for_an_endpoint_mmtok_does_not_price_is_named_and_the_rest_priced(tmp_path):
+    """OpenAI's Batch API also takes embeddings, completions, moderations, images and videos: such a line is read and
+    named as not priced (exit 1), never left out in silence or priced as a chat body."""
+    chat = {"custom_id": "chat-1", "method": "POST", "url": "/v1/chat/completions", "body": HI_BODY}
+    embed = {"custom_id": "embed-1", "method": "POST", "url": "/v1/embeddings",
+             "body": {"model": "text-embedding-3-small", "input": "hello world"}}  # fmt: skip
+    path = write_jsonl(tmp_path / "mixed-endpoints.jsonl", [embed, chat])
+    quote = price_batch(path)
+    assert quote.requests == 2 and [line.custom_id for line in quote.lines] == ["chat-1"] and not quote.ok
+    assert quote.errors == ["line 1 (embed-1) on text-embedding-3-small: /v1/embeddings is a batch endpoint whose "
+                            "bodies mmtok does not price (it reads /v1/chat/completions, /v1/responses)"]  # fmt: skip
+    result = CliRunner().invoke(app, ["price", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 1 and "/v1/embeddings is a batch endpoint" in result.stderr
+    assert "2 request(s), 1 not priced" in " ".join(result.stdout.split())
+
+
+def test_a_line_over_the_read_limit_is_read_past_in_chunks_and_named():
+    """A line longer than mmtok reads (64 MiB; a smaller limit here) is never held whole: it comes as the problem
+    to name, and the lines after it are read."""
+    import io
+
+    from mmtok.request.batch import jsonl_lines
+
+    data = b'{"custom_id": "a"}\n' + b"x" * 5000 + b'\n\n{"custom_id": "c"}\n'
+    found = list(jsonl_lines(io.BytesIO(data), max_line=1000))
+    assert found == [  # numbered as the file's lines are: the blank line 3 is passed over
+        (1, b'{"custom_id": "a"}\n'),
+        (2, "5,001 bytes: longer than the 1,000 bytes mmtok reads in a line"),
+        (4, b'{"custom_id": "c"}\n'),
+    ]
+
+
+def test_pricing_a_batch_on_a_terminal_shows_a_bar_that_ends_at_the_request_count(tmp_path, monkeypatch):
+    import io
+    import re
+
+    from rich.console import Console
+
+    chat = {"method": "POST", "url": "/v1/chat/completions", "body": HI_BODY}
+    path = write_jsonl(tmp_path / "sixty.jsonl", [{"custom_id": f"r{n}", **chat} for n in range(60)])
+    terminal = io.StringIO()
+    monkeypatch.setattr("mmtok.cli.common.stderr_is_terminal", lambda: True)
+    monkeypatch.setattr("mmtok.cli.common.err_console", lambda: Console(file=terminal, force_terminal=True, width=120))
+    result = CliRunner().invoke(app, ["price", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue())
+    assert "pricing sixty.jsonl" in shown and "60/60" in shown

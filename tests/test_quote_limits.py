@@ -94,6 +94,38 @@ def test_openai_takes_at_most_500_images_a_request(tmp_path):
     )
 
 
+def _pictures(count: int, side: int, size_bytes: int) -> list:
+    """A request's images as a quote's attachments (name, item), read from no file: the limits see sizes only."""
+    from mmtok.media.types import Image as Picture
+
+    return [(f"p{n}.jpg", Picture(None, "jpeg", side, side, size_bytes=size_bytes)) for n in range(count)]
+
+
+def test_each_providers_request_size_and_image_count_limits_are_said_at_their_documented_figure():
+    """Issue 36 item 9: OpenAI's 50 MB of images, Gemini's 100 MB request and 3,000 images, Claude's 600 images and
+    32 MB request, each at the figure its page gives (read 2026-12-05), one past it warned, the figure itself not."""
+    from mmtok.budgets.pricing.limits import MB, broken_limits
+
+    photos = _pictures(10, 2000, 4 * MB)  # 10 x 4 MB: 53.3 MB as base64
+    (openai,) = broken_limits("openai", "gpt-4o", photos)
+    assert "53,333,360 bytes as sent, over the 50 MB limit per request" in openai and "images-vision" in openai
+    assert not broken_limits("openai", "gpt-4o", photos[:9])  # 48 MB as base64
+    (gemini,) = broken_limits("google", "gemini-2.5-flash", photos[:2], request_bytes=100 * MB + 1)
+    assert "the request is 100,000,001 bytes, over the 100 MB limit" in gemini and "new-file-limits" in gemini
+    assert not broken_limits("google", "gemini-2.5-flash", photos[:2], request_bytes=100 * MB)
+    icons = _pictures(3001, 64, 1000)
+    assert broken_limits("google", "gemini-2.5-flash", icons) == [
+        "3,001 images is over the limit of 3,000 per request (https://blog.google/innovation-and-ai/technology/"
+        "developers-tools/gemini-api-new-file-limits, read 2026-12-05): the provider refuses it; send fewer or "
+        "smaller parts"
+    ]
+    assert not broken_limits("google", "gemini-2.5-flash", icons[:3000])
+    assert "601 images is over the limit of 600" in broken_limits("anthropic", "claude-sonnet-4-5", icons[:601])[0]
+    assert not broken_limits("anthropic", "claude-sonnet-4-5", icons[:600])
+    (claude,) = broken_limits("anthropic", "claude-sonnet-4-5", icons[:1], request_bytes=32 * MB + 1)
+    assert "the request is 32,000,001 bytes, over the 32 MB limit" in claude and "platform.claude.com" in claude
+
+
 def test_shrink_never_keeps_an_original_the_provider_refuses(tmp_path):
     from mmtok.budgets.shrink import shrink
 
