@@ -10,6 +10,7 @@ send.
 
 from __future__ import annotations
 
+import base64
 import json
 import tomllib
 
@@ -186,3 +187,40 @@ def test_calibrate_table_and_json_read_whole_at_80_columns(capped_ledger, tmp_pa
     assert found["sheet"] is None and found["models"][0]["model"] == CLAUDE
     assert found["models"][0]["kept_documented"] and found["models"][0]["checks"]["calls_needed"] == 15
     assert all(len(line) <= 80 or line.strip().startswith('"') for line in document.stdout.splitlines())
+
+
+def test_four_claude_calls_through_the_proxy_keep_the_documented_rule(tmp_path):
+    """Issue 36 item 7 as reported, end to end: four Claude calls with one image each, made by the anthropic SDK
+    through the proxy to a stand-in provider that bills Claude's 28-px patches capped at 1,200 tokens and counts
+    each prompt a few tokens off mmtok's estimate; `mmtok calibrate` keeps the documented rule and names the sizes
+    to send."""
+    import anthropic
+
+    from mmtok.budgets.calibrate.measure import photo
+    from tests.upstream import Upstream, make_app, running_proxy, serve
+
+    prompts = {f"Describe this picture in one sentence ({n}).": off for n, (_, off) in enumerate(PROMPT_TOKENS)}
+
+    class OffByAFewTokens(Upstream):
+        def text_tokens(self, provider: str, text: str) -> int:
+            return super().text_tokens(provider, text) + prompts.get(text, 0)
+
+    ledger = tmp_path / "calls.sqlite"
+    with serve(make_app(OffByAFewTokens())) as upstream, running_proxy(upstream, ledger) as proxy:
+        client = anthropic.Anthropic(api_key="ak-test", base_url=proxy + "/anthropic", max_retries=0)
+        for (w, h), prompt in zip(CAPPED_SIZES, prompts, strict=True):
+            source = {"type": "base64", "media_type": "image/jpeg", "data": base64.b64encode(photo(w, h)).decode()}
+            content = [{"type": "image", "source": source}, {"type": "text", "text": prompt}]
+            client.messages.create(model=CLAUDE, max_tokens=16, messages=[{"role": "user", "content": content}])
+    rows = list(open_ledger(ledger, read_only=True).records())
+    assert sorted((p["w"], p["h"]) for r in rows for p in r.parts if p["kind"] == "image") == sorted(CAPPED_SIZES)
+    fit = calibrate(rows).models[0]  # the best fit would mislead, as the issue found: hundreds of tokens for 32x24
+    assert fit.candidate.params["formula"] != "anthropic-patches" and fit.kept and not fit.changed
+    assert RuleCounter(resolve(CLAUDE)).count(fit.candidate.params, [(32, 24, None)]) > 100
+    sheet = tmp_path / "calibrated.toml"
+    result = CliRunner().invoke(app, ["calibrate", str(ledger), "--out", str(sheet)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert tomllib.loads(sheet.read_text())["family"] == []
+    assert image_tokens(32, 24, CLAUDE, prices=(sheet,)) == 2 == capped_bill(32, 24)
+    text = " ".join(result.stdout.split())
+    assert "kept the documented rule" in text and "to settle it, send calls with one image each of" in text
