@@ -774,11 +774,13 @@ def report(summary: dict[str, Any], args: argparse.Namespace, wall_s: float) -> 
         )
     savings = {m: summary["images"].get(f"pages|ocr>=0.98|{m}", {}).get("token_saving") for m in IMAGE_MODELS}
     met = sorted({PROVIDERS[m] for m, s in savings.items() if s is not None and s >= 0.30})
-    lines.append(
-        "  pages at ocr>=0.98, >= 30% fewer tokens on >= 2 providers: "
-        + ", ".join(f"{m} {s:.1%}" for m, s in savings.items() if s is not None)
-        + f" -> {'MET' if len(met) >= 2 else 'MISSED'} ({', '.join(met) or 'none'})"
-    )
+    if any(s is not None for s in savings.values()):  # pages were run
+        lines.append(
+            "  pages at ocr>=0.98, >= 30% fewer tokens on >= 2 providers: "
+            + ", ".join(f"{m} {s:.1%}" for m, s in savings.items() if s is not None)
+            + f" -> {'MET' if len(met) >= 2 else 'MISSED'} ({', '.join(met) or 'none'})"
+        )
+    lines += _top1_targets(summary)
     for key, e in summary["speech"].items():
         run, model = key.split("|")
         ok = e["seconds_saving"] >= 0.20 and e["wer_shrunk"] <= e["wer_original"] + 0.01
@@ -845,6 +847,20 @@ def _readings_lines(buckets: list[dict[str, Any]]) -> list[str]:
             f"  {b['path']:8} {b['line_px']:>7} px  {b['readings']:5} readings  "
             f">= 0.98: {b['at_least_098_share']:6.1%}  median {b['median_ocr']:.3f}"
         )
+    return lines
+
+
+def _top1_targets(summary: dict[str, Any]) -> list[str]:
+    """Issue 39: photos shrunk at the default bars keep the classifier's top class for >= 90% of them, per model."""
+    lines = []
+    for model in IMAGE_MODELS:
+        e = summary["images"].get(f"photos|default|{model}", {})
+        if e.get("top1_kept_share") is not None:
+            ok = e["top1_kept_share"] >= 0.90
+            lines.append(
+                f"  photos at the default bars, {model}: top-1 kept {e['top1_kept_share']:.1%} of "
+                f"{e['classes_checked']} shrunk (>= 90%) -> {'MET' if ok else 'MISSED'}"
+            )
     return lines
 
 
