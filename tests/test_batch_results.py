@@ -150,6 +150,8 @@ def test_ledger_import_stores_batch_rows_once_and_the_report_counts_them(tmp_pat
     assert report.exit_code == 0, report.output
     summary = json.loads(report.stdout)
     assert summary["calls"] == 3 and float(summary["spend_usd"]) > 0
+    days = {r.day for r in rows}  # the budgets count the imported spend as the proxy's own calls
+    assert sum(open_ledger(ledger, read_only=True).spend_on(day) for day in days) == sum(r.billed_cost for r in rows)
 
 
 def test_ledger_import_needs_its_three_arguments_and_a_report_takes_none_of_them(tmp_path):
