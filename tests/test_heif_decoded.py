@@ -5,6 +5,7 @@ EXIF orientation, odd sizes that make x265 pad and crop, and clean apertures rew
 from __future__ import annotations
 
 import io
+import struct
 
 import PIL.Image
 import PIL.ImageOps
@@ -80,3 +81,33 @@ def test_a_heic_loaded_by_its_header_decodes_to_that_size(tmp_path):
     photo = mmtok.load(path)
     assert (photo.width, photo.height) == (35, 61)
     assert tuple(photo.to_tensor().shape) == (3, 61, 35)
+
+
+def _avif_with_clap(width: int, height: int, clap: tuple[int, ...]) -> bytes:
+    """A Pillow-written AVIF (iloc version 0, 4-byte offsets) with a clap property added to its primary item: the
+    box goes at the end of ipco, its index into ipma, and the sizes and the data offset move by what was added."""
+    out = io.BytesIO()
+    PIL.Image.new("RGB", (width, height), (200, 10, 10)).save(out, format="AVIF")
+    data = bytearray(out.getvalue())
+    box = struct.pack(">I4s", 40, b"clap") + struct.pack(">IIIIiIiI", *clap)
+    ipco = data.index(b"ipco") - 4
+    end = ipco + int.from_bytes(data[ipco : ipco + 4], "big")
+    count, pos = 0, ipco + 8
+    while pos < end:
+        count, pos = count + 1, pos + int.from_bytes(data[pos : pos + 4], "big")
+    data[end:end] = box
+    associations = data.index(b"ipma") - 4 + 8 + 4 + 4 + 2  # size, type, version/flags, entries, item id
+    data.insert(associations + 1 + data[associations], 0x80 | (count + 1))
+    data[associations] += 1
+    for name, grown in ((b"ipco", 40), (b"ipma", 1), (b"iprp", 41), (b"meta", 41)):
+        at = data.index(name) - 4
+        data[at : at + 4] = (int.from_bytes(data[at : at + 4], "big") + grown).to_bytes(4, "big")
+    offset = data.index(b"iloc") - 4 + 8 + 4 + 2 + 2 + 2 + 2 + 2  # the first extent's offset
+    data[offset : offset + 4] = (int.from_bytes(data[offset : offset + 4], "big") + 41).to_bytes(4, "big")
+    return bytes(data)
+
+
+def test_an_avif_clean_aperture_is_not_applied_as_pillows_decoder_does_not_apply_it():
+    data = _avif_with_clap(64, 32, (40, 1, 20, 1, 0, 1, 0, 1))
+    assert read_image_header(None, data, "avif").size == _decoded(data, "avif") == (64, 32)
+    assert read_image_header(None, data, "heif").size == (40, 20)  # the clap is there: HEIF's rule would crop
