@@ -25,7 +25,7 @@ call without the warm-up: loading included) are kept beside them. The hook is ti
 ``mmtok hook claude-code`` started as a process with a PreToolUse event on stdin (process start, imports, loading,
 shrinking and the answer), with a fresh cache; and again on the same image (its copy reused). Each ratio is the
 median over the inputs of shrink's seconds over the anchor's, measured in the same run. Peak memory is each
-process's maximum resident set (``wait4``'s ``ru_maxrss``), the warm-up included.
+process's own high-water mark of its resident set (``VmHWM`` from ``/proc``, read every 10 ms), the warm-up included.
 
 **The same answers**: each input is shrunk at the default bars for gpt-4o, gpt-5.4, claude-opus-4-7 and
 gemini-3-flash-preview by the path before issue 39 (``reference=True``: the search from the 10-px rung galloping
