@@ -4,7 +4,9 @@ discount beside them), a line per request on ``--json`` / ``--csv``, the gates o
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -19,6 +21,7 @@ from mmtok.cli.common import (
     print_table,
     print_warning,
     progress_bar,
+    progress_counter,
     say,
 )
 from mmtok.cli.quotes import money
@@ -120,7 +123,7 @@ def price_batch_file(
     quote = BatchQuote(label, batch.format, batch.provider, survey.size_bytes, limits=list(survey.problems))
     quoter = LineQuoter(**pricing)
     shown = _Shown(label, json_out, writer, gates)
-    with progress_bar(survey.requests, f"pricing {path.name}") as advance:
+    with _requests_bar(survey.requests, f"pricing {path.name}") as advance:
         for result in iter_batch(batch, models, quoter, workers=default_workers(survey.requests)):
             before = quote.requests
             add_result(quote, batch, result, keep=False)
@@ -136,6 +139,24 @@ def price_batch_file(
         print_error(f"{label}: {shown.errors - ERRORS_SHOWN:,} more line(s) not priced (--json names each)")
     _summary(label, quote, json_out, writer is not None)
     return quote.ok and not gates.failures
+
+
+@contextlib.contextmanager
+def _requests_bar(requests: int | None, description: str) -> Iterator[Callable[[int], None]]:
+    """``advance(n)`` for the requests priced: a bar to the file's request count where the first pass counted them
+    (JSON Lines), else a count of the requests so far (a JSON document is counted only by reading it)."""
+    if requests is not None:
+        with progress_bar(requests, description) as advance:
+            yield advance
+        return
+    done = [0]
+    with progress_counter(description) as update:
+
+        def advance(n: int = 1) -> None:
+            done[0] += n
+            update(done[0], None)
+
+        yield advance
 
 
 def _summary(label: str, quote: Any, json_out: bool, csv_out: bool) -> None:

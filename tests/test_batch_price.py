@@ -272,6 +272,22 @@ def test_a_line_over_the_read_limit_is_read_past_in_chunks_and_named():
     ]
 
 
+def test_pricing_a_json_document_batch_on_a_terminal_counts_its_requests_as_they_are_read(files, monkeypatch):
+    """An Anthropic batches.create body is counted only by reading it: the bar counts the requests priced so far."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    terminal = io.StringIO()
+    monkeypatch.setattr("mmtok.cli.common.stderr_is_terminal", lambda: True)
+    monkeypatch.setattr("mmtok.cli.common.err_console", lambda: Console(file=terminal, force_terminal=True, width=120))
+    result = CliRunner().invoke(app, ["price", str(files["anthropic"])], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue())
+    assert "pricing anthropic.json" in shown and "3/?" in shown
+
+
 def test_pricing_a_batch_on_a_terminal_shows_a_bar_that_ends_at_the_request_count(tmp_path, monkeypatch):
     import io
     import re
