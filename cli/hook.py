@@ -43,6 +43,7 @@ AGENTS = ("claude-code",)
 DEFAULT_MODEL = "claude-opus-4-7"  # Claude Code's models share Anthropic's image rule; set yours with --model
 MAX_EVENT_BYTES = 1024 * 1024  # an event is a few hundred bytes of JSON
 HEAD_BYTES = 64  # enough for image_format's magic numbers
+PNG_HEAD_BYTES = 64 * 1024  # a still PNG's chunks before its image data (its header, colours, text) fit in this
 REWRITTEN = ("shrunk", "lossless", "converted")
 
 
@@ -93,6 +94,8 @@ def claude_code_answer(event: dict[str, Any], settings: Config) -> dict[str, Any
     path = Path(tool_input["file_path"])
     if not _inside(path, event.get("cwd"), settings.roots) or not _is_image(path):
         return None  # where it is is checked first: nothing outside those folders is ever opened
+    if _too_cheap(event, tool_input, path, settings.model_or(DEFAULT_MODEL)):
+        return None
     result = _shrunk(path, settings)
     if result is None or result["status"] not in REWRITTEN:
         return None
@@ -120,6 +123,46 @@ def _is_image(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _too_cheap(event: dict[str, Any], tool_input: dict[str, Any], path: Path, model: str) -> bool:
+    """Whether a still PNG costs ``model`` so few tokens that no copy of it can save more than its note adds (what
+    ``_worth_it`` would decide after shrinking: a copy saves at most the image's tokens), so it is left alone without
+    being shrunk (a 32x24 icon: 2 tokens, against a note of ~130). Only a still PNG, which every provider takes as
+    it is (a format or an animation the model does not take gets a converted copy, whatever its size). The bound is
+    half the words of the note with no figures in it, with no tokeniser loaded (0.2 s): a tokeniser that splits at
+    spaces makes a token or more of each word, and a rule by characters at least one of every 4 characters."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(PNG_HEAD_BYTES)
+        size = _still_png_size(head)
+        if size is None:
+            return False
+        from mmtok.budgets.pricing.counts import image_token_count
+
+        tokens = image_token_count(*size, model).tokens
+        blank = {"measures": {}, "tokens_before": 0, "tokens_after": 0, "model": model, "cost_before": 0,
+                 "cost_after": 0, "bars": {}, "action": "", "output": ""}  # fmt: skip
+        note = _rewrite(event, tool_input, path, blank)["hookSpecificOutput"]["additionalContext"]
+        return tokens <= len(note.split()) // 2
+    except Exception:  # anything unusual: shrink decides, as for any image
+        return False
+
+
+def _still_png_size(head: bytes) -> tuple[int, int] | None:
+    """(width, height) of a PNG whose chunks before its first image data hold no animation control (``acTL``: an
+    APNG); None for anything else, or when ``head`` ends before the image data."""
+    if not head.startswith(b"\x89PNG\r\n\x1a\n") or head[12:16] != b"IHDR":
+        return None
+    pos = 8
+    while pos + 8 <= len(head):
+        length, kind = int.from_bytes(head[pos : pos + 4], "big"), head[pos + 4 : pos + 8]
+        if kind == b"acTL":
+            return None
+        if kind == b"IDAT":
+            return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+        pos += 12 + length
+    return None
 
 
 def _worth_it(result: dict[str, Any], note: str) -> bool:

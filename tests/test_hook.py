@@ -182,3 +182,35 @@ def test_an_image_whose_copy_saves_less_than_the_note_costs_is_left_alone(projec
 
     shrunk = _shrunk(icon, load_config(None).override(model="claude-opus-4-7", keep=["ssim>=0.1"]))
     assert shrunk["status"] == "shrunk" and 0 < before - shrunk["tokens_after"] < 20  # it would have been rewritten
+
+
+def test_a_still_png_cheaper_than_any_note_is_left_alone_without_being_shrunk(project):
+    """A 32x24 icon costs Claude fewer tokens than half the words of any note: no copy can be worth it, so nothing is
+    shrunk (no copy, no record in the cache folder) and the read goes on as it is."""
+    import PIL.Image
+
+    icon = project / "docs" / "icon.png"
+    PIL.Image.effect_noise((32, 24), 60).convert("RGB").save(icon)
+    result = _run(_event("read-image.json", project, "docs/icon.png"), "-m", "claude-opus-4-7", *FAST)
+    assert result.exit_code == 0 and result.stdout == "", result.stdout
+    made = project.parent / "cache" / "hook"
+    assert not made.exists() or not any(made.rglob("*.*"))
+
+
+def test_an_animated_png_icon_is_still_shrunk_and_a_large_png_is_not_too_cheap(project):
+    """The shortcut is for still PNGs only: an APNG (``acTL`` before its image data) goes to shrink, which decides
+    whether the model takes its animation; a screenshot costs more than any note."""
+    import PIL.Image
+
+    from mmtok.cli.hook import _still_png_size, _too_cheap
+
+    icon = project / "docs" / "icon.png"
+    frames = [PIL.Image.effect_noise((32, 24), 60).convert("RGB") for _ in range(2)]
+    frames[0].save(icon, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    assert _still_png_size(icon.read_bytes()) is None
+    event = _event("read-image.json", project, "docs/icon.png")
+    assert not _too_cheap(event, event["tool_input"], icon, "claude-opus-4-7")
+    screenshot = project / "docs" / "screenshot.png"
+    assert _still_png_size(screenshot.read_bytes()[:65536]) == PIL.Image.open(screenshot).size
+    assert not _too_cheap(event, event["tool_input"], screenshot, "claude-opus-4-7")
+    assert not _too_cheap(event, event["tool_input"], icon.with_name("missing.png"), "claude-opus-4-7")

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-VERSION = 1
+VERSION = 2  # 2: a page's lines searched inside its uniform border
 MAX_FILE_BYTES = 8 * 1024 * 1024  # a page of 10,000 lines is ~2 MB; anything larger is not ours
 
 

@@ -132,7 +132,7 @@ def shrink_models(
         return
     options = _Options(lossless, detail, speed, min_silence_s, crop, slice, tuple(prices))
     try:
-        media, job = _load_job(source, jobs, max_pixels, reference)
+        media, job = _load_job(source, jobs, max_pixels, reference, [bar.metric for bar in bars.values()])
     except MmtokError as e:
         yield e
         return
@@ -214,14 +214,21 @@ class _Options:
         return self.audio_plans[taken]
 
 
-def _load_job(source: Path, jobs: dict[str, Any] | None, max_pixels: int | None, reference: bool) -> tuple[Any, Any]:
-    """The decoded input and its job (kept in ``jobs`` by path, when given, for the next call)."""
+def _load_job(
+    source: Path, jobs: dict[str, Any] | None, max_pixels: int | None, reference: bool, metrics: list[str]
+) -> tuple[Any, Any]:
+    """The decoded input and its job (kept in ``jobs`` by path, when given, for the next call). For an image, the
+    networks the bars (``metrics``) need start loading first, beside the decoding (``loading.py``)."""
     import mmtok
     from mmtok.media import MAX_IMAGE_PIXELS
 
     media = mmtok.load(source, max_pixels=max_pixels or MAX_IMAGE_PIXELS)
     if media.kind not in ("image", "audio", "video"):
         raise Skipped(f"{media.kind} is not shrunk (images, audio and video are)")
+    if media.kind == "image":
+        from mmtok.budgets.shrink import loading
+
+        loading.start(metrics, media.width * media.height)
     job = (jobs or {}).get(str(source)) or _job(source, media, reference)
     if jobs is not None:
         jobs[str(source)] = job

@@ -36,6 +36,8 @@ LEGIBLE_LINE_PX = 7.5  # text this tall in a view is predicted read (the search 
 CLASS_CHANGED = "missed: the classifier's top class changed"  # the recog bar's other condition
 KEPT_RENDERS = 2  # renditions kept decoded (each its full size: ~8 MB for a 1762x1506 one)
 MIN_TEXT_CHARS = 4  # fewer characters read in the whole original is no text to keep (a photo's stray "6")
+DETECT_MARGIN_PX = 32  # the detector is given this much of the border around the content it searches
+INSIDE_BORDER = 0.9  # the detector searches inside a uniform border that leaves this much of the image or less
 NO_TEXT = f"no text found ({O.DETECTOR}; fewer than {MIN_TEXT_CHARS} characters): the ocr bar does not apply"
 
 
@@ -153,10 +155,24 @@ class ImageJob:
     def lines(self) -> list[O.Line]:
         """Where the original's lines of text are (found once, read only when a measure needs them)."""
         if self.analysis.lines is None:
-            found = O.detect(self.decoded.rgb, banded=not self.reference)
+            found = self._detected()
             self.analysis.lines = np.array([line.corners for line in found], np.float32).reshape(-1, 4, 2)
             self.analysis.changed = True
         return [O.Line(corners) for corners in self.analysis.lines]
+
+    def _detected(self) -> list[O.Line]:
+        """The original's lines as the detector finds them: where a uniform border takes a tenth of the image or more
+        (a page's white margins), inside it, with ``DETECT_MARGIN_PX`` of it around the content, since no text is
+        in a uniform colour (a document page's search took 0.06-0.09 s there where the whole page took 0.54-0.66
+        s, the same lines found). The path before issue 39 searches the whole image."""
+        rgb, bounds = self.decoded.rgb, None if self.reference else self.bounds
+        if bounds is not None:
+            (left, top, right, bottom), _ = bounds
+            m = DETECT_MARGIN_PX
+            box = (max(0, left - m), max(0, top - m), min(self.width, right + m), min(self.height, bottom + m))
+            if (box[2] - box[0]) * (box[3] - box[1]) <= INSIDE_BORDER * self.width * self.height:
+                return [O.Line(line.moved(box[0], box[1])) for line in O.detect(rgb.crop(box))]
+        return O.detect(rgb, banded=not self.reference)
 
     def truth(self, indices: list[int]) -> list[str | None]:
         """The original's readings of lines ``indices`` (None: read with a score under ``MIN_SCORE``, not text)."""

@@ -71,6 +71,15 @@ class Line:
         return ((self.corners + np.array([dx, dy], np.float32)) * np.array([sx, sy], np.float32)).astype(np.float32)
 
 
+_loading = threading.Lock()  # one thread builds the engine; another asking for it meanwhile waits for that one
+
+
+def ocr_engine(reference: bool = False) -> Any:
+    """RapidOCR's engine (``_engine``), built once even when ``loading.py``'s thread and the search ask at once."""
+    with _loading:
+        return _engine(reference)
+
+
 @functools.cache
 def _engine(reference: bool = False) -> Any:
     """RapidOCR's engine, each model loaded once (``_sessions_of_our_own``). Its detector runs on every core; its
@@ -193,7 +202,7 @@ def _detect(array: np.ndarray, most: int | None = MAX_DETECT_PIXELS) -> list[Lin
     side; where that is over ``most`` pixels, band by band of rows (overlapping by ``BAND_OVERLAP_PX``, each line
     kept in the band its centre is closest to), so that one pass's feature maps stay bounded (they take ~185 bytes a
     pixel: a 2000x1250 pass peaked 460 MB over the process; in bands of 0.5 MP a shrink peaks under 450 MB)."""
-    engine = _engine()
+    engine = ocr_engine()
     height, width = array.shape[:2]
     ratio = min(1.0, MAX_SIDE_PX / max(height, width))
     if most is None or round(height * ratio) * round(width * ratio) <= most:
@@ -251,7 +260,7 @@ def recognise(image: PIL.Image.Image, boxes: Sequence[np.ndarray]) -> list[tuple
     Lines are recognised side by side on :func:`_pool`'s threads; each reading is the same as alone."""
     if not boxes:
         return []
-    engine = _engine()
+    engine = ocr_engine()
     array = _bgr(image)
     readings = list(_pool().map(lambda corners: _recognise_line(engine, array, corners), boxes))
     _release()
@@ -289,7 +298,7 @@ def read_text(image: PIL.Image.Image) -> str:
     """The text RapidOCR reads in an RGB image, lines top to bottom (detection and recognition of the whole image,
     in batches of 6 lines, with RapidOCR's own thread settings): how a PDF page's text layer is checked against what
     its page shows (``document.py``)."""
-    engine = _engine(reference=True)
+    engine = ocr_engine(reference=True)
     with _lock:
         result, _ = engine(_bgr(image), use_cls=False)
     kept = [(Line(np.asarray(box, np.float32)), text) for box, text, score in result or [] if score >= MIN_SCORE]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,15 @@ def eval_size(width: int, height: int) -> tuple[int, int]:
     """The size both images are looked at: 224 px on the short side, at most 448 on the long, aspect kept."""
     scale = min(EVAL_SHORT_SIDE_PX / min(width, height), EVAL_LONG_SIDE_MAX_PX / max(width, height))
     return max(1, round(width * scale)), max(1, round(height * scale))
+
+
+_loading = threading.Lock()  # one thread builds the session; another asking for it meanwhile waits for that one
+
+
+def session() -> Any:
+    """The network's session (``_session``), built once even when ``loading.py``'s thread and a measure ask at once."""
+    with _loading:
+        return _session()
 
 
 @functools.cache
@@ -137,7 +147,7 @@ def look(image: PIL.Image.Image, size: tuple[int, int]) -> Look:
     pixels = image if image.size == size else image.resize(size, PIL.Image.Resampling.BICUBIC)
     x = np.asarray(pixels.convert("RGB"), dtype=np.float32) / 255.0  # (H, W, 3)
     x = ((x - MEAN) / STD).transpose(2, 0, 1)[None]  # (1, 3, H, W)
-    features, probabilities = _session().run(None, {"pixels": np.ascontiguousarray(x, dtype=np.float32)})
+    features, probabilities = session().run(None, {"pixels": np.ascontiguousarray(x, dtype=np.float32)})
     return Look(features[0], probabilities[0])
 
 

@@ -1,0 +1,71 @@
+"""What a first shrink in a process does before measuring: the networks load beside the decoding (once, however
+many threads ask), and a page's lines are searched inside its uniform border, the same lines found."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import PIL.Image
+import pytest
+
+import mmtok
+from mmtok.budgets.shrink import loading
+from mmtok.budgets.shrink import ocr as O
+from mmtok.budgets.shrink.job import ImageJob
+from tests.test_shrink import text_image
+
+
+def _loaded(monkeypatch, metrics, pixels) -> list[list[str]]:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(loading, "_load", calls.append)
+    loading.start(metrics, pixels)
+    for thread in threading.enumerate():
+        if thread.name == "mmtok-loading":
+            thread.join()
+    return calls
+
+
+def test_networks_start_loading_once_for_an_image_that_is_measured(monkeypatch):
+    monkeypatch.setattr(loading, "_started", set())
+    assert _loaded(monkeypatch, ["ssim", "recog", "ocr"], 2400 * 1500) == [["ocr", "recog"]]  # OCR first: read first
+    assert _loaded(monkeypatch, ["ssim", "recog", "ocr"], 2400 * 1500) == []  # once per process
+
+
+@pytest.mark.parametrize(("metrics", "pixels"), [(["ssim", "recog", "ocr"], 32 * 24), (["ssim"], 2400 * 1500)])
+def test_an_icon_or_bars_without_networks_load_nothing_ahead(monkeypatch, metrics, pixels):
+    monkeypatch.setattr(loading, "_started", set())
+    assert _loaded(monkeypatch, metrics, pixels) == []
+
+
+def test_the_ocr_engine_is_built_once_when_two_threads_ask_at_once():
+    O._engine.cache_clear()
+    engines: list[object] = []
+    threads = [threading.Thread(target=lambda: engines.append(O.ocr_engine())) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(engines) == 2 and engines[0] is engines[1]
+
+
+def test_a_pages_lines_are_searched_inside_its_border_with_the_same_text(tmp_path, monkeypatch):
+    """A page with wide white margins: the detector is given the content and a margin of border, not the page, and
+    finds the lines the whole page's search finds (the same text, at the same place)."""
+    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
+    page = PIL.Image.new("RGB", (1400, 1800), "white")
+    page.paste(text_image(), (250, 300))
+    path = tmp_path / "page.png"
+    page.save(path)
+    seen: list[tuple[int, int]] = []
+    detect = O.detect
+    monkeypatch.setattr(O, "detect", lambda image, *a, **k: seen.append(image.size) or detect(image, *a, **k))
+    job = ImageJob(path, mmtok.load(path), kept=False)
+    inside = job.lines
+    assert seen and seen[0][0] * seen[0][1] < 0.9 * 1400 * 1800
+    whole = detect(page)
+    assert len(inside) == len(whole) == 3
+    assert job.truth_text.replace(" ", "") == "\n".join(
+        t for t, s in O.recognise(page, [line.corners for line in whole]) if s >= O.MIN_SCORE
+    ).replace(" ", "")
+    assert np.abs(np.array([ln.corners for ln in inside]) - np.array([ln.corners for ln in whole])).max() < 8
