@@ -131,20 +131,28 @@ def check_grouping(by: str) -> str:
     raise ValueError(f"expected key, model, day or tag:NAME, got {by!r}")
 
 
+def _zero_counts() -> dict[str, Any]:
+    return {"calls": 0, "refused": 0, "spend": Decimal(0), "billed": Decimal(0), "predicted": Decimal(0),
+            "saved": Decimal(0)}  # fmt: skip
+
+
+def _count(row: dict[str, Any], r: Record) -> None:
+    """``r`` added to a group's counts: a refused call's prediction is not counted (it was never sent)."""
+    row["calls"] += 1
+    row["refused"] += r.outcome == "refused"
+    row["spend"] += r.spend
+    row["billed"] += r.billed_cost or 0
+    if r.outcome != "refused":
+        row["predicted"] += r.predicted_cost or 0
+    row["saved"] += r.saved_cost or 0
+
+
 def groups(records: Sequence[Record], by: str) -> list[dict[str, Any]]:
     """Calls, refusals, spend, billed and predicted cost and savings per group (most spent first)."""
     table: dict[str, dict[str, Any]] = {}
     for r in records:
         name = group_of(r, by)
-        row = table.setdefault(name, {"group": name, "calls": 0, "refused": 0, "spend": Decimal(0),
-                                      "billed": Decimal(0), "predicted": Decimal(0), "saved": Decimal(0)})  # fmt: skip
-        row["calls"] += 1
-        row["refused"] += r.outcome == "refused"
-        row["spend"] += r.spend
-        row["billed"] += r.billed_cost or 0
-        if r.outcome != "refused":
-            row["predicted"] += r.predicted_cost or 0
-        row["saved"] += r.saved_cost or 0
+        _count(table.setdefault(name, {"group": name, **_zero_counts()}), r)
     ordered = sorted(table.values(), key=lambda row: (-row["spend"], row["group"]))
     return [{k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()} for row in ordered]
 
@@ -200,26 +208,8 @@ def spend(records: Sequence[Record]) -> list[dict[str, Any]]:
     """Calls, billed and predicted cost and shrink savings per UTC day and model."""
     table: dict[tuple[str, str], dict[str, Any]] = {}
     for r in records:
-        row = table.setdefault(
-            (r.day, r.model or "?"),
-            {
-                "day": r.day,
-                "model": r.model or "?",
-                "calls": 0,
-                "refused": 0,
-                "spend": Decimal(0),
-                "billed": Decimal(0),
-                "predicted": Decimal(0),
-                "saved": Decimal(0),
-            },
-        )
-        row["calls"] += 1
-        row["refused"] += r.outcome == "refused"
-        row["spend"] += r.spend
-        row["billed"] += r.billed_cost or 0
-        if r.outcome != "refused":
-            row["predicted"] += r.predicted_cost or 0
-        row["saved"] += r.saved_cost or 0
+        model = r.model or "?"
+        _count(table.setdefault((r.day, model), {"day": r.day, "model": model, **_zero_counts()}), r)
     return [{k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()} for _, row in sorted(table.items())]
 
 
