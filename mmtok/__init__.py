@@ -9,9 +9,6 @@ is sent to are what ``price(..., model=)`` takes and the ``mmtok models`` comman
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from mmtok.errors import (
     CheckpointError,
     ConfigError,
@@ -22,6 +19,7 @@ from mmtok.errors import (
     TokenError,
     TruncationError,
 )
+from mmtok.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -71,14 +69,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mmtok' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

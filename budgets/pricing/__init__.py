@@ -21,41 +21,30 @@ hook's text count) does not load the rest, and ``mmtok price --help`` starts wit
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from mmtok.lazy import lazy_exports
 
 _LAZY = {
-    "DETAIL_LEVELS": "options",
-    "INPUT_RATES": "models",
-    "OUTPUT_KINDS": "quote",
-    "Line": "quote",
-    "Model": "models",
-    "Options": "options",
-    "PriceSheets": "models",
-    "Quote": "quote",
-    "file_requests": "api",
-    "image_token_count": "counts",
-    "image_tokens": "counts",
-    "model_image_count": "counts",
-    "price": "api",
-    "price_request": "requests",
-    "price_requests": "api",
-    "quote_request": "requests",
-    "rate_card": "models",
-    "resolve": "models",
+    "DETAIL_LEVELS": ".options",
+    "INPUT_RATES": ".models",
+    "OUTPUT_KINDS": ".quote",
+    "Line": ".quote",
+    "Model": ".models",
+    "Options": ".options",
+    "PriceSheets": ".models",
+    "Quote": ".quote",
+    "file_requests": ".api",
+    "image_token_count": ".counts",
+    "image_tokens": ".counts",
+    "model_image_count": ".counts",
+    "price": ".api",
+    "price_request": ".requests",
+    "price_requests": ".api",
+    "quote_request": ".requests",
+    "rate_card": ".models",
+    "resolve": ".models",
 }
 
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

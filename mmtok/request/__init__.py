@@ -10,8 +10,7 @@ Modules: ``types`` (Request, Part, MediaRef, OutputAsk, Invalid), ``sniff`` (whe
 replaced).
 """
 
-import importlib
-from typing import Any
+from mmtok.lazy import lazy_exports
 
 # name -> its module, imported on first use: a command that prices a photo never loads the body readers
 _LAZY = {
@@ -51,14 +50,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'mmtok.request' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
