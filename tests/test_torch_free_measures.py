@@ -6,6 +6,8 @@ model)."""
 from __future__ import annotations
 
 import io
+import sys
+from unittest import mock
 
 import numpy as np
 import PIL.Image
@@ -60,6 +62,23 @@ def test_numpy_ssim_equals_torchmetrics_on_real_photos():
     for name, a, b in _real_pairs():
         la, lb = (torch.from_numpy(P._luma(im))[None, None] for im in (a, b))
         assert P.ssim(a, b) == pytest.approx(float(tm_ssim(la, lb, data_range=2.0)), abs=1e-5), name
+
+
+def test_opencvs_blur_gives_the_numpy_blurs_ssim_map_on_real_photos():
+    """SSIM blurs with OpenCV where the shrink extra installed it, else in numpy: the two give one map."""
+    pytest.importorskip("cv2")
+    for name, a, b in _real_pairs():
+        x, y = P._luma(a), P._luma(b)
+        with_opencv = P.ssim_map(x, y)
+        P._cv2.cache_clear()
+        try:
+            with mock.patch.dict(sys.modules, {"cv2": None}):  # import cv2 fails: the numpy blur
+                in_numpy = P.ssim_map(x, y)
+        finally:
+            P._cv2.cache_clear()
+        assert P._cv2() is not None
+        assert np.abs(with_opencv - in_numpy).max() < 1e-3, name  # float32 sums in another order
+        assert float(with_opencv.mean()) == pytest.approx(float(in_numpy.mean()), abs=1e-5), name
 
 
 def test_numpy_ssim_map_equals_scikit_image_away_from_the_edges():

@@ -8,10 +8,11 @@ view (crops pasted back onto the border colour), so that what a cut loses is wha
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -317,8 +318,30 @@ def _ssim_strips(x: np.ndarray, y: np.ndarray, window: int, sigma: float, data_r
 
 def _blur_valid(plane: np.ndarray, gauss: np.ndarray) -> np.ndarray:
     """``plane`` (h + 2r, w + 2r) convolved with the separable kernel ``gauss`` along its width, then its height,
-    where the kernel fits whole: (h, w). Each pass is a sum of the kernel's shifted, weighted copies of the plane:
-    contiguous slices, no windowed copy (a third faster than a matrix product over sliding windows, the same SSIM
+    where the kernel fits whole: (h, w). By OpenCV's separable filter where it is installed (the ``shrink`` extra
+    brings it with RapidOCR): a 3.6-MP view's SSIM took 0.06 s there against 0.19 s in numpy, the same SSIM to
+    1e-5 (tests/test_torch_free_measures.py); otherwise in numpy (:func:`_blur_valid_numpy`)."""
+    cv2 = _cv2()
+    if cv2 is None:
+        return _blur_valid_numpy(plane, gauss)
+    r = len(gauss) // 2
+    out = cv2.sepFilter2D(plane, cv2.CV_32F, gauss, gauss, borderType=cv2.BORDER_CONSTANT)
+    return out[r : out.shape[0] - r, r : out.shape[1] - r]  # the border OpenCV made up is cut away
+
+
+@functools.cache
+def _cv2() -> Any:
+    """OpenCV, where it is installed (None: numpy blurs)."""
+    try:
+        import cv2
+    except ImportError:
+        return None
+    return cv2
+
+
+def _blur_valid_numpy(plane: np.ndarray, gauss: np.ndarray) -> np.ndarray:
+    """:func:`_blur_valid` in numpy: each pass a sum of the kernel's shifted, weighted copies of the plane
+    (contiguous slices, no windowed copy: a third faster than a matrix product over sliding windows, the same SSIM
     to 1e-7)."""
     k = len(gauss)
     height, width = plane.shape[0] - k + 1, plane.shape[1] - k + 1
