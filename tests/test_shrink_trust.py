@@ -190,3 +190,27 @@ def test_a_stray_character_read_in_a_photo_is_no_text_to_keep(tmp_path):
         canvas.save(path)
         job = ImageJob(path, mmtok.load(path))
         assert job.text_found is found, (text, job.truth(list(range(len(job.lines)))))
+
+
+# ------------------------------------------------------------------------------------------- the search order
+def test_claudes_fine_ladder_is_searched_first_and_answers_come_in_the_order_asked(tmp_path, monkeypatch):
+    """Claude's 28-px steps pin down where the text stops being read; gpt-4o's search then starts from there."""
+    from mmtok.budgets.shrink import core
+
+    source = tmp_path / "t.png"
+    text_image().save(source)
+    searched = []
+    plan = core._Options.plan
+
+    def spied(self, job, kind, model, bars):
+        searched.append(model.asked)
+        return plan(self, job, kind, model, bars)
+
+    monkeypatch.setattr(core._Options, "plan", spied)
+    models = ["gpt-4o", "gemini-3-flash-preview", "claude-opus-4-7"]
+    results = list(shrink_models(source, models, make_bars(None), tmp_path / "o", "t"))
+    assert [r.model for r in results] == models
+    assert searched == ["claude-opus-4-7", "gpt-4o", "gemini-3-flash-preview"]
+    searched.clear()
+    list(shrink_models(source, models, make_bars(None), tmp_path / "r", "t", reference=True))
+    assert searched == models  # the path before issue 39 searches in the order asked
