@@ -70,8 +70,18 @@ def hook(
     except Exception as e:  # a hook that fails must not stop the agent reading: say why, answer nothing
         print_error(f"mmtok hook: {e}")
         raise typer.Exit(1) from None
+    finally:
+        _loaded()
     if answer is not None:
         sys.stdout.write(json.dumps(answer) + "\n")
+
+
+def _loaded() -> None:
+    """Wait for the networks' loading, if this process started it: the process ends without waiting for its threads
+    (``cli/main.py``'s ``ENDS_AT_ONCE``)."""
+    loading = sys.modules.get("mmtok.budgets.shrink.loading")
+    if loading is not None:
+        loading.wait()
 
 
 def _event(stream: Any) -> dict[str, Any]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import typer
@@ -42,6 +43,8 @@ GROUPS = {
     "train": ("mmtok.cli.train", "train_app"),
     "eval": ("mmtok.cli.eval_cmd", "eval_app"),
 }
+# Commands an agent waits for: run as the ``mmtok`` process, it ends as soon as the command is done (``_end_now``).
+ENDS_AT_ONCE = ("hook",)
 
 
 class HelpfulCommand(typer.core.TyperCommand):
@@ -104,6 +107,10 @@ class MmtokApp(typer.Typer):
         self._wanted = {named} if lazy else None  # type: ignore[assignment]
         try:
             return super().__call__(*args, **kwargs)
+        except SystemExit as e:
+            if lazy and named in ENDS_AT_ONCE:
+                _end_now(e.code)
+            raise
         finally:
             self._wanted = None  # any later use of the app sees every command
 
@@ -133,6 +140,24 @@ class MmtokApp(typer.Typer):
                     info.cls = HelpfulCommand
                     info.epilog = epilog(full_name)
                 self.add_typer(group, name=name, cls=HelpfulGroup, epilog=epilog(name))
+
+
+def _end_now(code: int | str | None) -> NoReturn:
+    """End the process with ``code`` (``sys.exit``'s meaning) once its exit functions have run and its output is
+    flushed, without the interpreter's finalisation: freeing onnxruntime's sessions and every module object by object
+    took 0.12-0.15 s after the hook's answer was written (measured 2026-12-05, 2-core machine), time the agent waits
+    for. A command listed in ``ENDS_AT_ONCE`` has finished its own threads' work (the hook waits for its networks'
+    loading, which writes to the cache) before it returns."""
+    import atexit
+    import os
+
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    atexit._run_exitfuncs()  # what a normal exit runs too: the JSON lines' flush, a stand-in cache's removal
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a reader that left, a closed stream: nothing more to say
+            stream.flush()
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
 
 app = MmtokApp(

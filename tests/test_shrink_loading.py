@@ -69,3 +69,49 @@ def test_a_pages_lines_are_searched_inside_its_border_with_the_same_text(tmp_pat
         t for t, s in O.recognise(page, [line.corners for line in whole]) if s >= O.MIN_SCORE
     ).replace(" ", "")
     assert np.abs(np.array([ln.corners for ln in inside]) - np.array([ln.corners for ln in whole])).max() < 8
+
+
+def test_wait_returns_once_the_loading_under_way_is_done(monkeypatch):
+    """What the hook does before its process ends at once: a first write of the weights is never cut short."""
+    monkeypatch.setattr(loading, "_started", set())
+    monkeypatch.setattr(loading, "_threads", [])
+    release, done = threading.Event(), []
+    monkeypatch.setattr(loading, "_load", lambda metrics: release.wait(60) and done.append(metrics))
+    loading.start(["ocr"], 2400 * 1500)
+    waiter = threading.Thread(target=loading.wait)
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and not done  # still loading: wait() waits
+    release.set()
+    waiter.join(60)
+    assert not waiter.is_alive() and done == [["ocr"]]
+
+
+def test_the_engine_builds_no_angle_classifier_and_runs_its_networks_in_an_arena_handed_back():
+    """mmtok reads with use_cls=False: the classifier's session is made only if called. The detector and recogniser
+    allocate from an arena that each run hands back; RapidOCR's own engine (``reference``) is left as it is."""
+    from rapidocr_onnxruntime import main
+    from rapidocr_onnxruntime.ch_ppocr_cls import TextClassifier
+
+    O._engine.cache_clear()
+    engine = O.ocr_engine()
+    assert isinstance(engine.text_cls, O._BuiltWhenCalled) and engine.text_cls._part is None
+    assert main.TextClassifier is TextClassifier  # RapidOCR's own again once the engine is built
+    for session in (engine.text_det.infer.session, engine.text_rec.session.session):
+        assert session.get_session_options().enable_cpu_mem_arena
+        shrinkage = session.run.keywords["run_options"].get_run_config_entry("memory.enable_memory_arena_shrinkage")
+        assert shrinkage == "cpu:0"
+    reference = O.ocr_engine(reference=True)
+    assert isinstance(reference.text_cls, TextClassifier)
+    assert not reference.text_det.infer.session.get_session_options().enable_cpu_mem_arena
+
+
+def test_the_engine_reads_the_same_lines_as_rapidocrs_own_and_its_classifier_still_works_when_asked():
+    image = text_image()
+    engine, reference = O.ocr_engine(), O.ocr_engine(reference=True)
+    array = O._bgr(image)
+    ours, theirs = engine.text_det(array)[0], reference.text_det(array)[0]
+    assert len(ours) == len(theirs) == 3 and np.abs(np.asarray(ours) - np.asarray(theirs)).max() <= 1
+    assert "Invoice" in O.read(image)
+    lines, _ = engine(array, use_cls=True)
+    assert engine.text_cls._part is not None and any("Invoice" in text for _, text, _ in lines)

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 MIN_PIXELS = 256 * 256
 _started: set[str] = set()
 _lock = threading.Lock()
+_threads: list[threading.Thread] = []
 
 
 def start(metrics: Iterable[str], pixels: int) -> None:
@@ -36,7 +37,17 @@ def start(metrics: Iterable[str], pixels: int) -> None:
         wanted = [m for m in wanted if m not in _started]
         _started.update(wanted)
     if wanted:
-        threading.Thread(target=_load, args=(wanted,), name="mmtok-loading").start()
+        thread = threading.Thread(target=_load, args=(wanted,), name="mmtok-loading")
+        _threads.append(thread)
+        thread.start()
+
+
+def wait() -> None:
+    """Wait until what this process started loading is loaded (or failed): a process that ends without the
+    interpreter's finalisation (the hook: ``cli/main.py``'s ``ENDS_AT_ONCE``) must not cut short the first write of
+    the recognition network's weights into the cache."""
+    for thread in list(_threads):
+        thread.join()
 
 
 def _load(metrics: list[str]) -> None:
