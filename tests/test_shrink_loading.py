@@ -88,8 +88,9 @@ def test_wait_returns_once_the_loading_under_way_is_done(monkeypatch):
 
 
 def test_the_engine_builds_no_angle_classifier_and_runs_its_networks_in_an_arena_handed_back():
-    """mmtok reads with use_cls=False: the classifier's session is made only if called. The detector and recogniser
-    allocate from an arena that each run hands back; RapidOCR's own engine (``reference``) is left as it is."""
+    """mmtok reads with use_cls=False: the classifier's session is made only if called. The detector allocates from
+    an arena that each run hands back, the recogniser (two runs at once, long lines) from none; RapidOCR's own engine
+    (``reference``) is left as it is."""
     from rapidocr_onnxruntime import main
     from rapidocr_onnxruntime.ch_ppocr_cls import TextClassifier
 
@@ -97,10 +98,11 @@ def test_the_engine_builds_no_angle_classifier_and_runs_its_networks_in_an_arena
     engine = O.ocr_engine()
     assert isinstance(engine.text_cls, O._BuiltWhenCalled) and engine.text_cls._part is None
     assert main.TextClassifier is TextClassifier  # RapidOCR's own again once the engine is built
-    for session in (engine.text_det.infer.session, engine.text_rec.session.session):
-        assert session.get_session_options().enable_cpu_mem_arena
-        shrinkage = session.run.keywords["run_options"].get_run_config_entry("memory.enable_memory_arena_shrinkage")
-        assert shrinkage == "cpu:0"
+    detector = engine.text_det.infer.session
+    assert detector.get_session_options().enable_cpu_mem_arena
+    shrinkage = detector.run.keywords["run_options"].get_run_config_entry("memory.enable_memory_arena_shrinkage")
+    assert shrinkage == "cpu:0"
+    assert not engine.text_rec.session.session.get_session_options().enable_cpu_mem_arena
     reference = O.ocr_engine(reference=True)
     assert isinstance(reference.text_cls, TextClassifier)
     assert not reference.text_det.infer.session.get_session_options().enable_cpu_mem_arena

@@ -96,8 +96,7 @@ def _engine(reference: bool = False) -> Any:
         return RapidOCR(det_limit_type="max")
     with _sessions_of_our_own():
         engine = RapidOCR(det_limit_type="max")
-    for part in (engine.text_det.infer, engine.text_rec.session):
-        _arena_handed_back(part.session)
+    _arena_handed_back(engine.text_det.infer.session)
     return engine
 
 
@@ -115,7 +114,7 @@ def _threads() -> int:
 def _sessions_of_our_own() -> Iterator[None]:
     """While RapidOCR builds its sessions (each model loaded once), their options are ours: the detector on every
     core, the recogniser on one thread (RapidOCR's own per-model thread arguments do not reach its sessions: its
-    global -1 overwrites them), no thread spinning while it waits for work, and a memory arena
+    global -1 overwrites them), no thread spinning while it waits for work, and for the detector a memory arena
     (``_arena_handed_back``). The angle classifier, which these reads never use (``use_cls=False``), is built only
     if called (``_BuiltWhenCalled``)."""
     from rapidocr_onnxruntime import main
@@ -126,10 +125,11 @@ def _sessions_of_our_own() -> Iterator[None]:
 
     def options(config: dict[str, Any]) -> Any:
         chosen = made.__func__(config)
-        chosen.intra_op_num_threads = _threads() if str(config.get("model_path", "")).endswith(DETECTION_MODEL) else 1
+        detector = str(config.get("model_path", "")).endswith(DETECTION_MODEL)
+        chosen.intra_op_num_threads = _threads() if detector else 1
         chosen.inter_op_num_threads = 1
         chosen.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        chosen.enable_cpu_mem_arena = True
+        chosen.enable_cpu_mem_arena = detector  # see _arena_handed_back
         return chosen
 
     OrtInferSession._init_sess_opts = staticmethod(options)
@@ -161,7 +161,10 @@ def _arena_handed_back(session: Any) -> None:
     and between runs the process holds about what it would without (~10 MB more). Measured while this was written:
     two detector passes of ~0.5 MP peaked at 168 MB where they took 356 MB without; the hook on 3 of the speed
     bench's inputs (5 runs each, a busy 2-core machine) took 0.1-0.4 s less, peaked 60 MB lower, and gave the same
-    answers. An arena kept between runs was faster still, but held its largest run's memory."""
+    answers. An arena kept between runs was faster still, but held its largest run's memory. The recogniser has
+    none: two of its runs at once on a long line's input (a 1080x9000 page's lines, ~3,500 px wide once 48 px tall)
+    grew a shared arena by powers of two, and ``--slice`` of that page peaked at 720-840 MB where it took 519-525
+    without."""
     import onnxruntime
 
     options = onnxruntime.RunOptions()
