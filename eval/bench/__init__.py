@@ -66,3 +66,14 @@ def write_json(path: Path | None, payload: dict[str, Any]) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(payload, indent=2) + "\n")
+
+
+def write_results(txt: Path | None, text: str, json_path: Path | None, payload: Callable[[], Any]) -> None:
+    """Write a bench's printed report to ``txt`` and its data (``payload()``, made only when asked for) to
+    ``json_path``, each where given, making their folders; values JSON cannot write (paths) are written as text."""
+    if txt:
+        txt.parent.mkdir(parents=True, exist_ok=True)
+        txt.write_text(text + "\n")
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(payload(), indent=1, default=str) + "\n")

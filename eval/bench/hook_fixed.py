@@ -153,6 +153,8 @@ def report(figures: dict[str, Any], rows: list[dict[str, Any]], repeats: int) ->
 
 
 def main() -> None:
+    from mmtok.eval.bench import write_results
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--screens", type=int, default=2)
     parser.add_argument("--diagrams", type=int, default=0)
@@ -178,12 +180,7 @@ def main() -> None:
     figures = summarise(rows, start_s)
     text = report(figures, rows, args.repeats)
     print(text)
-    if args.txt:
-        args.txt.parent.mkdir(parents=True, exist_ok=True)
-        args.txt.write_text(text + "\n")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"figures": figures, "inputs": rows}, indent=1) + "\n")
+    write_results(args.txt, text, args.json, lambda: {"figures": figures, "inputs": rows})
 
 
 if __name__ == "__main__":

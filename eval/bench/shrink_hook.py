@@ -177,7 +177,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--txt", type=Path, default=None)
     args = parser.parse_args()
-    from mmtok.eval.bench import compile_package, machine
+    from mmtok.eval.bench import compile_package, machine, write_results
 
     compile_package()
     folder = make_project()
@@ -190,20 +190,8 @@ def main() -> None:
         anchors(folder, rows, {**env, "MMTOK_CACHE_DIR": str(Path(scratch) / "anchor")}, args.repeats)
     text = report(rows) + f"\nthe whole session's hook time: {session_s:.1f} s"
     print(text)
-    if args.txt:
-        args.txt.parent.mkdir(parents=True, exist_ok=True)
-        args.txt.write_text(text + "\n")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-        payload = {
-            "rows": rows,
-            "session_s": session_s,
-            "summary": summary(rows),
-            "machine": machine(),
-            "args": settings,
-        }
-        args.json.write_text(json.dumps(payload, indent=1) + "\n")
+    payload = {"rows": rows, "session_s": session_s, "summary": summary(rows), "machine": machine(), "args": vars(args)}
+    write_results(args.txt, text, args.json, lambda: payload)
 
 
 if __name__ == "__main__":

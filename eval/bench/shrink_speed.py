@@ -500,7 +500,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return
-    from mmtok.eval.bench import compile_package, machine
+    from mmtok.eval.bench import compile_package, machine, write_results
 
     compile_package()
     inputs = corpus(args.screens, args.diagrams, args.documents, args.photos, args.tall)
@@ -516,13 +516,8 @@ def main() -> None:
     figures = summarise(speed, pairs)
     text = report(figures, speed, pairs)
     print(text)
-    if args.txt:
-        args.txt.parent.mkdir(parents=True, exist_ok=True)
-        args.txt.write_text(text + "\n")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"figures": figures, "inputs": speed, "pairs": pairs, "machine": machine(), "args": vars(args)}
-        args.json.write_text(json.dumps(payload, indent=1, default=str) + "\n")
+    payload = {"figures": figures, "inputs": speed, "pairs": pairs, "machine": machine(), "args": vars(args)}
+    write_results(args.txt, text, args.json, lambda: payload)
 
 
 if __name__ == "__main__":
