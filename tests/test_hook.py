@@ -32,13 +32,18 @@ def _event(name: str, project: Path, file_name: str | None = None) -> dict:
     return event
 
 
-@pytest.fixture
-def project(tmp_path, samples, monkeypatch):
+def isolate_hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook's environment for one test: a cache of its own, no user settings file, none of mmtok's settings
+    variables (shared by the hook tests' ``project`` fixtures)."""
     monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user settings file
-    monkeypatch.delenv("MMTOK_CONFIG", raising=False)
-    monkeypatch.delenv("MMTOK_MODEL", raising=False)
-    monkeypatch.delenv("MMTOK_KEEP", raising=False)
+    for name in ("MMTOK_CONFIG", "MMTOK_MODEL", "MMTOK_KEEP"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def project(tmp_path, samples, monkeypatch):
+    isolate_hook(tmp_path, monkeypatch)
     root = tmp_path / "app"
     (root / "docs").mkdir(parents=True)
     shutil.copy(samples / "astronaut.png", root / "docs" / "screenshot.png")

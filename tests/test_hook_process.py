@@ -12,7 +12,7 @@ import sys
 import PIL.Image
 import pytest
 
-from tests.test_hook import _event, _hook_process
+from tests.test_hook import _event, _hook_process, isolate_hook
 
 END_NOW = """
 import atexit, sys
@@ -26,10 +26,7 @@ _end_now(json.loads(sys.argv[1]))
 @pytest.fixture
 def project(tmp_path, samples, monkeypatch):
     """A project with a screenshot in it, a cache and no settings of its own (as tests/test_hook.py's)."""
-    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    for name in ("MMTOK_CONFIG", "MMTOK_MODEL", "MMTOK_KEEP"):
-        monkeypatch.delenv(name, raising=False)
+    isolate_hook(tmp_path, monkeypatch)
     root = tmp_path / "app"
     (root / "docs").mkdir(parents=True)
     with PIL.Image.open(samples / "astronaut.png") as image:  # 1152x1152: its copy saves far more than the note costs

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mmtok.cli.main import app
+from tests.test_hook import isolate_hook
 
 SESSION = Path(__file__).resolve().parents[1] / "eval" / "data" / "hooks" / "claude-code-session.jsonl"
 FIELDS = {"session_id", "transcript_path", "cwd", "permission_mode", "hook_event_name", "tool_name", "tool_input",
@@ -27,10 +28,7 @@ def _events(project: Path) -> list[dict]:
 
 @pytest.fixture
 def project(tmp_path, samples, monkeypatch):
-    monkeypatch.setenv("MMTOK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    for name in ("MMTOK_CONFIG", "MMTOK_MODEL", "MMTOK_KEEP"):
-        monkeypatch.delenv(name, raising=False)
+    isolate_hook(tmp_path, monkeypatch)
     root = tmp_path / "webapp"
     for sub in ("docs/screens", "src", "public"):
         (root / sub).mkdir(parents=True)
