@@ -64,6 +64,25 @@ def test_numpy_ssim_equals_torchmetrics_on_real_photos():
         assert P.ssim(a, b) == pytest.approx(float(tm_ssim(la, lb, data_range=2.0)), abs=1e-5), name
 
 
+def test_one_reference_measured_against_several_images_gives_each_its_own_ssim():
+    """A search measures several renditions against one view of the original: the reference's planes, made once,
+    give each the SSIM torchmetrics gives it, and the same luma is 1.0."""
+    import torch
+    from torchmetrics.functional.image import structural_similarity_index_measure as tm_ssim
+
+    pairs = list(_real_pairs())
+    name, a, _ = pairs[0]
+    reference = P.SsimReference(a)
+    others = [a.resize((a.width // k, a.height // k)).resize(a.size, PIL.Image.Resampling.BICUBIC) for k in (2, 3, 4)]
+    la = torch.from_numpy(P._luma(a))[None, None]
+    for other in [*others, others[0]]:
+        lb = torch.from_numpy(P._luma(other))[None, None]
+        assert reference.against(other) == pytest.approx(float(tm_ssim(la, lb, data_range=2.0)), abs=1e-5), name
+    assert reference.against(a.copy()) == 1.0
+    with pytest.raises(ValueError, match="one size"):
+        reference.against(a.resize((a.width // 2, a.height // 2)))
+
+
 def test_opencvs_blur_gives_the_numpy_blurs_ssim_map_on_real_photos():
     """SSIM blurs with OpenCV where the shrink extra installed it, else in numpy: the two give one map."""
     pytest.importorskip("cv2")

@@ -62,6 +62,7 @@ class ImageJob:
         self._renders: dict[tuple, PIL.Image.Image] = {}
         self._readings: dict[tuple, float | None] = {}
         self._looks: dict[Any, Any] = {}
+        self._ssim_kept: tuple[PIL.Image.Image, P.SsimReference] | None = None
         self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}  # (scale of the view, agreement)
 
     def save(self) -> None:
@@ -115,14 +116,24 @@ class ImageJob:
     def ssim(self, original: PIL.Image.Image, seen: PIL.Image.Image) -> tuple[float | None, str | None]:
         """SSIM of ``seen`` (a rendition laid over the original as the model sees it) against ``original``.
         Identical pixels are 1.0 at any size; different images under 11 px a side cannot be measured."""
-        if np.array_equal(np.asarray(original), np.asarray(seen)):
-            return 1.0, None
         if min(original.size) < SSIM_WINDOW_PX:
+            if np.array_equal(np.asarray(original), np.asarray(seen)):
+                return 1.0, None
             return None, (
                 f"cannot be measured: the view is {original.width}x{original.height}, under SSIM's "
                 f"{SSIM_WINDOW_PX}-px window"
             )
-        return P.ssim(original, seen), None
+        return self._ssim_reference(original).against(seen), None
+
+    def _ssim_reference(self, original: PIL.Image.Image) -> P.SsimReference:
+        """SSIM's share of ``original``: kept for a view of the original (the last one asked: a model's search
+        measures each rung against one view), made for the call alone for anything else (a slice's part)."""
+        if original is not self._views.get(original.size):
+            return P.SsimReference(original, kept=False)
+        if self._ssim_kept is None or self._ssim_kept[0] is not original:
+            self._ssim_kept = None  # the last one goes first: two views at once would hold both
+            self._ssim_kept = (original, P.SsimReference(original))
+        return self._ssim_kept[1]
 
     def recog(self, key: Any, original: PIL.Image.Image, seen: PIL.Image.Image) -> tuple[float | None, str | None]:
         """The recog bar's similarity of ``seen`` to ``original`` (``recognition.py``), and why it misses the bar
