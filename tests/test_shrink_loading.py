@@ -7,6 +7,7 @@ import threading
 
 import numpy as np
 import PIL.Image
+import PIL.ImageDraw
 import pytest
 
 import mmtok
@@ -117,3 +118,24 @@ def test_the_engine_reads_the_same_lines_as_rapidocrs_own_and_its_classifier_sti
     assert "Invoice" in O.read(image)
     lines, _ = engine(array, use_cls=True)
     assert engine.text_cls._part is not None and any("Invoice" in text for _, text, _ in lines)
+
+
+def test_a_line_across_the_cut_between_two_bands_is_found_once():
+    """The original is searched in bands of rows; a line across the cut between two bands is found by both, and
+    each may place its centre on its own side of the cut (a pixel apart): it must be one line, as in a whole pass.
+    Without ``_one_each`` this layout's line at the cut was found twice at offsets -2 and -1."""
+    from tests.test_shrink import _font
+
+    width, height = 2000, 900
+    rows = O.MAX_DETECT_PIXELS // width // 32 * 32
+    cut = O._spans(height, rows, O.BAND_OVERLAP_PX)[0][3]
+    for offset in (-3, -2, -1, 0, 1):
+        image = PIL.Image.new("RGB", (width, height), "white")
+        draw = PIL.ImageDraw.Draw(image)
+        for dy in (-140, -70, 70, 140):
+            draw.text((520, cut + dy), "Before noon, the doctor lifted the silver letter.", font=_font(32),
+                      fill="black", anchor="lm")  # fmt: skip
+        draw.text((526, cut + offset), "Invoice 5229-C45: $3,942.25 A wooden window sold a letter in the kitchen",
+                  font=_font(32), fill="black", anchor="lm")  # fmt: skip
+        banded, whole = O.detect(image), O.detect(image, banded=False)
+        assert len(banded) == len(whole) == 5, (offset, [line.corners.tolist() for line in banded])

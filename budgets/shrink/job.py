@@ -12,7 +12,9 @@ none of the earlier path's 58 readings of lines under 7 px reached 0.98, while 1
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +65,7 @@ class ImageJob:
         self._readings: dict[tuple, float | None] = {}
         self._looks: dict[Any, Any] = {}
         self._ssim_kept: tuple[PIL.Image.Image, P.SsimReference] | None = None
+        self._ahead: dict[tuple, Future[str]] = {}  # readings started beside the cheap measures (read_ahead)
         self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}  # (scale of the view, agreement)
 
     def save(self) -> None:
@@ -265,11 +268,34 @@ class ImageJob:
             return None, NO_TEXT
         key = (box, rendition.size, rendition.view.size, fmt)
         if key not in self._readings:
-            image = P.resized(self.rendered(box, rendition.size, fmt), rendition.view.size)
-            reading = O.read(image, banded=not self.reference)
+            ahead = self._ahead.pop(key, None)
+            if ahead is not None:
+                reading = ahead.result()
+            else:
+                image = P.resized(self.rendered(box, rendition.size, fmt), rendition.view.size)
+                reading = O.read(image, banded=not self.reference)
             self._readings[key] = O.agreement(self.truth_text, reading)
             self._ocr_outcomes.setdefault((box, fmt), []).append((self.scale(box, rendition), self._readings[key]))
         return self._readings[key], None
+
+    def read_ahead(self, box: Box, rendition: C.Rendition, fmt: str) -> None:
+        """Start reading ``rendition`` for the OCR bar on a thread of its own (``_reader``) while SSIM and the recog
+        network measure it on this one: where the original has text, the rungs a search measures nearly always meet
+        the cheap bars, and reading is most of a measure. :meth:`ocr` takes the reading; :meth:`settle` waits for
+        one no bar asked for (a cheap bar missed first) and drops it, so that what is known is what the measures
+        in order found, as without this. The path before issue 39 reads in turn."""
+        key = (box, rendition.size, rendition.view.size, fmt)
+        if self.reference or key in self._readings or key in self._ahead or not self.text_found:
+            return
+        image = self.rendered(box, rendition.size, fmt)
+        self._ahead[key] = _reader().submit(lambda: O.read(P.resized(image, rendition.view.size)))
+
+    def settle(self) -> None:
+        """Wait for the readings started ahead that no measure took, and drop them (their errors with them)."""
+        while self._ahead:
+            _, ahead = self._ahead.popitem()
+            with contextlib.suppress(Exception):  # a reading no bar asked for decides nothing
+                ahead.result()
 
     def known_failure(self, box: Box, rendition: C.Rendition, bar: Bar, fmt: str) -> str | None:
         """Why ``rendition`` is known to miss the OCR bar without reading it: a reading at a larger or equal scale
@@ -294,6 +320,13 @@ class ImageJob:
         """The smallest scale at which any model's rendition in ``fmt`` met ``bar``: where the next search starts."""
         passed = [s for s, v in self._ocr_outcomes.get((box, fmt), []) if bar.met(v)]
         return min(passed, default=None)
+
+
+@functools.cache
+def _reader() -> ThreadPoolExecutor:
+    """The thread a rendition is read on beside the cheap measures (``ImageJob.read_ahead``): one, as a search
+    measures one rung at a time."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmtok-read-ahead")
 
 
 def class_changed(original: Any, seen: Any) -> str | None:

@@ -227,14 +227,16 @@ def _found(image: PIL.Image.Image, most: int | None) -> list[Line]:
         lines = _in_reading_order(_detect(_bgr(image), most))
         if shrunk <= 1 or not lines or sorted(ln.height for ln in lines)[len(lines) // 2] / shrunk >= TILE_LINE_PX:
             return lines
-    tiled = []
+    tiled: list[tuple[np.ndarray, float]] = []  # (corners, room: its centre's distance to its tile's cut edges)
     for (left, top, right, bottom), core in _tiles(width, height):
         for line in _detect(_bgr(image.crop((left, top, right, bottom))), most):
             corners = line.moved(left, top)
             cx, cy = corners.mean(axis=0)
             if core[0] <= cx < core[2] and core[1] <= cy < core[3]:  # a line in an overlap is counted once
-                tiled.append(Line(corners))
-    return _in_reading_order(tiled)
+                edges = (cx - left, cy - top, right - cx, bottom - cy)
+                cut = (left > 0, top > 0, right < width, bottom < height)
+                tiled.append((corners, min((e for e, c in zip(edges, cut, strict=True) if c), default=np.inf)))
+    return _in_reading_order([Line(corners) for corners in _one_each(tiled)])
 
 
 def _detect(array: np.ndarray, most: int | None = MAX_DETECT_PIXELS) -> list[Line]:
@@ -255,15 +257,37 @@ def _detect(array: np.ndarray, most: int | None = MAX_DETECT_PIXELS) -> list[Lin
 
     resized, ratio_h, ratio_w = reduce_max_side(array, MAX_SIDE_PX) if ratio < 1 else (array, 1.0, 1.0)
     rows = max(2 * BAND_OVERLAP_PX, most // resized.shape[1] // 32 * 32)
-    lines = []
-    for top, bottom, core_top, core_bottom in _spans(resized.shape[0], rows, BAND_OVERLAP_PX):
+    found: list[tuple[np.ndarray, float]] = []  # (corners, room: its centre's distance to its band's cut edges)
+    end = resized.shape[0]
+    for top, bottom, core_top, core_bottom in _spans(end, rows, BAND_OVERLAP_PX):
         with _lock:
             boxes, _ = engine.text_det(np.ascontiguousarray(resized[top:bottom]))
         for box in boxes if boxes is not None else ():
             corners = np.asarray(box, np.float32) + np.array([0, top], np.float32)
-            if core_top <= corners[:, 1].mean() < core_bottom:
-                lines.append(Line(corners * np.array([ratio_w, ratio_h], np.float32)))
-    return lines
+            centre = float(corners[:, 1].mean())
+            if core_top <= centre < core_bottom:
+                room = min(centre - top if top > 0 else np.inf, bottom - centre if bottom < end else np.inf)
+                found.append((corners * np.array([ratio_w, ratio_h], np.float32), room))
+    return [Line(corners) for corners in _one_each(found)]
+
+
+def _one_each(found: list[tuple[np.ndarray, float]]) -> list[np.ndarray]:
+    """The boxes ``found`` (corners, room) less those that are a line found twice: a line across the cut between two
+    bands (or tiles) is found by both, each placing its centre on its own side of the cut when their boxes differ by
+    a pixel (a screenshot's line was read twice, and no view could then reach 0.98). Of two boxes sharing more than
+    half of the smaller one's area, the one with more room around it in its band (more context seen) is kept."""
+    kept: list[np.ndarray] = []
+    lows, highs = np.zeros((len(found), 2), np.float32), np.zeros((len(found), 2), np.float32)
+    for corners, _ in sorted(found, key=lambda f: -f[1]):
+        low, high = corners.min(axis=0), corners.max(axis=0)
+        n = len(kept)
+        shared = np.clip(np.minimum(highs[:n], high) - np.maximum(lows[:n], low), 0, None).prod(axis=1)
+        smaller = np.minimum((highs[:n] - lows[:n]).prod(axis=1), (high - low).prod())
+        if n and (shared > 0.5 * smaller).any():
+            continue
+        lows[n], highs[n] = low, high
+        kept.append(corners)
+    return kept
 
 
 def _spans(length: int, most: int, overlap: int) -> list[tuple[int, int, float, float]]:

@@ -1,7 +1,9 @@
 """Measuring a candidate against the bars, and the search for the cheapest candidate that meets them.
 
 Measures run cheapest first and stop at the first bar missed: SSIM (a fraction of a second), then the ``recog``
-network's look (a tenth of a second), then OCR (recognition of every line of text, about a second). Each measure is a
+network's look (a tenth of a second), then OCR (recognition of every line of text, about a second). Where the
+original has text, the rendition's reading starts beside the cheap measures, on a thread of its own, and is dropped
+when one of them misses (``ImageJob.read_ahead``). Each measure is a
 number, or None with a reason beside it: a bar that does not apply (``ocr`` where the original has no text) says so
 and does not hold the candidate back; a bar that could not be measured (SSIM on a view under 11 px, a measure not
 taken because an earlier bar failed) fails the candidate.
@@ -67,6 +69,8 @@ def measure(
     """``rendition`` (written as ``fmt``) against ``bars``, cheapest measure first, as the model sees it: laid over
     the original's view (``reference``) for SSIM and recog; read line by line at its own view for OCR."""
     seen: list[Any] = []
+    if len(bars) > 1 and any(bar.metric == "ocr" for bar in bars):
+        job.read_ahead(box, rendition, fmt)
 
     def one(bar: Bar) -> tuple[float | None, str | None]:
         if bar.metric == "ocr":
@@ -79,7 +83,10 @@ def measure(
             return job.ssim(original, seen[0])
         return job.recog(("view", reference.size), original, seen[0])
 
-    return in_order(bars, one)
+    try:
+        return in_order(bars, one)
+    finally:
+        job.settle()
 
 
 def in_order(bars: list[Bar], one: Callable[[Bar], tuple[float | None, str | None]]) -> Measured:
