@@ -139,3 +139,25 @@ def test_a_line_across_the_cut_between_two_bands_is_found_once():
                   font=_font(32), fill="black", anchor="lm")  # fmt: skip
         banded, whole = O.detect(image), O.detect(image, banded=False)
         assert len(banded) == len(whole) == 5, (offset, [line.corners.tolist() for line in banded])
+
+
+def test_the_detectors_input_made_by_a_table_is_rapidocrs_own_to_the_bit():
+    """The detector's input is normalised by a lookup table: on real photos and a page (their own sizes, and bands),
+    it is RapidOCR's ``DetPreProcess`` output exactly, and the lines found are the same."""
+    from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
+
+    photos = [mmtok.load(mmtok.sample_path(name)).to_pil().convert("RGB") for name in ("chelsea.jpg", "coffee.webp")]
+    for image in [*photos, text_image(), text_image(1400, 300)]:
+        array = O._bgr(image)
+        for part in (array, array[: array.shape[0] // 2]):
+            longest = max(part.shape[:2])
+            own = O.ocr_engine(reference=True).text_det.get_preprocess(longest)
+            assert isinstance(own, DetPreProcess)
+            ours = O.ocr_engine().text_det.get_preprocess(longest)
+            assert isinstance(ours, O._TablePreProcess)
+            theirs, made = own(part), ours(part)
+            assert made.dtype == theirs.dtype == np.float32 and made.flags.c_contiguous
+            assert np.array_equal(made, theirs)
+    array = O._bgr(text_image())
+    ours, theirs = O.ocr_engine().text_det(array)[0], O.ocr_engine(reference=True).text_det(array)[0]
+    assert np.array_equal(np.asarray(ours), np.asarray(theirs))

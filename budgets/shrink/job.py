@@ -188,12 +188,17 @@ class ImageJob:
                 return [O.Line(line.moved(box[0], box[1])) for line in O.detect(rgb.crop(box))]
         return O.detect(rgb, banded=not self.reference)
 
+    @functools.cached_property
+    def _bgr(self) -> np.ndarray:
+        """The original as the recogniser reads it, made once: the original's lines are read a few at a time."""
+        return O._bgr(self.decoded.rgb)
+
     def truth(self, indices: list[int]) -> list[str | None]:
         """The original's readings of lines ``indices`` (None: read with a score under ``MIN_SCORE``, not text)."""
         known = self.analysis.truth
         missing = [i for i in indices if i not in known]
         if missing:
-            readings = O.recognise(self.decoded.rgb, [self.lines[i].corners for i in missing])
+            readings = O.recognise(self._bgr, [self.lines[i].corners for i in missing])
             known.update(zip(missing, readings, strict=True))
             self.analysis.changed = True
         return [known[i][0] if known[i][1] >= O.MIN_SCORE else None for i in indices]
