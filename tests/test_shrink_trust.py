@@ -214,3 +214,37 @@ def test_claudes_fine_ladder_is_searched_first_and_answers_come_in_the_order_ask
     searched.clear()
     list(shrink_models(source, models, make_bars(None), tmp_path / "r", "t", reference=True))
     assert searched == models  # the path before issue 39 searches in the order asked
+
+
+def test_a_photos_search_beside_the_look_for_its_text_gives_the_answer_the_search_after_it_gives(tmp_path, monkeypatch):
+    """A photo's cheap search runs while its lines of text are looked for, presuming none. Without text (the cat),
+    that search is the answer; with text (a caption), it is dropped and the search with text starts afresh. Either
+    way the answers, and every rung measured, are those of the search made after the look (the image not taken for
+    a photo). Nothing of the original is kept between calls here, so that each call looks for its text."""
+    from mmtok.budgets.shrink.job import ImageJob
+    from mmtok.budgets.shrink.search import LadderSearch
+
+    beside = LadderSearch._beside_the_text_search
+    outcomes = []
+
+    def spied(self):
+        out = beside(self)
+        outcomes.append(None if not self.job.looks_like_photo else "answer" if out is not None else "dropped")
+        return out
+
+    monkeypatch.setattr(LadderSearch, "_beside_the_text_search", spied)
+    monkeypatch.setenv("MMTOK_SHRINK_ANALYSIS", "0")
+    models = ["claude-opus-4-7", "gpt-4o"]
+    for name, path, expected in (("cat", CAT, "answer"), ("caption", _mixed(tmp_path / "mixed.png"), "dropped")):
+        outcomes.clear()
+        first = list(shrink_models(path, models, make_bars(None), tmp_path / name / "1", "x"))
+        assert outcomes[0] == expected and ImageJob(path, mmtok.load(path)).looks_like_photo, name
+        with monkeypatch.context() as patched:
+            patched.setattr(ImageJob, "looks_like_photo", property(lambda self: False))
+            after = list(shrink_models(path, models, make_bars(None), tmp_path / name / "2", "x"))
+        assert outcomes[-1] is None, name  # not taken for a photo: nothing beside the look
+        for a, b in zip(first, after, strict=True):
+            assert (a.status, a.tokens_after, a.measures) == (b.status, b.tokens_after, b.measures), name
+            assert a.reasons == b.reasons, name
+            assert a.tried == b.tried, name
+    assert first[0].reasons.get("ocr") != NO_TEXT  # the caption is text the bar keeps

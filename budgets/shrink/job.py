@@ -37,6 +37,7 @@ GEOMETRY_BAR = 0.9
 LEGIBLE_LINE_PX = 7.5  # text this tall in a view is predicted read (the search starts there; see the bench)
 CLASS_CHANGED = "missed: the classifier's top class changed"  # the recog bar's other condition
 KEPT_RENDERS = 2  # renditions kept decoded (each its full size: ~8 MB for a 1762x1506 one)
+PHOTO_MOST_COMMON = 0.3  # an image whose most common colour covers less than this looks like a photo
 MIN_TEXT_CHARS = 4  # fewer characters read in the whole original is no text to keep (a photo's stray "6")
 DETECT_MARGIN_PX = 32  # the detector is given this much of the border around the content it searches
 INSIDE_BORDER = 0.9  # the detector searches inside a uniform border that leaves this much of the image or less
@@ -66,6 +67,7 @@ class ImageJob:
         self._looks: dict[Any, Any] = {}
         self._ssim_kept: tuple[PIL.Image.Image, P.SsimReference] | None = None
         self._ahead: dict[tuple, Future[str]] = {}  # readings started beside the cheap measures (read_ahead)
+        self._text_ahead: Future[bool] | None = None  # text_found, looked for beside a photo's search
         self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}  # (scale of the view, agreement)
 
     def save(self) -> None:
@@ -227,6 +229,30 @@ class ImageJob:
             if chars >= MIN_TEXT_CHARS:
                 return True
         return False
+
+    @property
+    def text_unlooked(self) -> bool:
+        """Whether the original's lines are still to be looked for (not found earlier in this call or a kept one)."""
+        return self.analysis.lines is None and "text_found" not in self.__dict__
+
+    def text_found_ahead(self) -> Future[bool]:
+        """:attr:`text_found`, looked for on the reading thread (``_reader``), once."""
+        if self._text_ahead is None:
+            self._text_ahead = _reader().submit(lambda: self.text_found)
+        return self._text_ahead
+
+    @functools.cached_property
+    def looks_like_photo(self) -> bool:
+        """Whether the image looks like a photo: its most common colour (16 levels a channel, in a 64x64 thumbnail)
+        covers under ``PHOTO_MOST_COMMON`` of it. Screenshots, diagrams and pages are mostly their background (53-99%
+        in the benchmarks' corpora), photos are not (the samples and the speed bench's photos: 4-17%; one with a wide
+        sky: 58%, not taken for one). It only decides what runs beside the look for text (``LadderSearch``), never
+        an answer."""
+        import PIL.Image
+
+        small = np.asarray(self.decoded.rgb.resize((64, 64), PIL.Image.Resampling.NEAREST)) // 16
+        colours = (small[..., 0].astype(np.int32) * 256 + small[..., 1] * 16 + small[..., 2]).ravel()
+        return bool(np.bincount(colours).max() < PHOTO_MOST_COMMON * colours.size)
 
     @functools.cached_property
     def text_lines(self) -> list[tuple[float, int]]:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from mmtok.budgets.shrink import candidates as C
 from mmtok.budgets.shrink import pictures as P
 from mmtok.budgets.shrink.bars import Bar
+from mmtok.budgets.shrink.job import NO_TEXT
 
 if TYPE_CHECKING:
     from mmtok.budgets.shrink.image import ImageJob
@@ -65,16 +66,19 @@ def measure(
     border: tuple[int, int, int] | None,
     bars: list[Bar],
     fmt: str,
+    no_text: bool = False,
 ) -> Measured:
     """``rendition`` (written as ``fmt``) against ``bars``, cheapest measure first, as the model sees it: laid over
-    the original's view (``reference``) for SSIM and recog; read line by line at its own view for OCR."""
+    the original's view (``reference``) for SSIM and recog; read line by line at its own view for OCR. ``no_text``:
+    the original is presumed to have no text (the OCR bar does not apply) while its lines are still being looked
+    for (``LadderSearch._beside_the_text_search``)."""
     seen: list[Any] = []
-    if len(bars) > 1 and any(bar.metric == "ocr" for bar in bars):
+    if not no_text and len(bars) > 1 and any(bar.metric == "ocr" for bar in bars):
         job.read_ahead(box, rendition, fmt)
 
     def one(bar: Bar) -> tuple[float | None, str | None]:
         if bar.metric == "ocr":
-            return job.ocr(box, rendition, fmt, bar)
+            return (None, NO_TEXT) if no_text else job.ocr(box, rendition, fmt, bar)
         if not seen:
             image = job.rendered(box, rendition.size, fmt)
             seen.append(P.to_view(image, rendition.view.size, reference.size, (job.width, job.height), box, border))
@@ -143,6 +147,7 @@ class LadderSearch:
         self.ocr_bar = next((bar for bar in bars if bar.metric == "ocr"), None)
         self.tried: list[dict[str, Any]] = []
         self.results: dict[int, Measured] = {}
+        self.presumed_no_text = False  # while the original's lines are looked for beside the search
 
     def _record(self, i: int, measured: Measured) -> None:
         self.results[i] = measured
@@ -154,11 +159,14 @@ class LadderSearch:
         return {"size": size, "detail": rung.detail, "tokens": rung.tokens, "view": view}
 
     def measure(self, i: int) -> Measured:
-        return measure(self.job, self.ladder[i], self.view, self.box, self.border, self.bars, self.fmt)
+        rung = self.ladder[i]
+        return measure(self.job, rung, self.view, self.box, self.border, self.bars, self.fmt, self.presumed_no_text)
 
     def known_failure(self, i: int) -> str | None:
         bar = self.ocr_bar
-        return None if bar is None else self.job.known_failure(self.box, self.ladder[i], bar, self.fmt)
+        if bar is None or self.presumed_no_text:
+            return None
+        return self.job.known_failure(self.box, self.ladder[i], bar, self.fmt)
 
     def scale(self, i: int) -> float:
         return self.job.scale(self.box, self.ladder[i])
@@ -212,6 +220,9 @@ class LadderSearch:
         the ladder is bisected. The answer has always been measured against every bar."""
         if self.job.reference:
             return self._galloped()
+        beside = self._beside_the_text_search()
+        if beside is not None:
+            return beside[0]
         n = len(self.ladder)
         low = next((i for i in range(n) if self.known_failure(i) is None), n)
         guess = self.predicted()
@@ -223,6 +234,31 @@ class LadderSearch:
         if found is None and n and (n - 1) not in self.results:
             self.meets(n - 1)  # the largest rung is said, known to fail or measured
         return found
+
+    def _beside_the_text_search(self) -> tuple[int | None] | None:
+        """For a photo whose lines of text are still to be looked for: the search without text (the ladder bisected
+        by the cheap measures), run while the original's text is looked for on another thread, and its answer
+        (in a 1-tuple) if the original has none, as the search after the look would have found it, rung by rung.
+        None where the original has text (what was measured is dropped: the search with text starts afresh) or
+        where this does not apply: the look is done, the bars have no OCR, or the image does not look like a photo
+        (``ImageJob.looks_like_photo``), whose text search would be wasted work beside the look."""
+        job = self.job
+        if self.ocr_bar is None or not job.text_unlooked or not job.looks_like_photo:
+            return None
+        text = job.text_found_ahead()
+        n = len(self.ladder)
+        self.presumed_no_text = True
+        try:
+            found = self._bisect(0, n)
+            if found is None and n and (n - 1) not in self.results:
+                self.meets(n - 1)
+        finally:
+            self.presumed_no_text = False
+        if not text.result():
+            return (found,)
+        self.results.clear()
+        self.tried.clear()
+        return None
 
     def _climb(self, failed: int) -> int | None:
         """From a rung that missed the bars, up to the rung aimed at (``_aim``) until one meets them, then bisection
