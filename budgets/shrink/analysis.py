@@ -75,6 +75,7 @@ def settings_key() -> str:
         O.TILE_SHRINK,
         O.TILE_OVERLAP_PX,
         O.MAX_DETECT_PIXELS,
+        O.BESIDE_DETECT_PIXELS,
         O.BAND_OVERLAP_PX,
         O.VIEW_DETECT_PIXELS,
         O.TRAILING_BLANK,

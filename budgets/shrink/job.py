@@ -68,6 +68,7 @@ class ImageJob:
         self._ssim_kept: tuple[PIL.Image.Image, P.SsimReference] | None = None
         self._ahead: dict[tuple, Future[str]] = {}  # readings started beside the cheap measures (read_ahead)
         self._text_ahead: Future[bool] | None = None  # text_found, looked for beside a photo's search
+        self._beside = False  # the original's lines are looked for beside a search
         self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}  # (scale of the view, agreement)
 
     def save(self) -> None:
@@ -180,15 +181,18 @@ class ImageJob:
         """The original's lines as the detector finds them: where a uniform border takes a tenth of the image or more
         (a page's white margins), inside it, with ``DETECT_MARGIN_PX`` of it around the content, since no text is
         in a uniform colour (a document page's search took 0.06-0.09 s there where the whole page took 0.54-0.66
-        s, the same lines found). The path before issue 39 searches the whole image."""
+        s, the same lines found). Beside a photo's search (``text_found_ahead``) the detector's bands are half as
+        large, so that the two together stay under the memory one of them took. The path before issue 39 searches
+        the whole image."""
         rgb, bounds = self.decoded.rgb, None if self.reference else self.bounds
+        most = O.BESIDE_DETECT_PIXELS if self._beside else O.MAX_DETECT_PIXELS
         if bounds is not None:
             (left, top, right, bottom), _ = bounds
             m = DETECT_MARGIN_PX
             box = (max(0, left - m), max(0, top - m), min(self.width, right + m), min(self.height, bottom + m))
             if (box[2] - box[0]) * (box[3] - box[1]) <= INSIDE_BORDER * self.width * self.height:
-                return [O.Line(line.moved(box[0], box[1])) for line in O.detect(rgb.crop(box))]
-        return O.detect(rgb, banded=not self.reference)
+                return [O.Line(line.moved(box[0], box[1])) for line in O.detect(rgb.crop(box), most=most)]
+        return O.detect(rgb, banded=not self.reference, most=most)
 
     @functools.cached_property
     def _bgr(self) -> np.ndarray:
@@ -238,6 +242,7 @@ class ImageJob:
     def text_found_ahead(self) -> Future[bool]:
         """:attr:`text_found`, looked for on the reading thread (``_reader``), once."""
         if self._text_ahead is None:
+            self._beside = True  # before the look starts: its detector passes take half the memory
             self._text_ahead = _reader().submit(lambda: self.text_found)
         return self._text_ahead
 

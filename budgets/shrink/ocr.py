@@ -38,6 +38,7 @@ TILE_LINE_PX = 12  # lines shorter than this once RapidOCR has shrunk the image:
 TILE_SHRINK = 2.0  # a tall or wide image RapidOCR would shrink more than this is searched in tiles
 TILE_OVERLAP_PX = 200  # tiles overlap by this: a line up to this tall is whole in one tile
 MAX_DETECT_PIXELS = 1_000_000  # one detector pass at most: its feature maps take ~185 bytes a pixel
+BESIDE_DETECT_PIXELS = 500_000  # one pass at most while a photo's search runs beside it (job.py)
 BAND_OVERLAP_PX = 128  # bands of rows overlap by this (in the image the detector reads: lines are shorter)
 # A rendition's view is read whole up to this: bands move a few boxes, and a reading near the bar by 0.005 (a 768x844
 # view of a diagram: 0.984 whole, 0.979 in bands), so a view is read as the path before issue 39 read it wherever
@@ -357,15 +358,24 @@ def recognise(image: PIL.Image.Image | np.ndarray, boxes: Sequence[np.ndarray]) 
     """(text, score) of each box (corners in ``image``'s pixels) cut out of ``image`` and recognised alone, with
     ``TRAILING_BLANK`` of blank after it: a batch pads every line to its widest, costing the short ones time, but a
     line that fills the recogniser's whole input is read worse (a 593x19 line: 0.84 alone, 0.94 with 20% blank).
-    Lines are recognised side by side on :func:`_pool`'s threads; each reading is the same as alone. ``image`` may
-    be :func:`_bgr`'s array of it, made once by a caller that reads a few lines at a time."""
+    Lines are recognised side by side on :func:`_pool`'s threads, widest first; each reading is the same as alone.
+    ``image`` may be :func:`_bgr`'s array of it, made once by a caller that reads a few lines at a time."""
     if not boxes:
         return []
     engine = ocr_engine()
     array = image if isinstance(image, np.ndarray) else _bgr(image)
-    readings = list(_pool().map(lambda corners: _recognise_line(engine, array, corners), boxes))
+    widest_first = sorted(range(len(boxes)), key=lambda i: -_columns(boxes[i]))
+    readings = _pool().map(lambda i: _recognise_line(engine, array, boxes[i]), widest_first)
+    read = dict(zip(widest_first, readings, strict=True))
     _release()
-    return readings
+    return [read[i] for i in range(len(boxes))]
+
+
+def _columns(corners: np.ndarray) -> float:
+    """How long a line takes to recognise, relatively: its width over its height (its columns once 48 px tall).
+    The widest lines start first, so that the threads finish together instead of one waiting on a long last line."""
+    tall = float(np.linalg.norm(corners[0] - corners[3]))
+    return float(np.linalg.norm(corners[0] - corners[1])) / max(tall, 1.0)
 
 
 def _recognise_line(engine: Any, array: np.ndarray, corners: np.ndarray) -> tuple[str, float]:
