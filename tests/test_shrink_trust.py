@@ -248,3 +248,19 @@ def test_a_photos_search_beside_the_look_for_its_text_gives_the_answer_the_searc
             assert a.reasons == b.reasons, name
             assert a.tried == b.tried, name
     assert first[0].reasons.get("ocr") != NO_TEXT  # the caption is text the bar keeps
+
+
+def test_photos_look_like_photos_and_pages_do_not(tmp_path):
+    """What runs beside the look for text depends on it (never an answer): the sample photos are photos, a rendered
+    page and a screenshot-like image with a coloured bar are not."""
+    from mmtok.budgets.shrink.job import ImageJob
+
+    page = tmp_path / "page.png"
+    text_image().save(page)
+    screen = tmp_path / "screen.png"
+    canvas = text_image(1200, 800)
+    PIL.ImageDraw.Draw(canvas).rectangle((0, 0, 1200, 60), fill=(40, 90, 200))
+    canvas.save(screen)
+    for path, expected in [*((mmtok.sample_path(n), True) for n in ("chelsea.jpg", "coffee.webp", "astronaut.png")),
+                           (page, False), (screen, False)]:  # fmt: skip
+        assert ImageJob(path, mmtok.load(path)).looks_like_photo is expected, path

@@ -37,7 +37,7 @@ GEOMETRY_BAR = 0.9
 LEGIBLE_LINE_PX = 7.5  # text this tall in a view is predicted read (the search starts there; see the bench)
 CLASS_CHANGED = "missed: the classifier's top class changed"  # the recog bar's other condition
 KEPT_RENDERS = 2  # renditions kept decoded (each its full size: ~8 MB for a 1762x1506 one)
-PHOTO_MOST_COMMON = 0.3  # an image whose most common colour covers less than this looks like a photo
+PHOTO_COLOURS = 100  # a thumbnail with this many colours or more looks like a photo (looks_like_photo)
 MIN_TEXT_CHARS = 4  # fewer characters read in the whole original is no text to keep (a photo's stray "6")
 DETECT_MARGIN_PX = 32  # the detector is given this much of the border around the content it searches
 INSIDE_BORDER = 0.9  # the detector searches inside a uniform border that leaves this much of the image or less
@@ -248,16 +248,16 @@ class ImageJob:
 
     @functools.cached_property
     def looks_like_photo(self) -> bool:
-        """Whether the image looks like a photo: its most common colour (16 levels a channel, in a 64x64 thumbnail)
-        covers under ``PHOTO_MOST_COMMON`` of it. Screenshots, diagrams and pages are mostly their background (53-99%
-        in the benchmarks' corpora), photos are not (the samples and the speed bench's photos: 4-17%; one with a wide
-        sky: 58%, not taken for one). It only decides what runs beside the look for text (``LadderSearch``), never
-        an answer."""
+        """Whether the image looks like a photo: a 64x64 thumbnail holds ``PHOTO_COLOURS`` colours or more (16 levels
+        a channel). Screenshots, diagrams and pages are a few flat colours and their text's edges (3-34 in the
+        benchmarks' 218 of them), photos many (171-380 for the samples and the speed bench's photos, one with a
+        wide sky among them). It only decides what runs beside the look for text (``LadderSearch``), never an
+        answer."""
         import PIL.Image
 
         small = np.asarray(self.decoded.rgb.resize((64, 64), PIL.Image.Resampling.NEAREST)) // 16
-        colours = (small[..., 0].astype(np.int32) * 256 + small[..., 1] * 16 + small[..., 2]).ravel()
-        return bool(np.bincount(colours).max() < PHOTO_MOST_COMMON * colours.size)
+        colours = small[..., 0].astype(np.int32) * 256 + small[..., 1] * 16 + small[..., 2]
+        return len(np.unique(colours)) >= PHOTO_COLOURS
 
     @functools.cached_property
     def text_lines(self) -> list[tuple[float, int]]:
