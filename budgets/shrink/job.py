@@ -360,8 +360,8 @@ class ImageJob:
 
 @functools.cache
 def _reader() -> ThreadPoolExecutor:
-    """The thread a rendition is read on beside the cheap measures (``ImageJob.read_ahead``): one, as a search
-    measures one rung at a time."""
+    """The thread a rendition is read on beside the cheap measures (``ImageJob.read_ahead``), and a photo's text
+    looked for beside its search (``ImageJob.text_found_ahead``): one, as a search does one of these at a time."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmtok-read-ahead")
 
 

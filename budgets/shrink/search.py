@@ -3,10 +3,10 @@
 Measures run cheapest first and stop at the first bar missed: SSIM (a fraction of a second), then the ``recog``
 network's look (a tenth of a second), then OCR (recognition of every line of text, about a second). Where the
 original has text, the rendition's reading starts beside the cheap measures, on a thread of its own, and is dropped
-when one of them misses (``ImageJob.read_ahead``). Each measure is a
-number, or None with a reason beside it: a bar that does not apply (``ocr`` where the original has no text) says so
-and does not hold the candidate back; a bar that could not be measured (SSIM on a view under 11 px, a measure not
-taken because an earlier bar failed) fails the candidate.
+when one of them misses (``ImageJob.read_ahead``). Each measure is a number, or None with a reason beside it: a bar
+that does not apply (``ocr`` where the original has no text) says so and does not hold the candidate back; a bar
+that could not be measured (SSIM on a view under 11 px, a measure not taken because an earlier bar failed) fails
+the candidate.
 
 The search walks a ladder ordered by tokens on the assumption that a larger rendition keeps at least as much as a
 smaller one. Where the original has text, reading a rendition is the cost (each of its lines recognised, about as
@@ -241,7 +241,8 @@ class LadderSearch:
         (in a 1-tuple) if the original has none, as the search after the look would have found it, rung by rung.
         None where the original has text (what was measured is dropped: the search with text starts afresh) or
         where this does not apply: the look is done, the bars have no OCR, or the image does not look like a photo
-        (``ImageJob.looks_like_photo``), whose text search would be wasted work beside the look."""
+        (``ImageJob.looks_like_photo``: a page or a screenshot has text, and its search without text would be work
+        thrown away, taken from the look's cores)."""
         job = self.job
         if self.ocr_bar is None or not job.text_unlooked or not job.looks_like_photo:
             return None
