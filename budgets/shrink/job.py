@@ -68,7 +68,6 @@ class ImageJob:
         self._ssim_kept: tuple[PIL.Image.Image, P.SsimReference] | None = None
         self._ahead: dict[tuple, Future[str]] = {}  # readings started beside the cheap measures (read_ahead)
         self._text_ahead: Future[bool] | None = None  # text_found, looked for beside a photo's search
-        self._beside = False  # the original's lines are looked for beside a search
         self._ocr_outcomes: dict[Any, list[tuple[float, float]]] = {}  # (scale of the view, agreement)
 
     def save(self) -> None:
@@ -181,11 +180,12 @@ class ImageJob:
         """The original's lines as the detector finds them: where a uniform border takes a tenth of the image or more
         (a page's white margins), inside it, with ``DETECT_MARGIN_PX`` of it around the content, since no text is
         in a uniform colour (a document page's search took 0.06-0.09 s there where the whole page took 0.54-0.66
-        s, the same lines found). Beside a photo's search (``text_found_ahead``) the detector's bands are half as
-        large, so that the two together stay under the memory one of them took. The path before issue 39 searches
-        the whole image."""
+        s, the same lines found). In a photo (``looks_like_photo``), whose search runs beside this look
+        (``text_found_ahead``), the detector's bands are half as large, so that the two together stay under the
+        memory one of them took (a photo's lines are the same whether or not its search ran beside). The path
+        before issue 39 searches the whole image."""
         rgb, bounds = self.decoded.rgb, None if self.reference else self.bounds
-        most = O.BESIDE_DETECT_PIXELS if self._beside else O.MAX_DETECT_PIXELS
+        most = O.BESIDE_DETECT_PIXELS if not self.reference and self.looks_like_photo else O.MAX_DETECT_PIXELS
         if bounds is not None:
             (left, top, right, bottom), _ = bounds
             m = DETECT_MARGIN_PX
@@ -242,7 +242,6 @@ class ImageJob:
     def text_found_ahead(self) -> Future[bool]:
         """:attr:`text_found`, looked for on the reading thread (``_reader``), once."""
         if self._text_ahead is None:
-            self._beside = True  # before the look starts: its detector passes take half the memory
             self._text_ahead = _reader().submit(lambda: self.text_found)
         return self._text_ahead
 
@@ -251,8 +250,8 @@ class ImageJob:
         """Whether the image looks like a photo: a 64x64 thumbnail holds ``PHOTO_COLOURS`` colours or more (16 levels
         a channel). Screenshots, diagrams and pages are a few flat colours and their text's edges (3-34 in the
         benchmarks' 218 of them), photos many (171-380 for the samples and the speed bench's photos, one with a
-        wide sky among them). It only decides what runs beside the look for text (``LadderSearch``), never an
-        answer."""
+        wide sky among them). It decides what runs beside the look for text (``LadderSearch``) and the size of the
+        look's detector bands (``_detected``), the same for an image whichever runs."""
         import PIL.Image
 
         small = np.asarray(self.decoded.rgb.resize((64, 64), PIL.Image.Resampling.NEAREST)) // 16

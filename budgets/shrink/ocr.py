@@ -38,7 +38,7 @@ TILE_LINE_PX = 12  # lines shorter than this once RapidOCR has shrunk the image:
 TILE_SHRINK = 2.0  # a tall or wide image RapidOCR would shrink more than this is searched in tiles
 TILE_OVERLAP_PX = 200  # tiles overlap by this: a line up to this tall is whole in one tile
 MAX_DETECT_PIXELS = 1_000_000  # one detector pass at most: its feature maps take ~185 bytes a pixel
-BESIDE_DETECT_PIXELS = 500_000  # one pass at most while a photo's search runs beside it (job.py)
+BESIDE_DETECT_PIXELS = 500_000  # one pass at most in a photo, whose search runs beside its look (job.py)
 BAND_OVERLAP_PX = 128  # bands of rows overlap by this (in the image the detector reads: lines are shorter)
 # A rendition's view is read whole up to this: bands move a few boxes, and a reading near the bar by 0.005 (a 768x844
 # view of a diagram: 0.984 whole, 0.979 in bands), so a view is read as the path before issue 39 read it wherever
