@@ -231,8 +231,13 @@ class LadderSearch:
         else:
             guess = max(guess, low)
             found = self._gallop_down(guess, low) if self.meets(guess) else self._climb(guess)
+        return self._largest_said(found)
+
+    def _largest_said(self, found: int | None) -> int | None:
+        """``found``; where no rung met the bars, the largest is measured (or known to fail) so that it is said."""
+        n = len(self.ladder)
         if found is None and n and (n - 1) not in self.results:
-            self.meets(n - 1)  # the largest rung is said, known to fail or measured
+            self.meets(n - 1)
         return found
 
     def _beside_the_text_search(self) -> tuple[int | None] | None:
@@ -250,9 +255,7 @@ class LadderSearch:
         n = len(self.ladder)
         self.presumed_no_text = True
         try:
-            found = self._bisect(0, n)
-            if found is None and n and (n - 1) not in self.results:
-                self.meets(n - 1)
+            found = self._largest_said(self._bisect(0, n))
         finally:
             self.presumed_no_text = False
         if not text.result():
@@ -301,9 +304,7 @@ class LadderSearch:
         else:
             hint = max(hint, low)
             found = self._gallop_down(hint, low) if self.meets(hint) else self._gallop_up(hint + 1)
-        if found is None and n and (n - 1) not in self.results:
-            self.meets(n - 1)
-        return found
+        return self._largest_said(found)
 
     def _bisect(self, low: int, high: int) -> int | None:
         """The cheapest rung in [low, high) that meets the bars (None: none does)."""
