@@ -233,6 +233,7 @@ def test_a_photos_search_beside_the_look_for_its_text_gives_the_answer_the_searc
         return out
 
     monkeypatch.setattr(LadderSearch, "_beside_the_text_search", spied)
+    monkeypatch.setattr(ImageJob, "look_ahead", lambda self: None)  # the look starts with the search, not before
     monkeypatch.setenv("MMTOK_SHRINK_ANALYSIS", "0")
     models = ["claude-opus-4-7", "gpt-4o"]
     for name, path, expected in (("cat", CAT, "answer"), ("caption", _mixed(tmp_path / "mixed.png"), "dropped")):
@@ -247,6 +248,39 @@ def test_a_photos_search_beside_the_look_for_its_text_gives_the_answer_the_searc
             assert a.reasons == b.reasons, name
             assert a.tried == b.tried, name
     assert first[0].reasons.get("ocr") != NO_TEXT  # the caption is text the bar keeps
+
+
+def test_the_look_for_text_started_ahead_gives_the_answers_of_the_look_made_in_turn(tmp_path, monkeypatch):
+    """shrink starts looking for an image's text on the reading thread while it prices each model
+    (``ImageJob.look_ahead``): for a page, a photo without text and one with a caption, the answers and every rung
+    measured are those of the look made when the search first asks for it, and the look ran ahead only once."""
+    from mmtok.budgets.shrink.job import ImageJob
+
+    started = []
+    ahead = ImageJob.look_ahead
+
+    def counted(self):
+        started.append(self.path.name)
+        ahead(self)
+
+    monkeypatch.setenv("MMTOK_SHRINK_ANALYSIS", "0")
+    monkeypatch.setattr(ImageJob, "look_ahead", counted)
+    page = tmp_path / "page.png"
+    text_image().save(page)
+    models = ["claude-opus-4-7", "gpt-4o"]
+    for name, path in (("page", page), ("cat", CAT), ("caption", _mixed(tmp_path / "mixed.png"))):
+        started.clear()
+        first = list(shrink_models(path, models, make_bars(None), tmp_path / name / "1", "x"))
+        assert started == [path.name], name
+        with monkeypatch.context() as patched:
+            patched.setattr(ImageJob, "look_ahead", lambda self: None)
+            in_turn = list(shrink_models(path, models, make_bars(None), tmp_path / name / "2", "x"))
+        for a, b in zip(first, in_turn, strict=True):
+            assert (a.status, a.tokens_after, a.measures, a.reasons, a.tried) == (
+                b.status, b.tokens_after, b.measures, b.reasons, b.tried), name  # fmt: skip
+    started.clear()
+    lossless = list(shrink_models(page, models, make_bars(None), tmp_path / "lossless", "x", lossless=True))
+    assert started == [] and all(r.status for r in lossless)  # nothing measured: nothing looked for
 
 
 def test_photos_look_like_photos_and_pages_do_not(tmp_path):

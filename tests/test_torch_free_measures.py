@@ -83,6 +83,29 @@ def test_one_reference_measured_against_several_images_gives_each_its_own_ssim()
         reference.against(a.resize((a.width // 2, a.height // 2)))
 
 
+def test_ssim_made_only_where_two_views_differ_is_torchmetrics_ssim():
+    """A cropped rendition laid over the original's view differs only inside the crop: SSIM made over that region
+    (every pixel whose window is the same in both counts 1.0) is torchmetrics' SSIM of the whole view, for a region
+    inside, one touching an edge, one pixel, and a region as large as the view."""
+    import torch
+    from torchmetrics.functional.image import structural_similarity_index_measure as tm_ssim
+
+    name, a, _ = next(iter(_real_pairs()))
+    w, h = a.size
+    reference = P.SsimReference(a)
+    la = torch.from_numpy(P._luma(a))[None, None]
+    for box in [(w // 5, h // 7, w // 2, h // 3), (0, h - h // 4, w // 3, h), (w - 1, 0, w, 1), (0, 0, w, h)]:
+        other = a.copy()
+        part = a.crop(box)
+        other.paste(part.resize((max(1, part.width // 3), max(1, part.height // 3))).resize(part.size), box[:2])
+        other.putpixel((box[0], box[1]), (0, 0, 0))  # one pixel that differs whatever the resize did
+        lb = torch.from_numpy(P._luma(other))[None, None]
+        expected = float(tm_ssim(la, lb, data_range=2.0))
+        assert reference.against(other) == pytest.approx(expected, abs=1e-5), (name, box)
+        assert P.SsimReference(a, kept=False).against(other) == pytest.approx(expected, abs=1e-5), (name, box)
+        assert reference.against(other) < 1.0
+
+
 def test_opencvs_blur_gives_the_numpy_blurs_ssim_map_on_real_photos():
     """SSIM blurs with OpenCV where the shrink extra installed it, else in numpy: the two give one map."""
     pytest.importorskip("cv2")

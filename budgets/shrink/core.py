@@ -137,6 +137,8 @@ def shrink_models(
         yield e
         return
     outputs = _Outputs(source, out_dir, name, protect | {Path(os.path.realpath(source))})
+    if media.kind == "image" and not lossless and any(bar.metric == "ocr" for bar in bars_for(bars, "image")):
+        job.look_ahead()  # the original's text looked for while each model is priced (``ImageJob.look_ahead``)
     try:
         yield from _each_model(source, media, job, models, bars, options, outputs)
     finally:

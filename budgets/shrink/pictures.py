@@ -309,10 +309,16 @@ class SsimReference:
     for two more planes of the view's size held (~30 MB at 3.6 MP). The map is made ``SSIM_ROWS`` rows at a time,
     each strip blurred from its rows and ``window // 2`` rows of context either side, so that it is the whole
     map's, exactly, in a fraction of the memory (a 3.6-MP view's five whole maps and their temporaries took
-    ~140 MB)."""
+    ~140 MB).
+
+    Only the map where the two differ is made (:meth:`against`): a pixel whose window holds the same luma in both
+    is 1.0 exactly, so the map is made over the rectangle around the pixels that differ, widened by the window,
+    and every pixel outside it counts 1.0. A cropped rendition laid over the original's view on its border colour
+    differs only inside the crop: a page's 985x206 text block in a 1344x1900 view is a tenth of the map."""
 
     def __init__(self, image: PIL.Image.Image | np.ndarray, kept: bool = True) -> None:
-        luma = image if isinstance(image, np.ndarray) else _luma(image)
+        self.bytes = None if isinstance(image, np.ndarray) else np.asarray(image.convert("L"))
+        luma = image if self.bytes is None else _LUMA_OF_BYTE[self.bytes]
         if min(luma.shape) < SSIM_WINDOW:
             raise ValueError(f"SSIM needs images at least {SSIM_WINDOW} px a side; got {luma.shape}")
         r = SSIM_WINDOW // 2
@@ -327,7 +333,7 @@ class SsimReference:
 
     def _strips(self, padded: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
         r = SSIM_WINDOW // 2
-        for top in range(0, self.luma.shape[0], SSIM_ROWS):
+        for top in range(0, padded.shape[0] - 2 * r, SSIM_ROWS):
             yield top, padded[top : top + SSIM_ROWS + 2 * r]  # the strip and its context
 
     @staticmethod
@@ -338,26 +344,65 @@ class SsimReference:
 
     def against(self, other: PIL.Image.Image) -> float:
         """The mean SSIM of ``other`` (an image of the reference's size) against the reference; 1.0 where their
-        luma is the same."""
-        y = _luma(other)
-        if np.array_equal(self.luma, y):
+        luma is the same. The map is made where they differ (see the class)."""
+        y = np.asarray(other.convert("L"))
+        if self.bytes is None or y.shape != self.bytes.shape:
+            raise ValueError(f"SSIM needs two images of one size; got {self.luma.shape}, {y.shape}")
+        region = _changed_region(self.bytes, y, SSIM_WINDOW // 2)
+        if region is None:
             return 1.0
-        return sum(float(s.sum(dtype=np.float64)) for s in self.strips(y)) / y.size
+        top, bottom, left, right = region
+        made = sum(float(s.sum(dtype=np.float64)) for s in self._map(_LUMA_OF_BYTE[_reflected(y, region)], region))
+        return (made + y.size - (bottom - top) * (right - left)) / y.size
 
     def strips(self, y: np.ndarray) -> Iterator[np.ndarray]:
         """The SSIM map of the luma plane ``y`` against the reference, ``SSIM_ROWS`` rows at a time."""
         if y.shape != self.luma.shape:
             raise ValueError(f"SSIM needs two images of one size; got {self.luma.shape}, {y.shape}")
+        return self._map(np.pad(y, SSIM_WINDOW // 2, mode="reflect"), (0, y.shape[0], 0, y.shape[1]))
+
+    def _map(self, padded: np.ndarray, region: tuple[int, int, int, int]) -> Iterator[np.ndarray]:
+        """The SSIM map over ``region`` (top, bottom, left, right) of the reference, given the other's luma there
+        with ``window // 2`` pixels of context each side (``padded``), ``SSIM_ROWS`` rows at a time."""
         c1, c2 = (0.01 * SSIM_RANGE) ** 2, (0.03 * SSIM_RANGE) ** 2
-        padded = np.pad(y, SSIM_WINDOW // 2, mode="reflect")
-        for (top, sy), (_, sx) in zip(self._strips(padded), self._strips(self.padded), strict=True):
+        top, bottom, left, right = region
+        r = SSIM_WINDOW // 2
+        mine = self.padded[top : bottom + 2 * r, left : right + 2 * r]
+        for (row, sy), (_, sx) in zip(self._strips(padded), self._strips(mine), strict=True):
             if self.stats is None:
                 mu_x, var_x = self._stats(sx)
             else:
-                mu_x, var_x = (plane[top : top + SSIM_ROWS] for plane in self.stats)
+                rows = slice(top + row, min(top + row + SSIM_ROWS, bottom))
+                mu_x, var_x = (plane[rows, left:right] for plane in self.stats)
             mu_y, var_y = self._stats(sy)
             cov = _blur_valid(sx * sy, _gauss()) - mu_x * mu_y
             yield ((2 * mu_x * mu_y + c1) * (2 * cov + c2)) / ((mu_x**2 + mu_y**2 + c1) * (var_x + var_y + c2))
+
+
+def _changed_region(a: np.ndarray, b: np.ndarray, r: int) -> tuple[int, int, int, int] | None:
+    """The rectangle (top, bottom, left, right) of the SSIM map that two planes' differing pixels reach: around
+    them, widened by ``r`` (the window's half) and kept inside the plane; None where they are the same."""
+    differ = a != b
+    rows, cols = np.flatnonzero(differ.any(axis=1)), np.flatnonzero(differ.any(axis=0))
+    if not rows.size:
+        return None
+    height, width = a.shape
+    return max(0, rows[0] - r), min(height, rows[-1] + 1 + r), max(0, cols[0] - r), min(width, cols[-1] + 1 + r)
+
+
+def _reflected(plane: np.ndarray, region: tuple[int, int, int, int]) -> np.ndarray:
+    """``plane``'s ``region`` (top, bottom, left, right) with ``SSIM_WINDOW // 2`` pixels of context each side,
+    reflected at the plane's edges as ``np.pad(mode="reflect")`` would (the whole padded plane is never made)."""
+    r = SSIM_WINDOW // 2
+    top, bottom, left, right = region
+    return plane[np.ix_(_reflect(np.arange(top - r, bottom + r), plane.shape[0]),
+                        _reflect(np.arange(left - r, right + r), plane.shape[1]))]  # fmt: skip
+
+
+def _reflect(index: np.ndarray, size: int) -> np.ndarray:
+    """Indices reflected into [0, size) about its first and last (not repeated), as ``np.pad``'s "reflect"."""
+    index = np.abs(index)
+    return np.where(index >= size, 2 * (size - 1) - index, index)
 
 
 def _blur_valid(plane: np.ndarray, gauss: np.ndarray) -> np.ndarray:
