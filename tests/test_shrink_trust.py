@@ -283,6 +283,25 @@ def test_the_look_for_text_started_ahead_gives_the_answers_of_the_look_made_in_t
     assert started == [] and all(r.status for r in lossless)  # nothing measured: nothing looked for
 
 
+def test_an_images_quote_made_beside_its_plan_fails_as_that_models_error(tmp_path, monkeypatch):
+    """An image's quote is made on a thread of its own while it is planned: a quote that fails is that model's error,
+    the message unchanged, and the next model's answer is given as before."""
+    from mmtok.budgets.shrink import core
+    from mmtok.errors import PriceError
+
+    real = core.price
+
+    def failing(source, model, **kw):
+        if model == "gpt-4o":
+            raise PriceError("gpt-4o: no image rate on this date")
+        return real(source, model, **kw)
+
+    monkeypatch.setattr(core, "price", failing)
+    failed, answered = shrink_models(CAT, ["gpt-4o", "claude-opus-4-7"], make_bars(None), tmp_path, "x")
+    assert isinstance(failed, PriceError) and str(failed) == "gpt-4o: no image rate on this date"
+    assert answered.model == "claude-opus-4-7" and answered.tokens_before > answered.tokens_after
+
+
 def test_photos_look_like_photos_and_pages_do_not(tmp_path):
     """What runs beside the look for text depends on it (never an answer): the sample photos are photos, a rendered
     page and a screenshot-like image with a coloured bar are not."""
