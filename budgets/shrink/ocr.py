@@ -91,6 +91,9 @@ def _engine(reference: bool = False) -> Any:
     from mmtok.extras import require
 
     RapidOCR = require("rapidocr_onnxruntime", "the ocr bar (RapidOCR)").RapidOCR
+    import cv2
+
+    cv2.setNumThreads(1)  # as pictures._cv2: the measures run side by side already
     # limit_type "max": the detector reads the pixels as given (shrunk to 2,000 px at most), instead of enlarging
     # every image to a 736-px short side, which would read text smaller than any model is shown.
     if reference:
