@@ -1,8 +1,9 @@
 """Benchmark: shrink at the speed of one OCR pass (issue 39), side by side with one warm RapidOCR pass.
 
 Run: ``python -m mmtok.eval.bench.shrink_speed --json eval/results/bench_shrink_speed.json --txt
-eval/results/bench_shrink_speed.txt`` (``--screens 6 --diagrams 3 --documents 3 --photos 4 --tall 1 --repeats 3``
-by default; ``--screens 1 --diagrams 1 --documents 0 --photos 1 --tall 1 --repeats 1`` for a quick look).
+eval/results/bench_shrink_speed.txt`` (``--screens 6 --diagrams 3 --documents 3 --photos 4 --tall 1 --repeats 3
+--rounds 3`` by default; ``--screens 1 --diagrams 1 --documents 0 --photos 1 --tall 1 --repeats 1 --rounds 1`` for a
+quick look).
 
 **Inputs** (held out: made here with seed 39, none of them seen while shrink's search was tuned, which used the
 shrink benchmark's seed-0 pages): UI screenshots (the issue's 2400x1500 first, then long sides of 1,600-2,800 px),
@@ -23,8 +24,10 @@ three (gpt-4o, claude-opus-4-7, gemini-3-flash-preview), and with ``--slice`` on
 default bars. Cold figures (the same
 call without the warm-up: loading included) are kept beside them. The hook is timed whole, as Claude Code runs it:
 ``mmtok hook claude-code`` started as a process with a PreToolUse event on stdin (process start, imports, loading,
-shrinking and the answer), with a fresh cache; and again on the same image (its copy reused). Each ratio is the
-median over the inputs of shrink's seconds over the anchor's, measured in the same run. Peak memory is each
+shrinking and the answer), with a fresh cache; and again on the same image (its copy reused). Each input is timed
+in ``--rounds`` rounds, one after the other (the anchor, then each shrink), and each of its times is the median of
+its rounds': on the shared 2-core machine one round's anchor of an input moved by up to 55% between runs. Each
+ratio is the median over the inputs of shrink's seconds over the anchor's, measured in the same run. Peak memory is each
 process's own high-water mark of its resident set (``VmHWM`` from ``/proc``, read every 10 ms), the warm-up included.
 
 **The same answers**: each input is shrunk at the default bars for gpt-4o, gpt-5.4, claude-opus-4-7 and
@@ -331,6 +334,19 @@ def measure_input(kind: str, path: Path, repeats: int, base_env: dict[str, str])
     return row
 
 
+def combined(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One input's row from its rounds: each time the median of the rounds' (each round's beside it, under
+    ``<key>_rounds``), each peak the largest, the answers the first round's."""
+    row = dict(rounds[0])
+    for key in rounds[0]:
+        if key.endswith("_s"):
+            row[key] = statistics.median(r[key] for r in rounds)
+            row[f"{key}_rounds"] = [r[key] for r in rounds]
+        elif key.endswith("_peak_mb"):
+            row[key] = max(r[key] for r in rounds)
+    return row
+
+
 def _hook(path: Path, env: dict[str, str]) -> dict[str, Any]:
     """``mmtok hook claude-code`` on a Read of ``path``, as Claude Code starts it: whole, then again (reused)."""
     event = hook_event(path, path.parent)
@@ -447,7 +463,9 @@ def report(figures: dict[str, Any], speed: list[dict[str, Any]], pairs: list[dic
         + f"; {machine()}; load average {os.getloadavg()[0]:.1f} at the end.",
         "anchor: one warm RapidOCR() pass over the original (its own settings; the tall page in 2,000-px tiles); "
         "shrink: shrink_models in a fresh process after the same warm-up, fresh cache, default bars; hook: the whole "
-        "`mmtok hook claude-code` process; ratios are medians over the inputs of seconds / the anchor's seconds.",
+        "`mmtok hook claude-code` process; each input timed in "
+        f"{len(speed[0].get('anchor_s_rounds', [0])) if speed else 0} rounds, one after the other, its times the "
+        "median of its rounds'; ratios are medians over the inputs of seconds / the anchor's seconds.",
         "",
         f"  {'input':18} {'kind':10} {'anchor s':>8} {'1 model':>8} {'cold':>6} {'3 models':>8} {'hook':>6} "
         f"{'again':>6} {'slice':>6} {'peak MB':>8}",
@@ -492,6 +510,7 @@ def main() -> None:
     parser.add_argument("--photos", type=int, default=4)
     parser.add_argument("--tall", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3, help="anchor passes per input (median)")
+    parser.add_argument("--rounds", type=int, default=3, help="timings of each input, one after the other (median)")
     parser.add_argument("--no-agreement", action="store_true", help="time only")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--txt", type=Path, default=None)
@@ -509,7 +528,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mmtok-speed-") as scratch:
         os.environ["MMTOK_CACHE_DIR"] = str(Path(scratch) / "cache")  # the agreement runs' own, fresh
         for n, (kind, path) in enumerate(inputs):
-            speed.append(measure_input(kind, path, args.repeats, env))
+            speed.append(combined([measure_input(kind, path, args.repeats, env) for _ in range(args.rounds)]))
             if not args.no_agreement and kind != "tall":
                 pairs += agreement(kind, path, Path(scratch) / f"agreement-{n}")
             print(f"[{n + 1}/{len(inputs)}] {kind} {path.name}: anchor {speed[-1]['anchor_s']:.2f} s", flush=True)
