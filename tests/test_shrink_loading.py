@@ -3,6 +3,7 @@ many threads ask), and a page's lines are searched inside its uniform border, th
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -139,6 +140,22 @@ def test_a_line_across_the_cut_between_two_bands_is_found_once():
                   font=_font(32), fill="black", anchor="lm")  # fmt: skip
         banded, whole = O.detect(image), O.detect(image, banded=False)
         assert len(banded) == len(whole) == 5, (offset, [line.corners.tolist() for line in banded])
+
+
+@pytest.mark.parametrize("height, most", [(1250, 500), (1066, 555), (2000, 424), (1500, 500), (1700, 500), (600, 500)])
+def test_bands_are_as_few_as_before_each_as_short_as_they_can_be(height, most):
+    """A pass over more rows than a band holds is made in as many bands as bands of ``most`` rows would take, each
+    as short as that count allows: every row in a band and in exactly one core, neighbours overlapping by
+    ``BAND_OVERLAP_PX`` or more (a line that tall is whole in one band), none over ``most`` rows, fewer rows read."""
+    capped = max(2 * O.BAND_OVERLAP_PX, most // 32 * 32)
+    before = O._spans(height, capped, O.BAND_OVERLAP_PX)
+    bands = O._bands(height, most)
+    assert len(bands) == len(before)
+    assert sum(b - t for t, b, _, _ in bands) <= sum(b - t for t, b, _, _ in before)
+    assert all(b - t <= capped for t, b, _, _ in bands)
+    assert bands[0][0] == 0 and bands[-1][1] == height and bands[0][2] == 0.0 and bands[-1][3] == height
+    for (top, bottom, _, core_end), (next_top, _, next_core, _) in itertools.pairwise(bands):
+        assert bottom - next_top >= O.BAND_OVERLAP_PX and core_end == next_core and top < next_top
 
 
 def test_the_detectors_input_made_by_a_table_is_rapidocrs_own_to_the_bit():

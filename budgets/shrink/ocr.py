@@ -294,10 +294,9 @@ def _detect(array: np.ndarray, most: int | None = MAX_DETECT_PIXELS) -> list[Lin
     from rapidocr_onnxruntime.utils.process_img import reduce_max_side
 
     resized, ratio_h, ratio_w = reduce_max_side(array, MAX_SIDE_PX) if ratio < 1 else (array, 1.0, 1.0)
-    rows = max(2 * BAND_OVERLAP_PX, most // resized.shape[1] // 32 * 32)
-    found: list[tuple[np.ndarray, float]] = []  # (corners, room: its centre's distance to its band's cut edges)
     end = resized.shape[0]
-    for top, bottom, core_top, core_bottom in _spans(end, rows, BAND_OVERLAP_PX):
+    found: list[tuple[np.ndarray, float]] = []  # (corners, room: its centre's distance to its band's cut edges)
+    for top, bottom, core_top, core_bottom in _bands(end, most // resized.shape[1]):
         with _lock:
             boxes, _ = engine.text_det(np.ascontiguousarray(resized[top:bottom]))
         for box in boxes if boxes is not None else ():
@@ -307,6 +306,16 @@ def _detect(array: np.ndarray, most: int | None = MAX_DETECT_PIXELS) -> list[Lin
                 room = min(centre - top if top > 0 else np.inf, bottom - centre if bottom < end else np.inf)
                 found.append((corners * np.array([ratio_w, ratio_h], np.float32), room))
     return [Line(corners) for corners in _one_each(found)]
+
+
+def _bands(height: int, most: int) -> list[tuple[int, int, float, float]]:
+    """Bands of rows (``_spans``) covering ``height``, as few as bands of at most ``most`` rows take, each as short as
+    that count allows (multiples of 32, as the detector reads them): a 1,250-row image in bands of at most 480 rows is
+    4 bands of 416, not 3 of 480 and a fourth of 480 that is mostly overlap (1,664 rows read, not 1,920)."""
+    rows = max(2 * BAND_OVERLAP_PX, most // 32 * 32)
+    count = len(_spans(height, rows, BAND_OVERLAP_PX))
+    even = -(-(height + (count - 1) * BAND_OVERLAP_PX) // count)  # ceil
+    return _spans(height, max(2 * BAND_OVERLAP_PX, -(-even // 32) * 32), BAND_OVERLAP_PX)
 
 
 def _one_each(found: list[tuple[np.ndarray, float]]) -> list[np.ndarray]:
