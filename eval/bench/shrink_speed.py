@@ -423,7 +423,8 @@ def summarise(speed: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> dict[
     figures: dict[str, Any] = {}
     for name in ("one", "one_cold", "three", "hook", "hook_again", "slice"):
         figures[name] = {"median_ratio": median(ratios(name)), "max_ratio": max(ratios(name), default=None),
-                         "by_kind": {k: median(ratios(name, (k,))) for k in kinds if ratios(name, (k,))}}  # fmt: skip
+                         "by_kind": {k: median(ratios(name, (k,))) for k in kinds if ratios(name, (k,))},
+                         "by_round": _by_round(speed, name)}  # fmt: skip
     peaks = [r[k] for r in speed for k in r if k.endswith("_peak_mb") and not k.startswith("anchor") and r[k]]
     figures["peak_mb"] = max(peaks, default=None)
     figures["anchor_peak_mb"] = max((r["anchor_peak_mb"] for r in speed if r.get("anchor_peak_mb")), default=None)
@@ -439,6 +440,13 @@ def summarise(speed: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> dict[
     }
     figures["targets"] = _targets(figures)
     return figures
+
+
+def _by_round(speed: list[dict[str, Any]], name: str) -> list[float]:
+    """The median ratio of each round taken alone (each input's time in that round over its anchor's in that round)."""
+    rows = [r for r in speed if f"{name}_s_rounds" in r and "anchor_s_rounds" in r]
+    rounds = min((len(r[f"{name}_s_rounds"]) for r in rows), default=0)
+    return [statistics.median(r[f"{name}_s_rounds"][k] / r["anchor_s_rounds"][k] for r in rows) for k in range(rounds)]
 
 
 def _targets(f: dict[str, Any]) -> dict[str, Any]:
@@ -480,7 +488,9 @@ def report(figures: dict[str, Any], speed: list[dict[str, Any]], pairs: list[dic
         f = figures[name]
         if f["median_ratio"] is not None:
             kinds = ", ".join(f"{k} {v:.2f}x" for k, v in f["by_kind"].items())
-            lines.append(f"  {name:10} {f['median_ratio']:5.2f}x (worst {f['max_ratio']:.2f}x; {kinds})")
+            by_round = ", ".join(f"{v:.2f}x" for v in f.get("by_round", []))
+            lines.append(f"  {name:10} {f['median_ratio']:5.2f}x (worst {f['max_ratio']:.2f}x; {kinds}; round by round "
+                         f"{by_round})")  # fmt: skip
     lines += [
         "",
         f"the same answers: {figures['pairs']} input-model pairs, today's answer as cheap or cheaper than the earlier "
