@@ -76,19 +76,6 @@ def hook(
         sys.stdout.write(json.dumps(answer) + "\n")
 
 
-def _two_malloc_arenas() -> None:
-    """Have this process's threads share two glibc malloc arenas (``M_ARENA_MAX``), set before shrink starts its
-    threads: a shrink runs a reading thread, the recogniser's threads and the detector's side by side, and with an
-    arena each, memory one thread freed was held for it while another allocated afresh. Measured while this was
-    written (the hook on the speed bench's screen_04 and diagram_02, 3 runs each, a 2-core machine): peaks 569 and
-    545 MB, 549 and 527 with two arenas, the same times. Nothing where glibc is not the C library."""
-    import ctypes
-
-    m_arena_max = -8  # glibc's malloc.h
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").mallopt(m_arena_max, 2)
-
-
 def _loaded() -> None:
     """Wait for the networks' loading, if this process started it: the process ends without waiting for its threads
     (``cli/main.py``'s ``ENDS_AT_ONCE``)."""
@@ -216,6 +203,7 @@ def _shrunk(path: Path, settings: Config) -> dict[str, Any] | None:
     """mmtok shrink's result for ``path`` (its ``to_dict()``), made once per version of the file, model and bars,
     and kept beside the output in the cache folder for the next read."""
     from mmtok.budgets.shrink import make_bars, shrink_models
+    from mmtok.budgets.shrink.ocr import share_malloc_arenas
     from mmtok.cache import cache_dir
     from mmtok.errors import MmtokError
 
@@ -230,7 +218,7 @@ def _shrunk(path: Path, settings: Config) -> dict[str, Any] | None:
         kept = json.loads(record.read_text(encoding="utf-8"))
         if Path(kept["output"]).is_file():
             return kept
-    _two_malloc_arenas()
+    share_malloc_arenas()  # before shrink starts its threads: lower peaks (budgets/shrink/ocr.py)
     (result,) = shrink_models(path, [model], bars, folder, name)
     if isinstance(result, MmtokError):
         raise result
