@@ -27,6 +27,11 @@ from mmtok.errors import ConfigError, MediaError, PriceError
 AT_DEFAULT = {"keep": ["ssim>=0.9"]}  # no OCR: the fast path for tests that are not about text
 
 
+def _luma(image):
+    """SSIM's luma of an image (ITU-R 601 Y, in [-1, 1]), as shrink's SSIM makes it."""
+    return P.SsimReference(image, kept=False).luma
+
+
 def _font(size: int) -> PIL.ImageFont.FreeTypeFont:
     import matplotlib
 
@@ -164,7 +169,7 @@ def test_ssim_equals_torchmetrics_on_luma():
 
     a, b = photo(97, 64, 1), photo(97, 64, 2)
     ours = P.ssim(a, b)
-    la, lb = (torch.from_numpy(P._luma(im))[None, None] for im in (a, b))
+    la, lb = (torch.from_numpy(_luma(im))[None, None] for im in (a, b))
     assert ours == pytest.approx(float(tm_ssim(la, lb, data_range=2.0)), abs=1e-5)
     assert P.ssim(a, a) == pytest.approx(1.0)
 

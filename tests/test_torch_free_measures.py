@@ -44,6 +44,11 @@ def test_resampling_a_torch_tensor_gives_a_tensor_and_the_same_rate_gives_the_in
 
 
 # ----------------------------------------------------------------------------------------------------------- SSIM
+def _luma(image):
+    """SSIM's luma of an image (ITU-R 601 Y, in [-1, 1]), as shrink's SSIM makes it."""
+    return P.SsimReference(image, kept=False).luma
+
+
 def _real_pairs():
     """Real photos against their JPEG at quality 20 and their half-size copy enlarged back (bicubic)."""
     for name in ("chelsea.jpg", "astronaut.png", "coffee.webp", "rocket_rotated.jpg"):
@@ -60,7 +65,7 @@ def test_numpy_ssim_equals_torchmetrics_on_real_photos():
     from torchmetrics.functional.image import structural_similarity_index_measure as tm_ssim
 
     for name, a, b in _real_pairs():
-        la, lb = (torch.from_numpy(P._luma(im))[None, None] for im in (a, b))
+        la, lb = (torch.from_numpy(_luma(im))[None, None] for im in (a, b))
         assert P.ssim(a, b) == pytest.approx(float(tm_ssim(la, lb, data_range=2.0)), abs=1e-5), name
 
 
@@ -74,9 +79,9 @@ def test_one_reference_measured_against_several_images_gives_each_its_own_ssim()
     name, a, _ = pairs[0]
     reference = P.SsimReference(a)
     others = [a.resize((a.width // k, a.height // k)).resize(a.size, PIL.Image.Resampling.BICUBIC) for k in (2, 3, 4)]
-    la = torch.from_numpy(P._luma(a))[None, None]
+    la = torch.from_numpy(_luma(a))[None, None]
     for other in [*others, others[0]]:
-        lb = torch.from_numpy(P._luma(other))[None, None]
+        lb = torch.from_numpy(_luma(other))[None, None]
         assert reference.against(other) == pytest.approx(float(tm_ssim(la, lb, data_range=2.0)), abs=1e-5), name
     assert reference.against(a.copy()) == 1.0
     with pytest.raises(ValueError, match="one size"):
@@ -93,13 +98,13 @@ def test_ssim_made_only_where_two_views_differ_is_torchmetrics_ssim():
     name, a, _ = next(iter(_real_pairs()))
     w, h = a.size
     reference = P.SsimReference(a)
-    la = torch.from_numpy(P._luma(a))[None, None]
+    la = torch.from_numpy(_luma(a))[None, None]
     for box in [(w // 5, h // 7, w // 2, h // 3), (0, h - h // 4, w // 3, h), (w - 1, 0, w, 1), (0, 0, w, h)]:
         other = a.copy()
         part = a.crop(box)
         other.paste(part.resize((max(1, part.width // 3), max(1, part.height // 3))).resize(part.size), box[:2])
         other.putpixel((box[0], box[1]), (0, 0, 0))  # one pixel that differs whatever the resize did
-        lb = torch.from_numpy(P._luma(other))[None, None]
+        lb = torch.from_numpy(_luma(other))[None, None]
         expected = float(tm_ssim(la, lb, data_range=2.0))
         assert reference.against(other) == pytest.approx(expected, abs=1e-5), (name, box)
         assert P.SsimReference(a, kept=False).against(other) == pytest.approx(expected, abs=1e-5), (name, box)
@@ -110,7 +115,7 @@ def test_opencvs_blur_gives_the_numpy_blurs_ssim_map_on_real_photos():
     """SSIM blurs with OpenCV where the shrink extra installed it, else in numpy: the two give one map."""
     pytest.importorskip("cv2")
     for name, a, b in _real_pairs():
-        x, y = P._luma(a), P._luma(b)
+        x, y = _luma(a), _luma(b)
         with_opencv = P.ssim_map(x, y)
         P._cv2.cache_clear()
         try:
@@ -128,7 +133,7 @@ def test_numpy_ssim_map_equals_scikit_image_away_from_the_edges():
     from skimage.metrics import structural_similarity
 
     for name, a, b in _real_pairs():
-        x, y = P._luma(a), P._luma(b)
+        x, y = _luma(a), _luma(b)
         mean, theirs = structural_similarity(
             x, y, gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=2.0, full=True
         )

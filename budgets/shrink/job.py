@@ -252,9 +252,8 @@ class ImageJob:
         this was written on the hook (a 2-core machine): the detector started 0.1 s earlier, as soon as RapidOCR
         was built, and the page's lines were read while the price data was. Not where the original's lines are
         known (a kept analysis) or for the path before issue 39."""
-        if self.reference or self._text_ahead is not None or self.analysis.lines is not None:
-            return
-        self._text_ahead = _reader().submit(self._look)
+        if not self.reference and self.analysis.lines is None:
+            self.text_found_ahead()
 
     def _look(self) -> bool:
         found = self._text_found_now
@@ -391,8 +390,9 @@ class ImageJob:
 
 @functools.cache
 def _reader() -> ThreadPoolExecutor:
-    """The thread a rendition is read on beside the cheap measures (``ImageJob.read_ahead``), and a photo's text
-    looked for beside its search (``ImageJob.text_found_ahead``): one, as a search does one of these at a time."""
+    """The thread a rendition is read on beside the cheap measures (``ImageJob.read_ahead``), and the original's text
+    looked for while a model is priced or a photo's search runs (``ImageJob.text_found_ahead``): one, as the
+    readings ahead start only once the text is found."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mmtok-read-ahead")
 
 

@@ -278,12 +278,7 @@ def ssim(reference: PIL.Image.Image, other: PIL.Image.Image) -> float:
     return SsimReference(reference, kept=False).against(other)
 
 
-def _luma(image: PIL.Image.Image) -> np.ndarray:
-    """(H, W) float32 in [-1, 1]: each byte of the L image looked up (the same numbers as dividing, in one pass)."""
-    return _LUMA_OF_BYTE[np.asarray(image.convert("L"))]
-
-
-_LUMA_OF_BYTE = np.arange(256, dtype=np.float32) / 127.5 - 1.0
+_LUMA_OF_BYTE = np.arange(256, dtype=np.float32) / 127.5 - 1.0  # an L image's byte as SSIM's luma, in [-1, 1]
 
 
 def ssim_map(x: np.ndarray, y: np.ndarray) -> np.ndarray:
